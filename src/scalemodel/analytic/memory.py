@@ -1,0 +1,534 @@
+"""Training memory per GPU: weights, gradients, optimizer states and activations under a layout.
+
+Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", arXiv:2205.05198, Sec. 4): per layer, with 16-bit activations and 1-byte
+dropout masks, a GPT layer stores ``34 s b h + 5 a s^2 b`` bytes (eq. 2). The terms are kept
+apart here so the same accounting covers GQA (smaller K and V), gated MLPs (three MLP tensors
+of width f instead of two), models without dropout, MLA and MoE layers:
+
+=======================  ===========================  =====================================
+term                     bytes (GPT: f = 4h, MHA)     split by TP?
+=======================  ===========================  =====================================
+norm inputs (2 norms)    4 s b h                      only with sequence parallelism
+attention / MLP inputs   2 s b h + 2 s b h            only with sequence parallelism
+dropout masks            2 s b h (if dropout)         only with sequence parallelism
+Q, K, V, attn output     2 s b (q + k + v + o)        yes (K, V by min(t, h_kv))
+MLP internals            4 s b f (plain), 6 s b f     yes
+attention scores         (2 + 3 [dropout]) a s^2 b    yes; dropped by selective recompute
+=======================  ===========================  =====================================
+
+Full recomputation keeps only each layer's input, ``2 s b h``. ZeRO stages shard optimizer
+states (1), gradients (2) and parameters (3) over the data-parallel group (dp x cp ranks).
+Under 1F1B the first pipeline stage holds activations of min(p, m) micro-batches for its layers
+(p when there are enough micro-batches), times ``1 + (p - 1)/(p v)`` with ``v`` interleaved
+chunks (Korthikanti et al., Sec. 4.2.3).
+
+The vectorised function :func:`training_bytes` evaluates many layouts at once for searches;
+:func:`memory_report` evaluates one as a derivation and checks it against the vectorised path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..derive import Derivation, Table
+from ..errors import BadInput
+from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
+from .kv import check_tp
+from .params import ParamCount, count_params
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parallel layout and the per-micro-batch shape of one training step."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    sequence_parallel: bool = True  # only meaningful when tp > 1
+    micro_batch: int = 1
+    seq_len: int = 4096
+    vpp: int = 1  # interleaved pipeline chunks per stage
+    microbatches: int | None = None  # per step per pipeline; None: at least pp
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        if self.cp > 1:
+            parts.append(f"CP{self.cp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        parts.append(f"ZeRO-{self.zero}")
+        parts.append(f"recompute={self.recompute}")
+        if self.tp > 1:
+            parts.append("SP" if self.sequence_parallel else "no-SP")
+        return " ".join(parts)
+
+
+def validate_layout(m: ModelSpec, lay: Layout) -> None:
+    check_tp(m, lay.tp, lay.pp)
+    for name in ("dp", "cp", "ep", "micro_batch", "seq_len", "vpp"):
+        v = getattr(lay, name)
+        if not isinstance(v, int) or v < 1:
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(f"{flag} must be a whole number >= 1, got {v}")
+    if lay.zero not in (0, 1, 2, 3):
+        raise BadInput(f"--zero must be 0, 1, 2 or 3, got {lay.zero}")
+    if lay.recompute not in RECOMPUTE:
+        raise BadInput(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {lay.recompute!r}")
+    if lay.ep > 1:
+        if not m.is_moe:
+            raise BadInput(f"--ep {lay.ep}: {m.id} has no experts to distribute")
+        if m.n_experts % lay.ep:
+            raise BadInput(f"--ep {lay.ep} does not divide the {m.n_experts} experts of {m.id}")
+        if (lay.dp * lay.cp) % lay.ep:
+            raise BadInput(f"--ep {lay.ep} must divide dp x cp = {lay.dp * lay.cp}")
+    if lay.seq_len % lay.cp:
+        raise BadInput(f"--cp {lay.cp} does not divide --seq-len {lay.seq_len}")
+    if lay.microbatches is not None and lay.microbatches < 1:
+        raise BadInput("the number of micro-batches must be at least 1")
+
+
+# --- per-layer activation coefficients (model-only) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActCoeffs:
+    """Per-layer activation bytes divided by (s b): TP-replicated and TP-split parts, and scores.
+
+    ``rep`` and ``split`` multiply s*b; ``scores`` multiplies a*s^2*b. ``kv`` is the K and V part
+    of ``split`` (split by min(t, h_kv) rather than t). ``full`` is what full recompute keeps.
+    """
+
+    rep: float
+    split: float
+    kv: float
+    scores: float
+    full: float
+
+
+def layer_act_coeffs(m: ModelSpec, moe_layer: bool) -> ActCoeffs:
+    h = m.hidden
+    drop = 1 if m.dropout else 0
+    rep = 4 * h + 2 * h + 2 * h + 2 * h * drop  # norm inputs, attn/MLP inputs, dropout masks
+    if m.kv_lora_rank:
+        q = m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        k = q
+        v = o = m.n_heads * m.v_head_dim
+        rep += 2 * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents
+    else:
+        q = o = m.q_dim
+        k = v = m.kv_dim
+    split = 2 * (q + o)
+    kv = 2 * (k + v)
+    mlp_k = 6 if m.gated_mlp else 4
+    if moe_layer:
+        shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
+        split += m.top_k * (2 * h + mlp_k * m.moe_ffn) + mlp_k * shared
+        rep += 4 * m.n_experts  # fp32 router probabilities
+    else:
+        split += mlp_k * m.ffn
+    return ActCoeffs(rep=rep, split=split, kv=kv, scores=2 + 3 * drop, full=2 * h)
+
+
+def _layer_coeffs(m: ModelSpec) -> tuple[ActCoeffs, ActCoeffs | None, int]:
+    dense = layer_act_coeffs(m, False)
+    moe = layer_act_coeffs(m, True) if m.is_moe else None
+    return dense, moe, m.n_moe_layers
+
+
+def act_per_layer(
+    c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool
+) -> Any:
+    """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2)."""
+    sb = s * b
+    rep_div = np.where(sp, tp, 1)
+    kv_div = tp if mla else np.minimum(tp, n_kv)
+    none_sel = c.rep * sb / rep_div + c.split * sb / tp + c.kv * sb / kv_div
+    scores = c.scores * a * s * s * b / tp
+    full = c.full * sb / rep_div
+    return np.where(rc == 0, none_sel + scores, np.where(rc == 1, none_sel, full))
+
+
+# --- the vectorised evaluation ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StaticModel:
+    """Everything about a model that the vectorised path needs, computed once."""
+
+    pc: ParamCount
+    dense: ActCoeffs
+    moe: ActCoeffs | None
+    n_moe_layers: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    hidden: int
+    vocab: int
+    mla: bool
+    # per-layer parameter split (heaviest layer; and totals for pp == 1)
+    big_split: float
+    big_rep: float
+    big_exp: float
+    sum_split: float
+    sum_rep: float
+    sum_exp: float
+
+
+def static_model(m: ModelSpec) -> StaticModel:
+    pc = count_params(m)
+    dense, moe, n_moe = _layer_coeffs(m)
+    big = pc.max_layer
+    return StaticModel(
+        pc=pc, dense=dense, moe=moe, n_moe_layers=n_moe, n_layers=m.n_layers,
+        n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, hidden=m.hidden, vocab=m.vocab,
+        mla=m.attention == "mla",
+        big_split=big.attention + big.dense_mlp + big.shared, big_rep=big.replicated,
+        big_exp=big.experts,
+        sum_split=sum(lp.attention + lp.dense_mlp + lp.shared for lp in pc.layers),
+        sum_rep=sum(lp.replicated for lp in pc.layers),
+        sum_exp=sum(lp.experts for lp in pc.layers),
+    )
+
+
+def training_bytes(
+    sm: StaticModel,
+    *,
+    tp: Any,
+    pp: Any,
+    dp: Any,
+    cp: Any = 1,
+    ep: Any = 1,
+    zero: Any = 0,
+    rc: Any = 0,
+    sp: Any = True,
+    micro_batch: Any = 1,
+    seq_len: Any = 4096,
+    vpp: Any = 1,
+    microbatches: Any = None,
+    e_w: float = 2.0,
+    e_g: float = 2.0,
+    k_opt: float = 12.0,
+) -> dict[str, np.ndarray]:
+    """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
+
+    Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total`` and the
+    boolean ``first_is_heaviest``.
+    """
+    tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
+    zero, rc = np.asarray(zero), np.asarray(rc)
+    s = np.asarray(seq_len, dtype=np.float64) / cp
+    b = np.asarray(micro_batch, dtype=np.float64)
+    L = sm.n_layers
+    per_stage = np.ceil(L / pp)
+    one = pp == 1
+    pc = sm.pc
+    # parameters on one GPU of the first and the last stage (dense part), and experts
+    body = np.where(one, sm.sum_split / tp + sm.sum_rep, per_stage * (sm.big_split / tp + sm.big_rep))
+    head = pc.lm_head if pc.lm_head else pc.embedding
+    first_p = np.where(one, body + (pc.embedding + pc.lm_head) / tp + pc.final_norm,
+                       body + pc.embedding / tp)
+    last_p = np.where(one, first_p, body + head / tp + pc.final_norm)
+    exp_p = np.where(one, sm.sum_exp, per_stage * sm.big_exp) / (tp * ep)
+
+    group = dp * cp  # ranks holding the same dense shard
+    egroup = group / ep  # ranks holding the same expert shard
+
+    def states(p_dense: Any) -> tuple[Any, Any, Any]:
+        z3 = np.where(zero >= 3, group, 1.0)
+        z2 = np.where(zero >= 2, group, 1.0)
+        z1 = np.where(zero >= 1, group, 1.0)
+        ez3 = np.where(zero >= 3, egroup, 1.0)
+        ez2 = np.where(zero >= 2, egroup, 1.0)
+        ez1 = np.where(zero >= 1, egroup, 1.0)
+        par = (p_dense / z3 + exp_p / ez3) * e_w
+        # ZeRO-3 gathers whole layers for compute: the current one and one prefetched
+        par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (tp * ep)) * e_w, 0.0)
+        gr = (p_dense / z2 + exp_p / ez2) * e_g
+        op = (p_dense / z1 + exp_p / ez1) * k_opt
+        return par, gr, op
+
+    # activations of one micro-batch through one layer (dense / MoE)
+    a_dense = act_per_layer(sm.dense, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
+    if sm.moe is not None:
+        a_moe = act_per_layer(sm.moe, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
+        n_dense = L - sm.n_moe_layers
+        stage_layers_act = np.where(
+            one, n_dense * a_dense + sm.n_moe_layers * a_moe, per_stage * np.maximum(a_dense, a_moe)
+        )
+    else:
+        stage_layers_act = per_stage * a_dense
+    m_eff = pp if microbatches is None else np.minimum(pp, np.asarray(microbatches))
+    vpp = np.asarray(vpp, dtype=np.float64)
+    interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+    in_flight = m_eff * interleave
+    rep_div = np.where(sp, tp, 1)
+    out_act = 4 * s * b * sm.hidden / rep_div + 4 * s * b * sm.vocab / tp  # norm/head input + fp32 logits
+    first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0)
+    last_a = stage_layers_act + out_act
+
+    fp, fg, fo = states(first_p)
+    lp_, lg, lo = states(last_p)
+    first_t = fp + fg + fo + first_a
+    last_t = lp_ + lg + lo + last_a
+    first_heavy = first_t >= last_t
+    pick = lambda x, y: np.where(first_heavy, x, y)  # noqa: E731
+    return {
+        "params": pick(fp, lp_),
+        "grads": pick(fg, lg),
+        "optimizer": pick(fo, lo),
+        "activations": pick(first_a, last_a),
+        "total": np.maximum(first_t, last_t),
+        "first_is_heaviest": first_heavy,
+    }
+
+
+# --- one layout, with its derivation -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    model: str
+    gpu: str | None
+    layout: Layout
+    optimizer: str
+    dtype: str
+    per_gpu_bytes: float
+    breakdown: dict[str, float]
+    heaviest_stage: str
+    capacity_bytes: float | None
+    fits: bool | None
+    derivation: Derivation
+    min_gpus: int | None = None
+    min_layout: Layout | None = None
+    fit_table: Table | None = None
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "model": self.model,
+            "gpu": self.gpu,
+            "layout": self.layout.__dict__ | {"gpus": self.layout.gpus},
+            "optimizer": self.optimizer,
+            "dtype": self.dtype,
+            "per_gpu_bytes": self.per_gpu_bytes,
+            "breakdown": self.breakdown,
+            "heaviest_stage": self.heaviest_stage,
+            "capacity_bytes": self.capacity_bytes,
+            "fits": self.fits,
+            "warnings": list(self.warnings),
+        }
+        if self.min_gpus is not None:
+            d["min_gpus"] = self.min_gpus
+            d["min_layout"] = self.min_layout.__dict__ | {"gpus": self.min_layout.gpus} if self.min_layout else None
+        d.update(self.extra)
+        d["derivation"] = self.derivation.to_dict()
+        return d
+
+
+def memory_report(
+    m: ModelSpec,
+    lay: Layout,
+    *,
+    gpu: GPUSpec | None = None,
+    optimizer_id: str = "adam",
+    weight_dtype: str = "bf16",
+    grad_dtype: str | None = None,
+    memory_fraction: float | None = None,
+) -> MemoryReport:
+    validate_layout(m, lay)
+    warnings: list[str] = []
+    if lay.seq_len > m.max_context:
+        warnings.append(
+            f"--seq-len {lay.seq_len:,} exceeds {m.id}'s max_position_embeddings "
+            f"{m.max_context:,}; computed anyway"
+        )
+    opt = optimizer(optimizer_id)
+    ew = dtype(weight_dtype, "--dtype")
+    eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
+    sm = static_model(m)
+    rc_code = RECOMPUTE.index(lay.recompute)
+    sp = lay.sequence_parallel and lay.tp > 1
+    vec = training_bytes(
+        sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, rc=rc_code,
+        sp=sp, micro_batch=lay.micro_batch, seq_len=lay.seq_len, vpp=lay.vpp,
+        microbatches=lay.microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
+    )
+    first = bool(vec["first_is_heaviest"])
+    stage = "only" if lay.pp == 1 else ("first" if first else "last")
+    src = m.source
+    pc = sm.pc
+    d = Derivation(f"Training memory per GPU: {m.id}, {lay.describe()}")
+
+    # parameters held by this GPU
+    d.given("parameters (exact count from the config)", "P", pc.total, "1", src)
+    d.given("tensor-parallel degree", "t", lay.tp, "1")
+    d.given("pipeline-parallel degree", "p", lay.pp, "1")
+    d.given("data-parallel degree", "d", lay.dp, "1")
+    d.given("context-parallel degree", "c", lay.cp, "1")
+    if m.is_moe:
+        d.given("expert-parallel degree", "x", lay.ep, "1")
+    if lay.pp == 1:
+        dense_gpu = (sm.sum_split / lay.tp + sm.sum_rep + (pc.embedding + pc.lm_head) / lay.tp
+                     + pc.final_norm)
+        exp_gpu = sm.sum_exp / (lay.tp * lay.ep)
+        d.given("dense parameters on one GPU (TP-split, norms replicated)", "P_d", dense_gpu, "1",
+                note="(attention + MLP + embeddings)/t + norms")
+    else:
+        per_stage = math.ceil(m.n_layers / lay.pp)
+        body = per_stage * (sm.big_split / lay.tp + sm.big_rep)
+        head = pc.lm_head if pc.lm_head else pc.embedding
+        dense_gpu = body + (pc.embedding / lay.tp if first else head / lay.tp + pc.final_norm)
+        exp_gpu = per_stage * sm.big_exp / (lay.tp * lay.ep)
+        d.given(f"dense parameters on one GPU of the {stage} stage", "P_d", dense_gpu, "1",
+                note=f"ceil(L/p) = {per_stage} layers (heaviest layer assumed) + "
+                     + ("embedding" if first else "output head") + ", split by t")
+    if m.is_moe:
+        d.given("routed-expert parameters on one GPU", "P_e", exp_gpu, "1",
+                note="experts / (t * x) on this stage")
+    else:
+        d.env["P_e"] = 0.0
+    d.given(f"bytes per {ew.name} weight", "e_w", ew.bytes, "B", ew.source)
+    d.given(f"bytes per {eg.name} gradient", "e_g", eg.bytes, "B", eg.source)
+    d.given(f"optimizer bytes per parameter ({opt.label})", "K", opt.bytes_per_param, "B",
+            opt.source, note=opt.note)
+    d.given("ZeRO stage", "z", lay.zero, "1")
+    d.calc("ranks sharing one dense shard (ZeRO group)", "G", "d * c", "1")
+    d.calc("ranks sharing one expert shard", "G_e", "d * c / x" if m.is_moe else "d * c", "1")
+    shard_p = "G" if lay.zero >= 3 else "1"
+    shard_g = "G" if lay.zero >= 2 else "1"
+    shard_o = "G" if lay.zero >= 1 else "1"
+    eshard = lambda s: "G_e" if s == "G" else "1"  # noqa: E731
+    p_formula = f"(P_d / {shard_p} + P_e / {eshard(shard_p)}) * e_w"
+    if lay.zero >= 3:
+        d.given("parameters of the heaviest layer on one GPU", "P_lay",
+                sm.big_split / lay.tp + sm.big_exp / (lay.tp * lay.ep), "1")
+        p_formula += " + 2 * P_lay * e_w"
+        d.note("ZeRO-3/FSDP gathers whole layers to compute: one in use and one prefetched.")
+    params_b = d.calc("weights per GPU", "M_p", p_formula, "B", check=float(vec["params"]),
+                      rel_tol=1e-6)
+    grads_b = d.calc("gradients per GPU", "M_g", f"(P_d / {shard_g} + P_e / {eshard(shard_g)}) * e_g",
+                     "B", check=float(vec["grads"]), rel_tol=1e-6)
+    opt_b = d.calc("optimizer states per GPU", "M_o",
+                   f"(P_d / {shard_o} + P_e / {eshard(shard_o)}) * K", "B",
+                   check=float(vec["optimizer"]), rel_tol=1e-6)
+
+    # activations
+    act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]))
+    total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
+                   check=float(vec["total"]), rel_tol=1e-6)
+    cap = fits = None
+    if gpu is not None:
+        fa = assumption("training_memory_fraction")
+        frac = fa.value if memory_fraction is None else memory_fraction
+        d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
+        d.given("fraction planned for the step", "u", frac, "1",
+                fa.source if memory_fraction is None else "--mem-fraction", note=fa.note)
+        cap = d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
+        fits = bool(total <= cap)
+    return MemoryReport(
+        model=m.id, gpu=gpu.id if gpu else None, layout=lay, optimizer=opt.id, dtype=ew.name,
+        per_gpu_bytes=float(total),
+        breakdown={"params": float(params_b), "grads": float(grads_b),
+                   "optimizer": float(opt_b), "activations": float(act_b)},
+        heaviest_stage=stage, capacity_bytes=cap, fits=fits, derivation=d,
+        warnings=tuple(warnings),
+    )
+
+
+def _activation_steps(
+    d: Derivation, m: ModelSpec, sm: StaticModel, lay: Layout, sp: bool, stage: str, check: float
+) -> float:
+    src = m.source
+    d.given("sequence length", "S", lay.seq_len, "token")
+    d.given("micro-batch", "b", lay.micro_batch, "seq")
+    d.calc("tokens per sequence on this rank (S / c)", "s", "S / c", "token")
+    d.given("hidden size", "h", m.hidden, "1", src)
+    d.given("attention heads", "a", m.n_heads, "1", src)
+    d.env["sp_div"] = lay.tp if sp else 1
+    d.env["kv_div"] = lay.tp if sm.mla else min(lay.tp, m.n_kv_heads)
+    rc = lay.recompute
+
+    def layer_steps(c: ActCoeffs, tag: str) -> str:
+        sym = f"A_{tag}"
+        if rc == "full":
+            d.calc(f"{tag} layer: stored input only (full recompute)", sym,
+                   f"{c.full:g} * s * b / sp_div", "B",
+                   note="2 s b h: each layer's input is kept; everything else is recomputed")
+            return sym
+        d.given(f"{tag} layer: TP-replicated bytes per token", f"r_{tag}", c.rep, "B",
+                note="norm inputs 4h, attention and MLP inputs 2h + 2h"
+                     + (", dropout masks 2h" if m.dropout else "") + " (Korthikanti 2022, eq. 1-2)")
+        d.given(f"{tag} layer: TP-split bytes per token", f"x_{tag}", c.split, "B",
+                note="Q and attention output, MLP internals " + ("(6f gated)" if m.gated_mlp else "(4f)"))
+        d.given(f"{tag} layer: K and V bytes per token", f"k_{tag}", c.kv, "B")
+        formula = f"(r_{tag} / sp_div + x_{tag} / t + k_{tag} / kv_div) * s * b"
+        if rc == "none":
+            d.given("score bytes per (head x token^2)", f"q_{tag}", c.scores, "B",
+                    note="softmax output 2" + (" + dropout mask 1 + dropout output 2" if m.dropout else "")
+                         + " (Korthikanti 2022)")
+            formula += f" + q_{tag} * a * s * s * b / t"
+        d.calc(f"{tag} layer: stored activations per micro-batch", sym, formula, "B")
+        return sym
+
+    if m.attention != "mla" and lay.tp > 1:
+        d.note(f"Sequence parallelism {'on' if sp else 'off'}: replicated terms are "
+               f"{'split by t' if sp else 'kept whole'} on each TP rank.")
+    dense_sym = layer_steps(sm.dense, "dense")
+    L = m.n_layers
+    if sm.moe is not None:
+        moe_sym = layer_steps(sm.moe, "moe")
+        d.given("MoE layers", "L_moe", sm.n_moe_layers, "1", src)
+        d.given("layers", "L", L, "1", src)
+        if lay.pp == 1:
+            stage_f = f"(L - L_moe) * {dense_sym} + L_moe * {moe_sym}"
+        else:
+            stage_f = f"ceil(L / p) * max({dense_sym}, {moe_sym})"
+    else:
+        d.given("layers", "L", L, "1", src)
+        stage_f = f"ceil(L / p) * {dense_sym}"
+    d.calc("one micro-batch through this stage's layers", "A_stage", stage_f, "B")
+    d.given("vocabulary", "V", m.vocab, "1", src)
+    d.calc("output layer: norm and head inputs + fp32 logits", "A_out",
+           "4 * s * b * h / sp_div + 4 * s * b * V / t", "B")
+    if stage in ("first", "only"):
+        mb = lay.pp if lay.microbatches is None else min(lay.pp, lay.microbatches)
+        d.given("micro-batches in flight on the first stage (1F1B)", "n_mb", mb, "1",
+                note="p when the step has at least p micro-batches")
+        d.given("interleaved chunks per stage", "v", lay.vpp, "1")
+        inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
+        out = " + A_out" if stage == "only" else ""
+        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{out}", "B",
+                      check=check, rel_tol=1e-6)
+    return d.calc("activations per GPU (last stage: one micro-batch + output)", "M_a",
+                  "A_stage + A_out", "B", check=check, rel_tol=1e-6)
+
+
+def korthikanti_per_layer(s: float, b: float, h: float, a: float, t: float = 1,
+                          sp: bool = False, recompute: str = "none") -> float:
+    """The paper's closed forms (GPT layer), for reference and tests: bytes per layer.
+
+    none: s b h (34 + 5 a s / h) without TP; s b h (10 + 24/t + 5 a s/(h t)) with TP;
+    s b h / t (34 + 5 a s / h) with TP and SP; selective drops the a s / h term; full keeps 2 s b h.
+    """
+    if recompute == "full":
+        return 2 * s * b * h / (t if sp else 1)
+    scores = 5 * a * s / h if recompute == "none" else 0.0
+    if sp:
+        return s * b * h / t * (34 + scores)
+    return s * b * h * (10 + 24 / t + scores / t)

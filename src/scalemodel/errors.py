@@ -1,0 +1,30 @@
+"""The one error type that means "the input is wrong".
+
+Engines raise :class:`BadInput` with a message that names the field and the allowed values;
+the CLI turns it into one line on stderr and exit code 2. Anything else is an internal failure
+(exit code 1).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+
+class BadInput(ValueError):
+    """The user's input cannot be used; the message says which field and why."""
+
+
+def close_matches(word: str, choices: list[str], n: int = 4) -> str:
+    """A short ', '-joined list of the choices closest to ``word`` (for error messages)."""
+    found = difflib.get_close_matches(word, choices, n=n, cutoff=0.4)
+    if not found:
+        found = [c for c in choices if word.lower() in c.lower()][:n]
+    return ", ".join(found)
+
+
+def require_positive(name: str, value: float, *, integer: bool = False) -> None:
+    """Raise BadInput unless ``value`` is a positive number (and a whole one if ``integer``)."""
+    if value is None or value <= 0:
+        raise BadInput(f"{name} must be positive, got {value}")
+    if integer and int(value) != value:
+        raise BadInput(f"{name} must be a whole number, got {value}")

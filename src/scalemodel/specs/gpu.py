@@ -1,0 +1,187 @@
+"""GPU and link specifications: frozen records loaded from gpus.toml / links.toml or a user file.
+
+A GPU's figures all carry a source: the GPU's default ``source`` key, or a per-field override in
+its ``[id.sources]`` table (dotted paths such as ``"sm.regs_per_sm"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import BadInput, close_matches
+from .sources import cite, load_toml, read_user_toml
+
+_REQUIRED = ("name", "hbm_bytes", "hbm_bytes_per_s", "flop_per_s")
+_POSITIVE = ("hbm_bytes", "hbm_bytes_per_s", "sm_count", "boost_clock_hz", "l2_bytes")
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    id: str
+    name: str
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    flop_per_s: Mapping[str, float]
+    vendor: str = ""
+    arch: str = ""
+    compute_capability: str = ""
+    sm_count: int = 0
+    boost_clock_hz: float = 0.0
+    l2_bytes: float = 0.0
+    tdp_w: float = 0.0
+    sm: Mapping[str, Any] = field(default_factory=dict)
+    interconnect: Mapping[str, Any] = field(default_factory=dict)
+    source_key: str = ""
+    field_sources: Mapping[str, str] = field(default_factory=dict)
+    date: str = ""
+    notes: str = ""
+    origin: str = "bundled"
+
+    def peak_flop_per_s(self, dtype: str) -> float:
+        """Dense peak rate for a precision; BadInput if the GPU has no such path."""
+        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+        if key not in self.flop_per_s:
+            raise BadInput(
+                f"--dtype: {self.id} has no {dtype} peak in its spec; it lists "
+                f"{', '.join(self.flop_per_s)}"
+            )
+        return float(self.flop_per_s[key])
+
+    def source_of(self, field_path: str) -> str:
+        """Citation for one figure, e.g. source_of('flop_per_s.bf16')."""
+        parts = field_path.split(".")
+        key = None
+        for n in range(len(parts), 0, -1):  # longest matching prefix wins
+            key = self.field_sources.get(".".join(parts[:n]))
+            if key:
+                break
+        key = key or self.source_key
+        return cite(key) if key else self.origin
+
+    @property
+    def scale_up_bytes_per_s(self) -> float:
+        """Per-GPU scale-up (NVLink-class) bandwidth, one direction; 0 when the GPU has none."""
+        return float(self.interconnect.get("scale_up_bytes_per_s_per_direction", 0.0))
+
+
+def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
+    for k in _REQUIRED:
+        if k not in t:
+            raise BadInput(f"GPU {gid!r} ({origin}): missing field {k!r}")
+    for k in _POSITIVE:
+        if k in t and not (isinstance(t[k], int | float) and t[k] > 0):
+            raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be a positive number")
+    flops = t["flop_per_s"]
+    if not isinstance(flops, dict) or not flops:
+        raise BadInput(f"GPU {gid!r} ({origin}): flop_per_s must be a table such as bf16 = 989.4e12")
+    for k, v in flops.items():
+        if not (isinstance(v, int | float) and v > 0):
+            raise BadInput(f"GPU {gid!r} ({origin}): flop_per_s.{k} must be a positive number")
+    return GPUSpec(
+        id=gid,
+        name=t["name"],
+        hbm_bytes=float(t["hbm_bytes"]),
+        hbm_bytes_per_s=float(t["hbm_bytes_per_s"]),
+        flop_per_s=MappingProxyType({k: float(v) for k, v in flops.items()}),
+        vendor=t.get("vendor", ""),
+        arch=t.get("arch", ""),
+        compute_capability=str(t.get("compute_capability", "")),
+        sm_count=int(t.get("sm_count", 0)),
+        boost_clock_hz=float(t.get("boost_clock_hz", 0.0)),
+        l2_bytes=float(t.get("l2_bytes", 0.0)),
+        tdp_w=float(t.get("tdp_w", 0.0)),
+        sm=MappingProxyType(dict(t.get("sm", {}))),
+        interconnect=MappingProxyType(dict(t.get("interconnect", {}))),
+        source_key=t.get("source", ""),
+        field_sources=MappingProxyType(dict(t.get("sources", {}))),
+        date=str(t.get("date", "")),
+        notes=t.get("notes", ""),
+        origin=origin,
+    )
+
+
+@cache
+def _bundled_gpus() -> dict[str, Mapping[str, Any]]:
+    return load_toml("gpus.toml")
+
+
+def gpu_ids() -> list[str]:
+    return list(_bundled_gpus())
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """A bundled GPU by id (``h100-sxm``) or a user TOML file by path (``./my_gpu.toml``)."""
+    if name.endswith(".toml") or Path(name).is_file():
+        data = read_user_toml(name, "--gpu")
+        if "name" not in data and len(data) == 1:  # one table: [my-gpu] ...
+            ((gid, t),) = data.items()
+        else:
+            gid, t = data.get("id", Path(name).stem), data
+        if not isinstance(t, dict):
+            raise BadInput(f"--gpu: {name} must hold one GPU table")
+        return _build_gpu(gid, t, origin=f"user file {name}")
+    table = _bundled_gpus().get(name.lower())
+    if table is None:
+        hint = close_matches(name.lower(), gpu_ids()) or ", ".join(gpu_ids())
+        raise BadInput(f"--gpu: unknown GPU {name!r}; did you mean: {hint}? (or pass a .toml path)")
+    return _build_gpu(name.lower(), table, origin="bundled gpus.toml")
+
+
+# --- links ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    id: str
+    name: str
+    kind: str
+    bytes_per_s_per_direction: float
+    latency_s: float
+    source_key: str = ""
+    field_sources: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    @property
+    def bytes_per_s_bidirectional(self) -> float:
+        return float(self.extra.get("bytes_per_s_bidirectional", 2 * self.bytes_per_s_per_direction))
+
+    def source_of(self, field_path: str) -> str:
+        key = self.field_sources.get(field_path, self.source_key)
+        return cite(key) if key else "links.toml"
+
+
+@cache
+def _bundled_links() -> dict[str, Mapping[str, Any]]:
+    return load_toml("links.toml")
+
+
+def link_ids() -> list[str]:
+    return list(_bundled_links())
+
+
+def get_link(name: str) -> LinkSpec:
+    t = _bundled_links().get(name.lower())
+    if t is None:
+        hint = close_matches(name.lower(), link_ids()) or ", ".join(link_ids())
+        raise BadInput(f"--link: unknown link {name!r}; did you mean: {hint}?")
+    for k in ("name", "bytes_per_s_per_direction", "latency_s"):
+        if k not in t:
+            raise BadInput(f"link {name!r}: missing field {k!r}")  # pragma: no cover
+    known = {"name", "kind", "bytes_per_s_per_direction", "latency_s", "source", "sources", "notes"}
+    return LinkSpec(
+        id=name.lower(),
+        name=t["name"],
+        kind=t.get("kind", ""),
+        bytes_per_s_per_direction=float(t["bytes_per_s_per_direction"]),
+        latency_s=float(t["latency_s"]),
+        source_key=t.get("source", ""),
+        field_sources=MappingProxyType(dict(t.get("sources", {}))),
+        extra=MappingProxyType({k: v for k, v in t.items() if k not in known}),
+        notes=t.get("notes", ""),
+    )

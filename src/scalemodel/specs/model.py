@@ -1,0 +1,371 @@
+"""Model architectures read from Hugging Face ``config.json`` files.
+
+One normalised record, :class:`ModelSpec`, covers dense and MoE decoders with MHA, GQA, MQA or
+MLA attention, gated (SwiGLU) or plain MLPs, tied or untied embeddings. Each supported
+``model_type`` has a small reader that maps its config keys onto that record; configs are parsed
+as JSON (data only) and checked for the nonsense that would make every later number wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput, close_matches
+from .sources import cite, data_path, load_toml
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture hyper-parameters, in the symbols of docs/notation.md.
+
+    Attention: ``n_heads`` query heads of ``head_dim``; ``n_kv_heads`` K/V heads (MHA when equal
+    to n_heads, MQA when 1). MLA models (DeepSeek-V2/V3) set ``kv_lora_rank`` > 0 and cache the
+    compressed latent plus the decoupled RoPE key instead of per-head K and V.
+    MoE: ``n_experts`` routed experts of width ``moe_ffn``, ``top_k`` per token, ``n_shared_experts``
+    always-on experts; the first ``first_dense_layers`` layers (and every layer not on the
+    ``moe_every`` stride) use a dense MLP of width ``ffn``.
+    """
+
+    id: str
+    family: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_context: int
+    gated_mlp: bool = True
+    tied_embeddings: bool = False
+    norm: str = "rms"  # "rms" (weight only) or "layer" (weight and bias)
+    qkv_bias: bool = False
+    linear_bias: bool = False  # biases on every linear layer (GPT-2, OPT, NeoX)
+    learned_positions: int = 0  # rows of a learned position table (GPT-2, OPT)
+    dropout: bool = False  # dropout layers present in training (their masks cost memory)
+    # MLA (DeepSeek)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # MoE
+    n_experts: int = 0
+    top_k: int = 0
+    moe_ffn: int = 0
+    n_shared_experts: int = 0
+    shared_ffn: int = 0  # width of the shared expert block (0: n_shared_experts * moe_ffn)
+    shared_expert_gate: bool = False
+    first_dense_layers: int = 0
+    moe_every: int = 1
+    moe_offset: int = 0  # layer i is MoE when (i + moe_offset) % moe_every == 0 (and past the dense ones)
+    router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias
+    mtp_layers: int = 0  # multi-token-prediction modules (not counted in the main model)
+    source: str = ""
+    origin: str = "bundled"
+
+    @property
+    def attention(self) -> str:
+        if self.kv_lora_rank:
+            return "mla"
+        if self.n_kv_heads == self.n_heads:
+            return "mha"
+        return "mqa" if self.n_kv_heads == 1 else "gqa"
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def n_moe_layers(self) -> int:
+        if not self.is_moe:
+            return 0
+        return sum(1 for i in range(self.n_layers) if self.layer_is_moe(i))
+
+    def layer_is_moe(self, i: int) -> bool:
+        return (
+            self.is_moe
+            and i >= self.first_dense_layers
+            and (i + self.moe_offset) % self.moe_every == 0
+        )
+
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads together (n_heads * head_dim; MLA uses nope + rope dims)."""
+        if self.kv_lora_rank:
+            return self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim)
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the K (or V) projection output: n_kv_heads * head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    def with_overrides(self, **kw: Any) -> ModelSpec:
+        return replace(self, **kw)
+
+
+# --- config readers, one per model_type ---------------------------------------------------------
+
+
+def _get(cfg: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:
+    if key in cfg and cfg[key] is not None:
+        return cfg[key]
+    if default is ...:
+        raise BadInput(f"{where}: config.json is missing field {key!r}")
+    return default
+
+
+def _llama_like(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    h = _get(cfg, "hidden_size", where)
+    heads = _get(cfg, "num_attention_heads", where)
+    return dict(
+        n_layers=_get(cfg, "num_hidden_layers", where),
+        hidden=h,
+        n_heads=heads,
+        n_kv_heads=_get(cfg, "num_key_value_heads", where, heads),
+        head_dim=_get(cfg, "head_dim", where, None),
+        ffn=_get(cfg, "intermediate_size", where),
+        vocab=_get(cfg, "vocab_size", where),
+        max_context=_get(cfg, "max_position_embeddings", where),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        qkv_bias=bool(cfg.get("attention_bias", False)),
+        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
+    )
+
+
+def _read_llama(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return _llama_like(cfg, where)
+
+
+def _read_qwen2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    d["qkv_bias"] = True  # Qwen2 always has q/k/v biases
+    return d
+
+
+def _read_mixtral(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    d.update(
+        n_experts=_get(cfg, "num_local_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=d["ffn"],
+    )
+    return d
+
+
+def _read_qwen2_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    d["qkv_bias"] = True
+    shared = int(_get(cfg, "shared_expert_intermediate_size", where, 0))
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if mlp_only:
+        raise BadInput(f"{where}: qwen2_moe configs with mlp_only_layers are not supported yet")
+    d.update(
+        n_experts=_get(cfg, "num_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=_get(cfg, "moe_intermediate_size", where),
+        n_shared_experts=1 if shared else 0,
+        shared_ffn=shared,
+        shared_expert_gate=bool(shared),
+        moe_every=int(_get(cfg, "decoder_sparse_step", where, 1)),
+        moe_offset=1,  # Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0
+    )
+    return d
+
+
+def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    nope = _get(cfg, "qk_nope_head_dim", where)
+    rope = _get(cfg, "qk_rope_head_dim", where)
+    d.update(
+        head_dim=nope + rope,
+        q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+        kv_lora_rank=_get(cfg, "kv_lora_rank", where),
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        v_head_dim=_get(cfg, "v_head_dim", where),
+        n_experts=_get(cfg, "n_routed_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=_get(cfg, "moe_intermediate_size", where),
+        n_shared_experts=_get(cfg, "n_shared_experts", where, 0),
+        first_dense_layers=_get(cfg, "first_k_dense_replace", where, 0),
+        moe_every=_get(cfg, "moe_layer_freq", where, 1),
+        router_bias=cfg.get("topk_method") == "noaux_tc",
+        mtp_layers=int(cfg.get("num_nextn_predict_layers", 0) or 0),
+    )
+    return d
+
+
+def _read_gpt2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    h = _get(cfg, "n_embd", where)
+    heads = _get(cfg, "n_head", where)
+    n_pos = _get(cfg, "n_positions", where)
+    return dict(
+        n_layers=_get(cfg, "n_layer", where),
+        hidden=h,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=None,
+        ffn=cfg.get("n_inner") or 4 * h,
+        vocab=_get(cfg, "vocab_size", where),
+        max_context=n_pos,
+        gated_mlp=False,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        norm="layer",
+        qkv_bias=True,
+        linear_bias=True,
+        learned_positions=n_pos,
+        dropout=float(cfg.get("attn_pdrop", 0.0) or 0.0) > 0
+        or float(cfg.get("resid_pdrop", 0.0) or 0.0) > 0,
+    )
+
+
+def _read_gpt_neox(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    h = _get(cfg, "hidden_size", where)
+    heads = _get(cfg, "num_attention_heads", where)
+    return dict(
+        n_layers=_get(cfg, "num_hidden_layers", where),
+        hidden=h,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=None,
+        ffn=_get(cfg, "intermediate_size", where),
+        vocab=_get(cfg, "vocab_size", where),
+        max_context=_get(cfg, "max_position_embeddings", where),
+        gated_mlp=False,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        norm="layer",
+        qkv_bias=bool(cfg.get("attention_bias", True)),
+        linear_bias=True,
+        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0
+        or float(cfg.get("hidden_dropout", 0.0) or 0.0) > 0,
+    )
+
+
+def _read_opt(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    h = _get(cfg, "hidden_size", where)
+    heads = _get(cfg, "num_attention_heads", where)
+    proj = cfg.get("word_embed_proj_dim", h)
+    if proj not in (None, h):
+        raise BadInput(f"{where}: OPT configs with word_embed_proj_dim != hidden_size are not supported")
+    n_pos = _get(cfg, "max_position_embeddings", where)
+    return dict(
+        n_layers=_get(cfg, "num_hidden_layers", where),
+        hidden=h,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=None,
+        ffn=_get(cfg, "ffn_dim", where),
+        vocab=_get(cfg, "vocab_size", where),
+        max_context=n_pos,
+        gated_mlp=False,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        norm="layer",
+        qkv_bias=bool(cfg.get("enable_bias", True)),
+        linear_bias=bool(cfg.get("enable_bias", True)),
+        learned_positions=n_pos + 2,  # OPT's learned positions carry an offset of 2 rows
+        dropout=float(cfg.get("dropout", 0.0) or 0.0) > 0,
+    )
+
+
+_READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
+    "llama": _read_llama,
+    "mistral": _read_llama,
+    "qwen2": _read_qwen2,
+    "mixtral": _read_mixtral,
+    "qwen2_moe": _read_qwen2_moe,
+    "deepseek_v3": _read_deepseek_v3,
+    "gpt2": _read_gpt2,
+    "gpt_neox": _read_gpt_neox,
+    "opt": _read_opt,
+}
+
+
+def supported_families() -> list[str]:
+    return list(_READERS)
+
+
+def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: str = "") -> ModelSpec:
+    """Normalise one HF config dict; BadInput names the first problem found."""
+    if not isinstance(cfg, Mapping):
+        raise BadInput(f"{where}: config.json must hold a JSON object")
+    family = cfg.get("model_type")
+    if family not in _READERS:
+        raise BadInput(
+            f"{where}: model_type {family!r} is not supported; supported: "
+            f"{', '.join(supported_families())}"
+        )
+    d = _READERS[family](cfg, where)
+    for k in ("n_layers", "hidden", "n_heads", "n_kv_heads", "ffn", "vocab", "max_context"):
+        v = d[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise BadInput(f"{where}: {k} must be a positive whole number, got {v!r}")
+    if d["head_dim"] is None:
+        if d["hidden"] % d["n_heads"]:
+            raise BadInput(
+                f"{where}: num_attention_heads ({d['n_heads']}) does not divide hidden_size "
+                f"({d['hidden']})"
+            )
+        d["head_dim"] = d["hidden"] // d["n_heads"]
+    if d["n_heads"] % d["n_kv_heads"]:
+        raise BadInput(
+            f"{where}: num_key_value_heads ({d['n_kv_heads']}) does not divide "
+            f"num_attention_heads ({d['n_heads']})"
+        )
+    for k in ("n_experts", "top_k", "moe_ffn", "kv_lora_rank", "q_lora_rank"):
+        v = d.get(k, 0)
+        if not isinstance(v, int) or v < 0:
+            raise BadInput(f"{where}: {k} must be a non-negative whole number, got {v!r}")
+    if d.get("n_experts") and not 0 < d.get("top_k", 0) <= d["n_experts"]:
+        raise BadInput(f"{where}: experts per token must be between 1 and the number of experts")
+    return ModelSpec(id=model_id, family=family, source=source, origin=where, **d)
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+
+@cache
+def _catalogue() -> dict[str, Mapping[str, Any]]:
+    return load_toml("models.toml")
+
+
+def model_ids() -> list[str]:
+    return list(_catalogue())
+
+
+def model_info(model_id: str) -> Mapping[str, Any]:
+    """The models.toml entry (hf repo, sources, published parameter counts) of a bundled model."""
+    return _catalogue().get(model_id, {})
+
+
+def get_model(name: str) -> ModelSpec:
+    """A bundled model id (``llama-3-70b``) or a path to any supported ``config.json``."""
+    p = Path(name)
+    if name.endswith(".json") or p.is_file():
+        if not p.is_file():
+            raise BadInput(f"--model: no such file {name!r}")
+        try:
+            cfg = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise BadInput(f"--model: {name} is not valid JSON ({e})") from None
+        return from_hf_config(cfg, p.parent.name or p.stem, where=name, source=f"user file {name}")
+    key = name.lower()
+    if key not in _catalogue():
+        hint = close_matches(key, model_ids()) or ", ".join(model_ids())
+        raise BadInput(
+            f"--model: unknown model {name!r}; did you mean: {hint}? (or pass a config.json path)"
+        )
+    return _bundled_model(key)
+
+
+@cache
+def _bundled_model(key: str) -> ModelSpec:
+    info = _catalogue()[key]
+    cfg = json.loads(data_path(f"models/{key}.json").read_text())
+    return from_hf_config(cfg, key, where=f"models/{key}.json", source=cite(info.get("source", key)))
