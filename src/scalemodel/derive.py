@@ -253,3 +253,44 @@ class Derivation:
 
 def _rest(s: Step) -> Iterable[Any]:
     return (s.symbol, s.value, s.unit, s.formula, s.substituted, s.source, s.note, s.bound)
+
+
+# --- what a command or a question hands to a renderer ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One number worth stating first: label, value in base units, unit."""
+
+    label: str
+    value: Any
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of a report: prose, and optionally headline numbers, a derivation and tables."""
+
+    heading: str
+    text: str = ""
+    headlines: tuple[Headline, ...] = ()
+    derivation: Derivation | None = None
+    tables: tuple[Table, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a renderer needs: sections for people and ``data`` for ``--json``.
+
+    A worked answer of the question bank is a Report with ``question``, ``assumptions`` and
+    ``followups`` (pairs of an interviewer's next question and its short answer).
+    """
+
+    title: str
+    sections: tuple[Section, ...]
+    data: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+    question: str = ""
+    assumptions: tuple[str, ...] = ()
+    followups: tuple[tuple[str, str], ...] = ()
+    plot: Any = None  # a callable(path) that draws the figure for --plot, built by the command

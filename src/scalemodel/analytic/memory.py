@@ -532,3 +532,101 @@ def korthikanti_per_layer(s: float, b: float, h: float, a: float, t: float = 1,
     if sp:
         return s * b * h / t * (34 + scores)
     return s * b * h * (10 + 24 / t + scores / t)
+
+
+# --- the smallest layout that fits ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FitResult:
+    min_gpus: int | None
+    layout: Layout | None
+    per_gpu_bytes: float | None
+    rows_evaluated: int
+    candidates: Table  # the best layout at each GPU count tried, for the answer
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [k for k in range(1, min(n, limit) + 1) if n % k == 0]
+
+
+def tp_options(m: ModelSpec, limit: int) -> list[int]:
+    """TP degrees up to ``limit`` that split heads evenly and K/V heads evenly or by replication."""
+    out = []
+    for t in _divisors(m.n_heads, limit):
+        if m.attention == "mla" or m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0:
+            out.append(t)
+    return out
+
+
+def find_min_gpus(
+    m: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    seq_len: int = 4096,
+    micro_batch: int = 1,
+    optimizer_id: str = "adam",
+    weight_dtype: str = "bf16",
+    grad_dtype: str | None = None,
+    fixed: dict[str, Any] | None = None,
+    max_gpus: int = 65536,
+    memory_fraction: float | None = None,
+) -> FitResult:
+    """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
+    stage and recompute mode. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
+    that dimension. Among layouts of equal size the cheapest to run wins: less recompute, then a
+    lower ZeRO stage, then fewer pipeline stages, then less TP.
+    """
+    fixed = dict(fixed or {})
+    opt = optimizer(optimizer_id)
+    ew = dtype(weight_dtype, "--dtype")
+    eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
+    frac = assumption("training_memory_fraction").value if memory_fraction is None else memory_fraction
+    cap = gpu.hbm_bytes * frac
+    node = int(assumption("gpus_per_node").value)
+    sm = static_model(m)
+    tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
+    pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
+    cps = [fixed.get("cp", 1)]
+    zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
+    rcs = [RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
+    ep = fixed.get("ep", 1)
+    if "dp" in fixed:
+        dps = [fixed["dp"]]
+    else:
+        dps = sorted(set(range(1, 257)) | {2**k for k in range(8, 17)})
+    T, P, D, C, Z, R = np.meshgrid(tps, pps, dps, cps, zeros, rcs, indexing="ij")
+    T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
+    n = T * P * D * C
+    ok = (n <= max_gpus) & ((D * C) % ep == 0)
+    T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
+    res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=True,
+                         micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
+                         k_opt=opt.bytes_per_param)
+    fits = res["total"] <= cap
+    rows_evaluated = int(T.size)
+    if not fits.any():
+        empty = Table("", ("GPUs", "layout", "bytes per GPU"), ())
+        return FitResult(None, None, None, rows_evaluated, empty)
+    # rank: GPUs, recompute, zero, pp, tp
+    key = np.lexsort((T, P, Z, R, n))
+    key = key[fits[key]]
+    best = key[0]
+    lay = Layout(tp=int(T[best]), pp=int(P[best]), dp=int(D[best]), cp=int(C[best]), ep=ep,
+                 zero=int(Z[best]), recompute=RECOMPUTE[int(R[best])], micro_batch=micro_batch,
+                 seq_len=seq_len)
+    # the best layout at the first few GPU counts that fit, for context
+    seen: dict[int, int] = {}
+    for i in key:
+        seen.setdefault(int(n[i]), int(i))
+        if len(seen) >= 6:
+            break
+    rows = tuple(
+        (g, Layout(tp=int(T[i]), pp=int(P[i]), dp=int(D[i]), cp=int(C[i]), ep=ep, zero=int(Z[i]),
+                   recompute=RECOMPUTE[int(R[i])]).describe(), float(res["total"][i]))
+        for g, i in sorted(seen.items())
+    )
+    table = Table("Smallest layouts that fit, by GPU count",
+                  ("GPUs", "layout", "bytes per GPU"), rows,
+                  note=f"usable memory per GPU {cap / 1e9:.1f} GB ({frac:g} x {gpu.id} HBM)")
+    return FitResult(int(n[best]), lay, float(res["total"][best]), rows_evaluated, table)

@@ -54,10 +54,10 @@ def read_user_toml(path: str | Path, what: str) -> dict[str, Any]:
 def _registry() -> dict[str, Source]:
     reg: dict[str, Source] = {}
     tables: dict[str, Any] = {}
-    try:
-        tables.update(load_toml("sources.toml"))
-    except FileNotFoundError:  # pragma: no cover - the file ships with the package
-        pass
+    # sources.toml and any topic file sources_<topic>.toml, then [sources.*] tables elsewhere
+    folder = data_path("")
+    for p in sorted(folder.glob("sources*.toml")):
+        tables.update(load_toml(p.name))
     tables.update(load_toml("numerics.toml").get("sources", {}))
     for key, t in tables.items():
         reg[key] = Source(

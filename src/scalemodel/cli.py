@@ -1,0 +1,84 @@
+"""The command line: parse -> scenario -> engine -> report. Nothing here computes.
+
+Each command lives in ``scalemodel.commands.<name>`` with ``register(subparsers)`` (light:
+argparse only) and ``run(args) -> Report`` (imports its engines when called), so
+``scalemodel --help`` stays fast. Bad input raises :class:`~scalemodel.errors.BadInput` and
+becomes one line on stderr with exit code 2; anything else is an internal failure, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .errors import BadInput
+
+# command name -> module; the order is the order of `scalemodel --help`
+COMMANDS: dict[str, str] = {
+    "kv": "scalemodel.commands.kv",
+    "memory": "scalemodel.commands.memory",
+    "roofline": "scalemodel.commands.roofline",
+    "questions": "scalemodel.commands.questions",
+    "answer": "scalemodel.commands.answer",
+    "specs": "scalemodel.commands.specs",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2), as every other bad input gets."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="scalemodel",
+        description="Executable napkin math for ML infrastructure and GPUs. Every command "
+        "prints a worked answer (each number with its formula and source); --json gives the "
+        "same result as machine-readable data in base units (bytes, seconds, FLOP).",
+    )
+    p.add_argument("--version", action="version", version=f"scalemodel {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, mod in COMMANDS.items():
+        importlib.import_module(mod).register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 0
+    try:
+        report = args.run(args)
+        from .report import render_json, render_markdown, render_text
+
+        if getattr(args, "plot", None):
+            if report.plot is None:
+                raise BadInput(f"--plot: 'scalemodel {args.command}' has no figure for these options")
+            report.plot(args.plot)
+        if getattr(args, "json", False):
+            out = render_json(report)
+        elif getattr(args, "markdown", False):
+            out = render_markdown(report)
+        else:
+            out = render_text(report)
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        if getattr(args, "plot", None) and not getattr(args, "json", False):
+            sys.stdout.write(f"plot written to {args.plot}\n")
+        return 0
+    except BadInput as e:
+        sys.stderr.write(f"scalemodel {args.command}: error: {e}\n")
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. piped into head
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

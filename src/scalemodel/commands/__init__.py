@@ -1,0 +1,1 @@
+"""One module per CLI command: ``register(subparsers)`` and ``run(args) -> Report``."""

@@ -1,0 +1,91 @@
+"""Flags shared by several commands, and argparse types that give one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
+    return v
+
+
+def tokens(text: str) -> int:
+    """Token counts accept 8192, 8k (8192) or 128k (131072)."""
+    from ..errors import BadInput
+    from ..units import parse_tokens
+
+    try:
+        v = parse_tokens(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 token, got {text!r}")
+    return v
+
+
+def fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
+    return v
+
+
+def size_bytes(text: str) -> float:
+    from ..errors import BadInput
+    from ..units import parse_size
+
+    try:
+        v = parse_size(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return v
+
+
+def add_output(p: argparse.ArgumentParser, plot: bool = False) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--json", action="store_true",
+                   help="machine-readable result (stable keys, base units) instead of text")
+    g.add_argument("--markdown", action="store_true", help="the worked answer as Markdown")
+    if plot:
+        g.add_argument("--plot", metavar="FILE", help="also draw the figure (PNG, SVG or PDF)")
+
+
+def add_model(p: argparse.ArgumentParser, default: str | None = "llama-3-70b") -> None:
+    p.add_argument("--model", default=default, metavar="ID|config.json",
+                   help=f"bundled model id or a path to a Hugging Face config.json "
+                        f"(default: {default}; list: scalemodel specs models)")
+
+
+def add_gpu(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    p.add_argument("--gpu", default=default, metavar="ID|gpu.toml",
+                   help="bundled GPU id or a path to a GPU TOML file"
+                        + (f" (default: {default})" if default else "")
+                        + "; list: scalemodel specs gpus")
+
+
+def add_dtypes(p: argparse.ArgumentParser, kv: bool = False) -> None:
+    p.add_argument("--dtype", default="bf16", help="weight / compute precision (default bf16)")
+    if kv:
+        p.add_argument("--kv-dtype", default="bf16",
+                       help="KV-cache element type: bf16, fp16, fp8, int8, int4 (default bf16)")

@@ -1,0 +1,130 @@
+"""scalemodel kv: KV-cache bytes per token, sequence and batch; concurrency on a GPU; paging."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import (
+    add_dtypes,
+    add_gpu,
+    add_model,
+    add_output,
+    fraction,
+    positive_int,
+    size_bytes,
+    tokens,
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "kv",
+        help="KV-cache size, serving capacity and paged vs contiguous allocation",
+        description="KV-cache bytes per token (MHA/GQA/MQA/MLA), per sequence and per batch; "
+        "with --gpu, the KV tokens and concurrent sequences that fit after weights and the "
+        "runtime reserve; with --simulate, a request-level simulation of paged vs contiguous "
+        "KV allocation.",
+    )
+    add_model(p)
+    add_gpu(p)
+    add_dtypes(p, kv=True)
+    p.add_argument("--context", type=tokens, default=8192,
+                   help="tokens per sequence (8192, 8k, 128k; default 8k)")
+    p.add_argument("--batch", type=positive_int, default=1, help="concurrent sequences (default 1)")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--util", type=fraction, default=None,
+                   help="fraction of GPU memory the engine may use (default: vLLM's 0.9)")
+    p.add_argument("--reserve", type=size_bytes, default=None,
+                   help="runtime reserve per GPU, e.g. 4GiB (default: estimated)")
+    p.add_argument("--block", type=positive_int, default=None,
+                   help="KV block size in tokens (default: vLLM's 16)")
+    s = p.add_argument_group("paged-KV simulation (--simulate)")
+    s.add_argument("--simulate", action="store_true",
+                   help="simulate a request stream with contiguous vs paged allocation")
+    s.add_argument("--requests", type=positive_int, default=20000, help="requests (default 20000)")
+    s.add_argument("--prompt-mean", type=float, default=512, help="mean prompt tokens (default 512)")
+    s.add_argument("--output-mean", type=float, default=256, help="mean output tokens (default 256)")
+    s.add_argument("--pool", type=tokens, default=None,
+                   help="KV pool in tokens (default: the capacity computed for --gpu, else 200k)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    from ..analytic.kv import kv_report, mitigation_table
+    from ..derive import Headline, Report, Section, Table
+    from ..specs import get_gpu, get_model
+
+    m = get_model(args.model)
+    gpu = get_gpu(args.gpu) if args.gpu else None
+    r = kv_report(m, gpu=gpu, context=args.context, batch=args.batch, tp=args.tp, pp=args.pp,
+                  kv_dtype=args.kv_dtype, weight_dtype=args.dtype, utilization=args.util,
+                  reserve_bytes=args.reserve, block_tokens=args.block)
+    heads = [
+        Headline("KV bytes per token", r.kv_bytes_per_token, "B"),
+        Headline(f"KV bytes per sequence ({args.context:,} tokens)", r.kv_bytes_per_sequence, "B"),
+        Headline(f"KV bytes for batch {args.batch}", r.kv_bytes_total, "B"),
+        Headline(f"weights ({r.weight_dtype})", r.weights_bytes, "B"),
+    ]
+    if gpu is not None:
+        heads += [
+            Headline(f"weights per GPU (TP{args.tp} PP{args.pp})", r.weights_bytes_per_gpu, "B"),
+            Headline("KV budget per GPU", r.kv_budget_bytes_per_gpu, "B"),
+            Headline("KV tokens that fit", r.max_tokens, "token"),
+            Headline(f"concurrent sequences at {args.context:,} tokens",
+                     r.max_concurrent_sequences, "seq"),
+        ]
+    rows = mitigation_table(m, args.context, args.batch)
+    sections = [
+        Section(f"KV cache of {m.id} ({m.attention.upper()}, {r.kv_dtype})", headlines=tuple(heads)),
+        Section("", derivation=r.derivation),
+        Section("", tables=(Table(
+            f"Same model, other attention layouts and cache types (context {args.context:,}, "
+            f"batch {args.batch})",
+            ("layout", "bytes/token", "bytes for the batch"),
+            tuple((lab, per, tot) for lab, per, tot in rows),
+        ),)),
+    ]
+    data = r.to_dict()
+    if args.simulate:
+        sec, sim = _simulate(args, r)
+        sections.append(sec)
+        data["paged_simulation"] = sim
+    return Report(f"scalemodel kv: {m.id}", tuple(sections), data, warnings=r.warnings)
+
+
+def _simulate(args: argparse.Namespace, r: Any) -> tuple[Any, dict[str, Any]]:
+    from ..derive import Headline, Section, Table
+    from ..errors import BadInput
+    from ..sim.paged_kv import compare, synthetic_workload
+
+    pool = args.pool or (r.max_tokens if r.max_tokens else 200_000)
+    if pool < args.context:
+        raise BadInput(
+            f"--simulate: the KV pool ({pool:,} tokens) is smaller than one --context "
+            f"({args.context:,}); lower --context or raise --pool/--tp"
+        )
+    w = synthetic_workload(args.requests, prompt_mean=args.prompt_mean,
+                           output_mean=args.output_mean, max_len=args.context, seed=args.seed)
+    c = compare(w, capacity_tokens=pool, max_len=args.context, block_tokens=args.block or 16)
+    rows = tuple(
+        (s.policy, s.waste_fraction * 100, s.mean_running, s.peak_running, s.tokens_per_step,
+         s.preemptions, s.steps)
+        for s in (c.contiguous, c.paged)
+    )
+    sec = Section(
+        "Paged vs contiguous KV allocation (simulated)",
+        text=(f"{args.requests:,} requests, log-normal prompt (mean {args.prompt_mean:g}) and "
+              f"output (mean {args.output_mean:g}) lengths capped at {args.context:,} tokens, "
+              f"a pool of {pool:,} KV token slots, {c.block_tokens}-token blocks. Contiguous "
+              "reserves the maximum length per request; paged allocates blocks on demand and "
+              "preempts the newest request when the pool runs dry. The vLLM paper reports "
+              "60-80% waste before paging and under 4% with it (Kwon et al. 2023)."),
+        headlines=(Headline("concurrency gain from paging", f"{c.concurrency_gain:.2f}x"),),
+        tables=(Table("", ("allocator", "KV wasted %", "mean running", "peak running",
+                           "tokens/step", "preemptions", "steps"), rows),),
+    )
+    return sec, c.to_dict()

@@ -1,0 +1,142 @@
+"""scalemodel roofline: ridge points, and where a GEMM, a decode step or a prefill lands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_dtypes, add_gpu, add_model, add_output, positive_int, tokens
+
+
+def _gemm_shape(text: str) -> tuple[int, int, int]:
+    parts = text.replace("x", ",").split(",")
+    try:
+        m, n, k = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected M,N,K such as 4096,4096,4096, got {text!r}") from None
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"M, N and K must be positive, got {text!r}")
+    return m, n, k
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "roofline",
+        help="ridge point, arithmetic intensity, bound and time of a GEMM / decode / prefill",
+        description="Places a kernel on a GPU's roofline (Williams et al. 2009). With only --gpu: "
+        "the ridge point of each precision. --gemm M,N,K: one matrix multiply. --decode or "
+        "--prefill with --model: one step of the model at --batch and --context, and for decode "
+        "the batch at which it turns compute-bound.",
+    )
+    add_gpu(p, default="h100-sxm")
+    add_model(p, default=None)
+    add_dtypes(p, kv=True)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--gemm", type=_gemm_shape, metavar="M,N,K", help="a GEMM (M x K) @ (K x N)")
+    mode.add_argument("--decode", action="store_true", help="one decode step of --model")
+    mode.add_argument("--prefill", action="store_true", help="one prefill pass of --model")
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences (default 1)")
+    p.add_argument("--context", type=tokens, default=4096,
+                   help="decode: tokens already cached; prefill: prompt tokens (default 4096)")
+    p.add_argument("--tp", type=positive_int, default=1, help="split evenly over t GPUs (default 1)")
+    add_output(p, plot=True)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    from ..analytic import roofline as rl
+    from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
+    from ..specs import get_gpu, get_model
+
+    gpu = get_gpu(args.gpu)
+    if (args.decode or args.prefill) and not args.model:
+        raise BadInput("--decode and --prefill need --model")
+    if args.model and not (args.decode or args.prefill or args.gemm):
+        args.decode = True  # a model alone means its decode step
+    ridges = rl.ridge_points(gpu)
+    ridge_table = Table(
+        f"{gpu.name}: ridge points (dense peak / HBM {gpu.hbm_bytes_per_s / 1e12:.3g} TB/s)",
+        ("precision", "peak TFLOP/s", "ridge FLOP/byte"),
+        tuple((k, pk / 1e12, r) for k, pk, r in ridges),
+    )
+    if not (args.gemm or args.decode or args.prefill):
+        bf = ridges[0]
+        data = {"gpu": gpu.id, "dtype": bf[0], "ridge_flop_per_byte": bf[2],
+                "peak_flop_per_s": bf[1], "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
+                "ridge_points": [{"dtype": k, "peak_flop_per_s": pk, "ridge_flop_per_byte": r}
+                                 for k, pk, r in ridges]}
+        text = ("A kernel whose FLOPs per byte of HBM traffic fall below the ridge point is "
+                "memory-bound: it cannot use the peak, whatever its code does.")
+        return Report(f"scalemodel roofline: {gpu.id}", (Section("", text=text,
+                      tables=(ridge_table,)),), data,
+                      plot=_plotter(gpu, args.dtype, [], None))
+    if args.gemm:
+        M, N, K = args.gemm
+        pt = rl.gemm(gpu, M, N, K, args.dtype)
+        title = f"GEMM {M}x{K} @ {K}x{N} ({pt.dtype})"
+        curve = None
+    else:
+        m = get_model(args.model)
+        if args.decode:
+            pt = rl.decode_step(gpu, m, batch=args.batch, context=args.context,
+                                dtype_name=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp)
+            title = f"{m.id} decode step, batch {args.batch}, context {args.context:,}"
+            import numpy as np
+
+            bs = np.unique(np.round(np.logspace(0, 13, 40, base=2))).astype(int)
+            sw = rl.decode_sweep(gpu, m, bs, args.context, args.dtype, args.kv_dtype)
+            curve = (sw["intensity"].tolist(), sw["attainable"].tolist(),
+                     f"decode, batch 1..{bs[-1]} at context {args.context:,}")
+        else:
+            pt = rl.prefill(gpu, m, batch=args.batch, prompt=args.context, dtype_name=args.dtype,
+                            kv_dtype=args.kv_dtype, tp=args.tp)
+            title = f"{m.id} prefill, {args.batch} x {args.context:,} tokens"
+            curve = None
+    heads = [
+        Headline("FLOPs", pt.flops, "FLOP"),
+        Headline("bytes moved", pt.bytes, "B"),
+        Headline("arithmetic intensity", pt.arithmetic_intensity, "FLOP/B"),
+        Headline(f"ridge point ({pt.dtype})", pt.ridge_flop_per_byte, "FLOP/B"),
+        Headline("bound", pt.bound),
+        Headline("attainable", pt.attainable_flop_per_s, "FLOP/s"),
+        Headline("time (lower bound)", pt.time_s, "s"),
+    ]
+    if args.decode:
+        lim = pt.extra["intensity_limit_large_batch"]
+        if pt.crossover_batch is None:
+            heads.append(Headline("compute-bound from batch", "never at this context"))
+            note = (f"As the batch grows the KV-cache reads grow with it, so intensity tends to "
+                    f"{lim:.0f} FLOP/B, below the ridge: decode at context {args.context:,} stays "
+                    "memory-bound at any batch.")
+        else:
+            heads.append(Headline("compute-bound from batch", pt.crossover_batch, "seq"))
+            note = (f"Intensity rises with the batch because weights are read once per step; the "
+                    f"KV reads that grow with it cap intensity at {lim:.0f} FLOP/B.")
+        heads.append(Headline("tokens/s at this batch (upper bound)", args.batch / pt.time_s,
+                              "token/s"))
+    elif args.gemm:
+        note = (f"With N = {args.gemm[1]} and K = {args.gemm[2]} fixed, the GEMM reaches the ridge "
+                f"from M = {pt.crossover_batch} rows (tokens)." if pt.crossover_batch else "")
+    else:
+        note = ""
+    sections = (Section(title, text=note, headlines=tuple(heads)),
+                Section("", derivation=pt.derivation),
+                Section("", tables=(ridge_table,)))
+    point = (title.split(",")[0], pt.arithmetic_intensity, pt.attainable_flop_per_s)
+    return Report(f"scalemodel roofline: {gpu.id}", sections, pt.to_dict(),
+                  plot=_plotter(gpu, pt.dtype, [point], curve))
+
+
+def _plotter(gpu: Any, prec: str, points: list[tuple[str, float, float]], curve: Any) -> Any:
+    def draw(path: str) -> None:
+        from ..report import plot
+
+        roofs = [(prec, gpu.peak_flop_per_s(prec))]
+        for extra in ("fp8", "tf32", "fp32"):
+            if extra in gpu.flop_per_s and extra != prec:
+                roofs.append((extra, gpu.flop_per_s[extra]))
+        plot.roofline(path, title=f"Roofline: {gpu.name}", bandwidth=gpu.hbm_bytes_per_s,
+                      roofs=roofs, points=points, curve=curve)
+
+    return draw

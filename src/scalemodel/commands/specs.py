@@ -1,0 +1,79 @@
+"""scalemodel specs: the bundled GPUs, links, models and sources, with provenance."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_output
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("specs", help="list bundled GPUs, links, models, optimizers and sources",
+                       description="Shows the spec data every command uses, with the source of "
+                       "each figure. Add your own with --gpu my.toml / --model config.json.")
+    p.add_argument("kind", choices=["gpus", "links", "models", "optimizers", "sources"],
+                   help="what to list")
+    p.add_argument("id", nargs="?", help="show one entry in full")
+    add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    from .. import specs
+    from ..analytic.params import count_params
+    from ..derive import Report, Section, Table
+    from ..errors import BadInput
+
+    k = args.kind
+    if k == "gpus":
+        items = [specs.get_gpu(i) for i in ([args.id] if args.id else specs.gpu_ids())]
+        rows = tuple((g.id, g.name, g.hbm_bytes / 2**30, g.hbm_bytes_per_s / 1e12,
+                      g.flop_per_s.get("bf16", 0) / 1e12, g.flop_per_s.get("fp8", 0) / 1e12,
+                      g.scale_up_bytes_per_s / 1e9, g.source_of("hbm_bytes")) for g in items)
+        cols = ("id", "name", "HBM GiB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s",
+                "scale-up GB/s/dir", "source")
+        data = [{"id": g.id, "name": g.name, "hbm_bytes": g.hbm_bytes,
+                 "hbm_bytes_per_s": g.hbm_bytes_per_s, "flop_per_s": dict(g.flop_per_s),
+                 "sm_count": g.sm_count, "sm": dict(g.sm), "interconnect": dict(g.interconnect),
+                 "source": g.source_of(""), "notes": g.notes} for g in items]
+    elif k == "links":
+        items = [specs.get_link(i) for i in ([args.id] if args.id else specs.link_ids())]
+        rows = tuple((li.id, li.name, li.kind, li.bytes_per_s_per_direction / 1e9,
+                      li.latency_s * 1e6, li.source_of("bytes_per_s_per_direction")) for li in items)
+        cols = ("id", "name", "kind", "GB/s per direction", "latency us", "source")
+        data = [{"id": li.id, "name": li.name, "kind": li.kind,
+                 "bytes_per_s_per_direction": li.bytes_per_s_per_direction,
+                 "latency_s": li.latency_s, "notes": li.notes} for li in items]
+    elif k == "models":
+        items = [specs.get_model(i) for i in ([args.id] if args.id else specs.model_ids())]
+        rows = []
+        data = []
+        for m in items:
+            pc = count_params(m)
+            rows.append((m.id, m.family, m.attention, m.n_layers, m.hidden, m.n_heads,
+                         m.n_kv_heads, pc.total / 1e9, pc.active / 1e9, m.source))
+            data.append({"id": m.id, "family": m.family, "attention": m.attention,
+                         "params": pc.total, "active_params": pc.active,
+                         **{f: getattr(m, f) for f in ("n_layers", "hidden", "n_heads",
+                                                       "n_kv_heads", "head_dim", "ffn", "vocab",
+                                                       "max_context")},
+                         "source": m.source})
+        rows = tuple(rows)
+        cols = ("id", "family", "attn", "L", "h", "heads", "kv heads", "params B", "active B",
+                "source")
+    elif k == "optimizers":
+        items = [specs.optimizer(i) for i in ([args.id] if args.id else specs.optimizer_ids())]
+        rows = tuple((o.id, o.label, o.master_bytes, o.state_bytes, o.source) for o in items)
+        cols = ("id", "what", "master B/param", "state B/param", "source")
+        data = [o.__dict__ for o in items]
+    else:
+        allsrc = specs.all_sources()
+        if args.id and args.id not in allsrc:
+            raise BadInput(f"unknown source key {args.id!r}")
+        items = [allsrc[args.id]] if args.id else list(allsrc.values())
+        rows = tuple((s.key, s.kind, s.date, s.title, s.url) for s in items)
+        cols = ("key", "kind", "date", "title", "url")
+        data = [s.__dict__ for s in items]
+    return Report(f"scalemodel specs {k}", (Section("", tables=(Table("", cols, rows),)),),
+                  {"kind": k, "items": data})

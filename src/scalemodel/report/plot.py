@@ -1,0 +1,94 @@
+"""Figures for ``--plot FILE`` (PNG or SVG). matplotlib is imported only when a plot is drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise BadInput("--plot needs matplotlib: pip install 'scalemodel[plot]'") from None
+    return plt
+
+
+def _check_path(path: str) -> Path:
+    p = Path(path)
+    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise BadInput(f"--plot: {path!r} must end in .png, .svg or .pdf")
+    if not p.parent.exists():
+        raise BadInput(f"--plot: folder {str(p.parent)!r} does not exist")
+    return p
+
+
+def roofline(
+    path: str,
+    *,
+    title: str,
+    bandwidth: float,
+    roofs: Sequence[tuple[str, float]],
+    points: Sequence[tuple[str, float, float]] = (),
+    curve: tuple[Sequence[float], Sequence[float], str] | None = None,
+) -> Path:
+    """Log-log roofline: one flat roof per precision, the bandwidth slope, labelled points.
+
+    ``roofs``: (label, peak FLOP/s); ``points``: (label, intensity FLOP/B, attainable FLOP/s);
+    ``curve``: intensities and attainable rates along a sweep (e.g. decode batch sizes).
+    """
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    xs = [2.0**k for k in range(-4, 16)]
+    top = max(pk for _, pk in roofs)
+    ax.plot(xs, [min(top, x * bandwidth) / 1e12 for x in xs], color="0.2", lw=2,
+            label=f"HBM {bandwidth / 1e12:.3g} TB/s")
+    for i, (lab, pk) in enumerate(roofs):
+        ridge = pk / bandwidth
+        ax.hlines(pk / 1e12, ridge, xs[-1], colors=f"C{i}", lw=1.5, label=f"{lab} peak")
+        ax.axvline(ridge, color=f"C{i}", ls=":", lw=1)
+        ax.annotate(f"ridge {ridge:.0f}", (ridge, pk / 1e12), textcoords="offset points",
+                    xytext=(4, -12), fontsize=8, color=f"C{i}")
+    if curve is not None:
+        ax.plot(curve[0], [y / 1e12 for y in curve[1]], "o-", ms=3, color="C3", label=curve[2])
+    for lab, x, y in points:
+        ax.plot([x], [y / 1e12], "k*", ms=10)
+        ax.annotate(lab, (x, y / 1e12), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of HBM traffic)")
+    ax.set_ylabel("attainable TFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
+def bars(path: str, *, title: str, labels: Sequence[str], series: dict[str, Sequence[float]],
+         ylabel: str) -> Path:
+    """Stacked bars (e.g. memory per GPU by component for several layouts)."""
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 2), 5))
+    bottom = [0.0] * len(labels)
+    for i, (name, vals) in enumerate(series.items()):
+        ax.bar(labels, vals, bottom=bottom, label=name, color=f"C{i}")
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
