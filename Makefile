@@ -21,7 +21,7 @@ demo: $(STAMP)
 	@$(BIN)/python -m scalemodel.tour
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not gpu"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

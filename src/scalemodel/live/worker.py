@@ -1,0 +1,38 @@
+"""One rank started by :mod:`scalemodel.live.launcher` (run as ``python -m``; not imported)."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+import os
+from pathlib import Path
+
+
+def main() -> int:
+    wd = Path(os.environ["SCALEMODEL_LAUNCH_DIR"])
+    spec = json.loads((wd / "spec.json").read_text())
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        backend=spec["backend"],
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=float(spec["pg_timeout_s"])),
+    )
+    mod_name, fn_name = spec["target"].split(":")
+    fn = getattr(importlib.import_module(mod_name), fn_name)
+    value = fn(rank, world, **spec["kwargs"])
+    tmp = wd / f"rank_{rank}.json.tmp"
+    tmp.write_text(json.dumps(value))
+    tmp.replace(wd / f"rank_{rank}.json")
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - teardown after a deliberate fault may fail; result is saved
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
