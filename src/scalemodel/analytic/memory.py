@@ -571,11 +571,13 @@ def find_min_gpus(
     fixed: dict[str, Any] | None = None,
     max_gpus: int = 65536,
     memory_fraction: float | None = None,
+    whole_nodes: bool = True,
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
     stage and recompute mode. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
     that dimension. Among layouts of equal size the cheapest to run wins: less recompute, then a
-    lower ZeRO stage, then fewer pipeline stages, then less TP.
+    lower ZeRO stage, then fewer pipeline stages, then less TP. With ``whole_nodes`` the GPU
+    counts tried are powers of two up to one node and whole nodes beyond it.
     """
     fixed = dict(fixed or {})
     opt = optimizer(optimizer_id)
@@ -599,6 +601,8 @@ def find_min_gpus(
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
     ok = (n <= max_gpus) & ((D * C) % ep == 0)
+    if whole_nodes:  # 1, 2, 4, ... up to a node, then whole nodes
+        ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=True,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
@@ -623,10 +627,10 @@ def find_min_gpus(
             break
     rows = tuple(
         (g, Layout(tp=int(T[i]), pp=int(P[i]), dp=int(D[i]), cp=int(C[i]), ep=ep, zero=int(Z[i]),
-                   recompute=RECOMPUTE[int(R[i])]).describe(), float(res["total"][i]))
+                   recompute=RECOMPUTE[int(R[i])]).describe(), float(res["total"][i]) / 1e9)
         for g, i in sorted(seen.items())
     )
     table = Table("Smallest layouts that fit, by GPU count",
-                  ("GPUs", "layout", "bytes per GPU"), rows,
+                  ("GPUs", "layout", "GB per GPU"), rows,
                   note=f"usable memory per GPU {cap / 1e9:.1f} GB ({frac:g} x {gpu.id} HBM)")
     return FitResult(int(n[best]), lay, float(res["total"][best]), rows_evaluated, table)

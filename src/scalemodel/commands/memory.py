@@ -54,6 +54,8 @@ def register(sub: Any) -> None:
                    help="fraction of HBM a step may fill (default 0.9)")
     p.add_argument("--fit", action="store_true",
                    help="search the smallest GPU count and layout that fits (flags you give are kept fixed)")
+    p.add_argument("--any-count", action="store_true",
+                   help="with --fit, allow any GPU count (default: 1, 2, 4, then whole 8-GPU nodes)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> Any:
         fit = find_min_gpus(m, gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
-                            memory_fraction=args.mem_fraction)
+                            memory_fraction=args.mem_fraction, whole_nodes=not args.any_count)
         if fit.layout is not None:
             lay = fit.layout
     r = memory_report(m, lay, gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,

@@ -59,9 +59,11 @@ def _pretty_formula(f: str) -> str:
 
 
 def _wrap(text: str, indent: str = "") -> str:
+    """Wrap to WIDTH; a marker indent such as 'Q: ' or '  - ' is aligned under, not repeated."""
+    rest = " " * len(indent)
     return "\n".join(
-        textwrap.fill(p, WIDTH, initial_indent=indent, subsequent_indent=indent)
-        for p in text.split("\n")
+        textwrap.fill(p, WIDTH, initial_indent=indent if i == 0 else rest, subsequent_indent=rest)
+        for i, p in enumerate(text.split("\n"))
     )
 
 
@@ -117,8 +119,8 @@ def _cell(v: Any) -> str:
             return "n/a"
         if math.isinf(v):
             return "inf"
-        if v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}"
+        if abs(v) >= 1e4 or (v.is_integer() and abs(v) < 1e15):
+            return f"{v:,.0f}"
         return f"{v:,.4g}" if abs(v) >= 1e-3 else f"{v:.3g}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
