@@ -288,7 +288,7 @@ class Report:
 
     title: str
     sections: tuple[Section, ...]
-    data: dict[str, Any]
+    data: Any  # what --json prints: an object (dict) for every command but `questions` (a list)
     warnings: tuple[str, ...] = ()
     question: str = ""
     assumptions: tuple[str, ...] = ()

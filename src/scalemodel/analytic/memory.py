@@ -163,6 +163,25 @@ def act_per_layer(
     return np.where(rc == 0, none_sel + scores, np.where(rc == 1, none_sel, full))
 
 
+def zero_state_bytes(
+    p_dense: Any, p_expert: Any, group: Any, egroup: Any, zero: Any,
+    e_w: float, e_g: float, k_opt: float,
+) -> tuple[Any, Any, Any]:
+    """(weights, gradients, optimizer) bytes per GPU under ZeRO stage ``zero``.
+
+    Rajbhandari et al. 2020, Sec. 5 and Fig. 1: stage 1 divides the optimizer states K*P by the
+    data-parallel group N_d, stage 2 also the gradients, stage 3 also the weights. Dense and
+    expert parameters are sharded over their own groups (expert ranks divide the DP group).
+    """
+    zero = np.asarray(zero)
+    z3, z2, z1 = (np.where(zero >= k, group, 1.0) for k in (3, 2, 1))
+    ez3, ez2, ez1 = (np.where(zero >= k, egroup, 1.0) for k in (3, 2, 1))
+    weights = (p_dense / z3 + p_expert / ez3) * e_w
+    grads = (p_dense / z2 + p_expert / ez2) * e_g
+    opt = (p_dense / z1 + p_expert / ez1) * k_opt
+    return weights, grads, opt
+
+
 # --- the vectorised evaluation ---------------------------------------------------------------------
 
 
@@ -249,17 +268,9 @@ def training_bytes(
     egroup = group / ep  # ranks holding the same expert shard
 
     def states(p_dense: Any) -> tuple[Any, Any, Any]:
-        z3 = np.where(zero >= 3, group, 1.0)
-        z2 = np.where(zero >= 2, group, 1.0)
-        z1 = np.where(zero >= 1, group, 1.0)
-        ez3 = np.where(zero >= 3, egroup, 1.0)
-        ez2 = np.where(zero >= 2, egroup, 1.0)
-        ez1 = np.where(zero >= 1, egroup, 1.0)
-        par = (p_dense / z3 + exp_p / ez3) * e_w
+        par, gr, op = zero_state_bytes(p_dense, exp_p, group, egroup, zero, e_w, e_g, k_opt)
         # ZeRO-3 gathers whole layers for compute: the current one and one prefetched
         par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (tp * ep)) * e_w, 0.0)
-        gr = (p_dense / z2 + exp_p / ez2) * e_g
-        op = (p_dense / z1 + exp_p / ez1) * k_opt
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)

@@ -22,9 +22,7 @@ def run(args: argparse.Namespace) -> Any:
     rows = tuple((q.id, "/".join(q.loops), q.status, q.title) for q in BANK)
     done = sum(1 for q in BANK if q.status == "answered")
     t = Table("", ("id", "loops", "status", "question"), rows)
-    rep = Report("scalemodel questions",
-                 (Section("", text=f"{done} of {len(BANK)} answered. Run: scalemodel answer ID",
-                          tables=(t,)),), {})
-    # --json is a list of objects (the one command whose JSON is not an object)
-    object.__setattr__(rep, "data", [q.to_dict() for q in BANK])
-    return rep
+    # --json is a list of objects, one per question
+    return Report("scalemodel questions",
+                  (Section("", text=f"{done} of {len(BANK)} answered. Run: scalemodel answer ID",
+                           tables=(t,)),), [q.to_dict() for q in BANK])

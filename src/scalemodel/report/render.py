@@ -35,9 +35,9 @@ def to_jsonable(x: Any) -> Any:
 
 
 def render_json(r: Report) -> str:
-    data = dict(r.data)
-    if r.warnings and "warnings" not in data:
-        data["warnings"] = list(r.warnings)
+    data = r.data
+    if isinstance(data, dict) and r.warnings and "warnings" not in data:
+        data = {**data, "warnings": list(r.warnings)}
     return json.dumps(to_jsonable(data), indent=2)
 
 

@@ -1,0 +1,67 @@
+"""Training memory against Korthikanti et al. 2022 and the ZeRO paper."""
+
+import pytest
+
+from scalemodel.analytic.memory import (
+    Layout,
+    act_per_layer,
+    korthikanti_per_layer,
+    memory_report,
+    static_model,
+    zero_state_bytes,
+)
+from scalemodel.specs import get_model
+
+GPT3 = "gpt3-175b"  # MHA, plain 4h MLP, dropout: the layer the paper's equations describe
+
+
+@pytest.mark.parametrize("tp, sp, rc", [(1, False, 0), (8, False, 0), (8, True, 0), (8, True, 1),
+                                        (8, True, 2), (1, False, 2), (4, False, 1)])
+def test_per_layer_activations_match_paper(tp, sp, rc):
+    """Korthikanti et al. 2022: eq. 2 (34sbh + 5as^2b), Table 2 (TP, SP, selective, full)."""
+    m = get_model(GPT3)
+    sm = static_model(m)
+    s, b = 2048, 1
+    got = float(act_per_layer(sm.dense, s, b, m.n_heads, m.n_kv_heads, tp, sp, rc, False))
+    want = korthikanti_per_layer(s, b, m.hidden, m.n_heads, tp, sp, ["none", "selective", "full"][rc])
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_closed_form_written_out():
+    # eq. 2 by hand for s=2048, b=1, h=12288, a=96: 34*s*h + 5*a*s^2
+    s, h, a = 2048, 12288, 96
+    assert korthikanti_per_layer(s, 1, h, a) == 34 * s * h + 5 * a * s * s
+
+
+@pytest.mark.parametrize("zero, gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_figure_1(zero, gb):
+    """Rajbhandari et al. 2020, Fig. 1: a 7.5B model, K = 12, N_d = 64 -> 120 / 31.4 / 16.6 / 1.9 GB."""
+    w, g, o = zero_state_bytes(7.5e9, 0.0, 64, 64, zero, 2, 2, 12)
+    assert float(w + g + o) / 1e9 == pytest.approx(gb, abs=0.05)
+
+
+def test_mixed_precision_adam_is_16_bytes_per_parameter():
+    m = get_model("llama-2-7b")
+    r = memory_report(m, Layout(seq_len=128))
+    b = r.breakdown
+    assert (b["params"] + b["grads"] + b["optimizer"]) == 16 * 6_738_415_616
+
+
+def test_pipeline_first_stage_holds_p_microbatches():
+    """Korthikanti Sec. 4.2.3: with 1F1B the first stage stores L layers' worth (p x L/p)."""
+    m = get_model(GPT3)
+    one = memory_report(m, Layout(tp=8, pp=1, seq_len=2048, recompute="selective"))
+    staged = memory_report(m, Layout(tp=8, pp=8, seq_len=2048, recompute="selective"))
+    per_layer = 34 * 2048 * 12288 / 8  # selective + SP: 34 sbh / t
+    assert staged.breakdown["activations"] == pytest.approx(96 * per_layer, rel=1e-9)
+    out = 4 * 2048 * 12288 / 8 + 4 * 2048 * 50257 / 8  # output layer on the single stage
+    assert one.breakdown["activations"] == pytest.approx(96 * per_layer + out, rel=1e-9)
+
+
+def test_interleaving_factor():
+    m = get_model(GPT3)
+    base = memory_report(m, Layout(tp=8, pp=8, seq_len=2048, recompute="selective"))
+    inter = memory_report(m, Layout(tp=8, pp=8, vpp=4, seq_len=2048, recompute="selective"))
+    # Korthikanti Sec. 4.2.3: x (1 + (p - 1) / (p m)) with m interleaved chunks
+    assert inter.breakdown["activations"] == pytest.approx(
+        base.breakdown["activations"] * (1 + 7 / 32), rel=1e-9)

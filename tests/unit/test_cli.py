@@ -1,0 +1,123 @@
+"""The CLI contract: JSON keys fixed by the issue, one-line errors with exit code 2."""
+
+import json
+
+import pytest
+
+from scalemodel.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_json(capsys, *argv):
+    rc, out, err = run(capsys, *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_kv_json_keys(capsys):
+    d = run_json(capsys, "kv", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8",
+                 "--context", "8192")
+    for k in ("kv_bytes_per_token", "kv_bytes_total", "weights_bytes", "max_concurrent_sequences",
+              "max_tokens"):
+        assert k in d
+    assert d["kv_bytes_per_token"] == 327_680
+    assert d["derivation"]["steps"]
+
+
+def test_memory_json_keys(capsys):
+    d = run_json(capsys, "memory", "--model", "llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8",
+                 "--zero", "3")
+    assert set(d["breakdown"]) >= {"params", "grads", "optimizer", "activations"}
+    assert d["per_gpu_bytes"] == pytest.approx(sum(d["breakdown"].values()))
+    assert d["layout"]["dp"] == 8  # derived from --gpus
+
+
+def test_memory_fit_gives_min_gpus(capsys):
+    d = run_json(capsys, "memory", "--model", "llama-2-7b", "--gpu", "h100-sxm", "--fit")
+    assert isinstance(d["min_gpus"], int) and d["min_gpus"] >= 1
+    assert d["per_gpu_bytes"] <= d["capacity_bytes"]
+
+
+def test_roofline_json_keys(capsys):
+    d = run_json(capsys, "roofline", "--gpu", "h100-sxm", "--model", "llama-3-70b", "--decode",
+                 "--batch", "1", "--context", "1")
+    for k in ("ridge_flop_per_byte", "arithmetic_intensity", "bound", "attainable_flop_per_s",
+              "time_s", "crossover_batch"):
+        assert k in d
+    assert d["bound"] == "memory"
+    d = run_json(capsys, "roofline", "--gpu", "h100-sxm", "--gemm", "8192,8192,8192")
+    assert d["bound"] == "compute"
+    d = run_json(capsys, "roofline", "--gpu", "h100-sxm")
+    assert d["dtype"] == "bf16" and round(d["ridge_flop_per_byte"]) == 295
+
+
+def test_questions_json(capsys):
+    d = run_json(capsys, "questions")
+    assert len(d) == 24
+    assert {"id", "loops", "title", "status"} <= set(d[0])
+    answered = {q["id"] for q in d if q["status"] == "answered"}
+    assert {"kv-cache", "training-memory", "roofline"} <= answered
+
+
+@pytest.mark.parametrize("qid", ["kv-cache", "training-memory", "roofline"])
+def test_answers_render(capsys, qid):
+    rc, out, err = run(capsys, "answer", qid)
+    assert rc == 0, err
+    assert "Follow-ups" in out and "Sources:" in out
+
+
+def test_answer_overrides(capsys):
+    d = run_json(capsys, "answer", "kv-cache", "--model", "llama-2-7b", "--tp", "1")
+    assert d["kv"]["kv_bytes_per_token"] == 524_288
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["kv", "--model", "llama-3-71b"], "llama-3-70b"),
+    (["kv", "--gpu", "h100"], "h100"),
+    (["kv", "--tp", "3"], "does not divide"),
+    (["kv", "--batch", "0"], "at least 1"),
+    (["kv", "--kv-dtype", "fp7"], "unknown dtype"),
+    (["memory", "--gpus", "12", "--tp", "8"], "not a multiple"),
+    (["memory", "--optimizer", "adamw2"], "optimizer"),
+    (["memory", "--recompute", "some"], "invalid choice"),
+    (["roofline", "--gemm", "1,2"], "M,N,K"),
+    (["roofline", "--decode"], "need --model"),
+    (["answer", "kv-cach"], "kv-cache"),
+    (["kv", "--model", "/no/such/config.json"], "no such file"),
+    (["memory", "--ep", "2"], "no experts"),
+])
+def test_bad_input_one_line_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as e:  # argparse errors exit directly
+        rc = main(argv)
+        raise SystemExit(rc)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert needle in err
+
+
+def test_context_beyond_model_warns_but_answers(capsys):
+    rc, out, err = run(capsys, "kv", "--model", "llama-2-7b", "--context", "32k")
+    assert rc == 0
+    assert "exceeds" in out
+
+
+def test_plot_roofline(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    p = tmp_path / "roofline.png"
+    rc, out, err = run(capsys, "roofline", "--gpu", "h100-sxm", "--model", "llama-3-70b",
+                       "--decode", "--plot", str(p))
+    assert rc == 0, err
+    assert p.stat().st_size > 10_000
+
+
+def test_specs_lists(capsys):
+    d = run_json(capsys, "specs", "gpus")
+    assert any(g["id"] == "h100-sxm" for g in d["items"])
+    d = run_json(capsys, "specs", "models", "deepseek-v3")
+    assert d["items"][0]["attention"] == "mla"

@@ -1,0 +1,103 @@
+"""Spec data: every figure has a source with a date; loaders validate; user files work."""
+
+import json
+
+import pytest
+
+from scalemodel import specs
+from scalemodel.errors import BadInput
+
+REQUIRED_GPUS = ["a100-sxm-80gb", "h100-sxm", "h100-pcie", "h800", "h200", "b200", "mi300x"]
+REQUIRED_LINKS = ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "hdr-200", "ndr-400",
+                  "xdr-800", "roce-200", "roce-400", "roce-800"]
+REQUIRED_MODELS = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
+                   "llama-3-405b", "mixtral-8x7b", "qwen2.5-72b", "deepseek-v3", "gpt3-175b"]
+
+
+def test_required_ids_present():
+    assert set(REQUIRED_GPUS) <= set(specs.gpu_ids())
+    assert set(REQUIRED_LINKS) <= set(specs.link_ids())
+    assert set(REQUIRED_MODELS) <= set(specs.model_ids())
+
+
+def test_every_cited_source_exists_with_a_date():
+    from scalemodel.specs.sources import load_toml
+
+    known = specs.all_sources()
+    cited = []
+    for gid, t in load_toml("gpus.toml").items():
+        cited.append(t["source"])
+        cited += list(t.get("sources", {}).values())
+    for t in load_toml("links.toml").values():
+        cited.append(t["source"])
+        cited += list(t.get("sources", {}).values())
+    for t in load_toml("models.toml").values():
+        cited += [t["source"], t["published_params_source"]]
+    num = load_toml("numerics.toml")
+    cited += [v["source"] for v in num["dtypes"].values()]
+    cited += [v["source"] for v in num["optimizers"].values()]
+    cited += [v["source"] for v in num["assumptions"].values()]
+    missing = sorted({c for c in cited if c not in known})
+    assert not missing, missing
+    undated = sorted(k for k, s in known.items() if not s.date)
+    assert not undated, undated
+
+
+def test_gpu_figures_in_base_units():
+    g = specs.get_gpu("h100-sxm")
+    assert g.peak_flop_per_s("bf16") == 989.4e12
+    assert g.hbm_bytes_per_s == 3.35e12
+    assert 80e9 < g.hbm_bytes < 90e9
+    assert g.scale_up_bytes_per_s == 450e9  # NVLink4: 900 GB/s both directions
+    assert "H100" in g.source_of("flop_per_s.bf16")
+
+
+def test_unknown_ids_suggest_close_matches():
+    with pytest.raises(BadInput, match="h100-sxm"):
+        specs.get_gpu("h100-sx")
+    with pytest.raises(BadInput, match="llama-3-70b"):
+        specs.get_model("llama3-70b")
+
+
+def test_user_gpu_toml(tmp_path):
+    p = tmp_path / "mygpu.toml"
+    p.write_text('[my-gpu]\nname = "Lab GPU"\nhbm_bytes = 48e9\nhbm_bytes_per_s = 1e12\n'
+                 '[my-gpu.flop_per_s]\nbf16 = 200e12\n')
+    g = specs.get_gpu(str(p))
+    assert g.id == "my-gpu" and g.peak_flop_per_s("bf16") == 200e12
+    p.write_text('[my-gpu]\nname = "Lab GPU"\nhbm_bytes = -1\nhbm_bytes_per_s = 1e12\n'
+                 '[my-gpu.flop_per_s]\nbf16 = 200e12\n')
+    with pytest.raises(BadInput, match="hbm_bytes"):
+        specs.get_gpu(str(p))
+
+
+def test_hf_config_path_equals_bundled(tmp_path):
+    from scalemodel.specs.sources import data_path
+
+    cfg = json.loads(data_path("models/llama-3-70b.json").read_text())
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    a, b = specs.get_model(str(p)), specs.get_model("llama-3-70b")
+    assert (a.n_layers, a.n_kv_heads, a.head_dim, a.ffn) == (b.n_layers, b.n_kv_heads, b.head_dim, b.ffn)
+
+
+@pytest.mark.parametrize("patch, field", [
+    ({"num_hidden_layers": None}, "num_hidden_layers"),
+    ({"hidden_size": -8192}, "hidden"),
+    ({"num_attention_heads": 63}, "does not divide hidden_size"),
+    ({"num_key_value_heads": 7}, "does not divide num_attention_heads"),
+    ({"model_type": "bert"}, "not supported"),
+])
+def test_bad_configs(tmp_path, patch, field):
+    from scalemodel.specs.sources import data_path
+
+    cfg = json.loads(data_path("models/llama-3-70b.json").read_text())
+    for k, v in patch.items():
+        if v is None:
+            cfg.pop(k)
+        else:
+            cfg[k] = v
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(BadInput, match=field):
+        specs.get_model(str(p))
