@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"scalemodel {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, mod in COMMANDS.items():
+    for _name, mod in COMMANDS.items():
         importlib.import_module(mod).register(sub)
     return p
 

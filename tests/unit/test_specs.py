@@ -25,7 +25,7 @@ def test_every_cited_source_exists_with_a_date():
 
     known = specs.all_sources()
     cited = []
-    for gid, t in load_toml("gpus.toml").items():
+    for _gid, t in load_toml("gpus.toml").items():
         cited.append(t["source"])
         cited += list(t.get("sources", {}).values())
     for t in load_toml("links.toml").values():
