@@ -52,3 +52,21 @@ def test_long_context_gqa_decode_never_compute_bound_on_h100():
     p = rl.decode_step(get_gpu("h100-sxm"), get_model("llama-3-70b"), batch=1, context=4096)
     assert p.crossover_batch is None
     assert p.extra["intensity_limit_large_batch"] < p.ridge_flop_per_byte
+
+
+def test_gqa_decode_attention_intensity():
+    # one query token against C cached tokens: F = 4 C a d; Q ~ 2 C h_kv d e (K and V), so
+    # I -> 4 a / (2 h_kv e) = 4 x 64 / (2 x 8 x 2) = 8 FLOP/B for Llama-3-70B in bf16
+    p = rl.attention(get_gpu("h100-sxm"), batch=1, q_len=1, kv_len=8192, heads=64, kv_heads=8,
+                     head_dim=128)
+    assert p.flops == 4 * 8192 * 64 * 128
+    assert p.arithmetic_intensity == pytest.approx(8, rel=0.01)
+
+
+def test_unfused_prefill_moves_the_score_matrix():
+    g = get_gpu("h100-sxm")
+    kw = dict(batch=1, q_len=4096, kv_len=4096, heads=32, kv_heads=32, head_dim=128)
+    fused, unfused = rl.attention(g, **kw), rl.attention(g, fused=False, **kw)
+    # causal: half of the 32 x 4096^2 scores, written and read twice (S and P), 2 bytes each
+    assert unfused.bytes - fused.bytes == 4 * 2 * 32 * 4096 * 4096 * 0.5
+    assert fused.flops == unfused.flops == 4 * 4096 * 4096 * 32 * 128 * 0.5

@@ -35,6 +35,11 @@ def register(sub: Any) -> None:
     mode.add_argument("--gemm", type=_gemm_shape, metavar="M,N,K", help="a GEMM (M x K) @ (K x N)")
     mode.add_argument("--decode", action="store_true", help="one decode step of --model")
     mode.add_argument("--prefill", action="store_true", help="one prefill pass of --model")
+    mode.add_argument("--attention", choices=["prefill", "decode"],
+                      help="one layer's attention of --model: a causal prefill over --context "
+                           "tokens, or one decode token against --context cached tokens")
+    p.add_argument("--unfused", action="store_true",
+                   help="with --attention: scores and probabilities go through HBM (no FlashAttention)")
     p.add_argument("--batch", type=positive_int, default=1, help="sequences (default 1)")
     p.add_argument("--context", type=tokens, default=4096,
                    help="decode: tokens already cached; prefill: prompt tokens (default 4096)")
@@ -50,9 +55,9 @@ def run(args: argparse.Namespace) -> Any:
     from ..specs import get_gpu, get_model
 
     gpu = get_gpu(args.gpu)
-    if (args.decode or args.prefill) and not args.model:
-        raise BadInput("--decode and --prefill need --model")
-    if args.model and not (args.decode or args.prefill or args.gemm):
+    if (args.decode or args.prefill or args.attention) and not args.model:
+        raise BadInput("--decode, --prefill and --attention need --model")
+    if args.model and not (args.decode or args.prefill or args.gemm or args.attention):
         args.decode = True  # a model alone means its decode step
     ridges = rl.ridge_points(gpu)
     ridge_table = Table(
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace) -> Any:
         ("precision", "peak TFLOP/s", "ridge FLOP/byte"),
         tuple((k, pk / 1e12, r) for k, pk, r in ridges),
     )
-    if not (args.gemm or args.decode or args.prefill):
+    if not (args.gemm or args.decode or args.prefill or args.attention):
         bf = ridges[0]
         data = {"gpu": gpu.id, "dtype": bf[0], "ridge_flop_per_byte": bf[2],
                 "peak_flop_per_s": bf[1], "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
@@ -71,7 +76,17 @@ def run(args: argparse.Namespace) -> Any:
         return Report(f"scalemodel roofline: {gpu.id}", (Section("", text=text,
                       tables=(ridge_table,)),), data,
                       plot=_plotter(gpu, args.dtype, [], None))
-    if args.gemm:
+    if args.attention:
+        m = get_model(args.model)
+        q_len = args.context if args.attention == "prefill" else 1
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
+        pt = rl.attention(gpu, batch=args.batch, q_len=q_len, kv_len=args.context,
+                          heads=m.n_heads, kv_heads=m.n_kv_heads, head_dim=qk,
+                          dtype_name=args.dtype, fused=not args.unfused)
+        title = (f"{m.id} attention, one layer, {args.attention}, "
+                 f"{'unfused' if args.unfused else 'fused'}")
+        curve = None
+    elif args.gemm:
         M, N, K = args.gemm
         pt = rl.gemm(gpu, M, N, K, args.dtype)
         title = f"GEMM {M}x{K} @ {K}x{N} ({pt.dtype})"
