@@ -412,8 +412,6 @@ def memory_report(
     if m.is_moe:
         d.given("routed-expert parameters on one GPU", "P_e", exp_gpu, "1",
                 note="experts / (t * x) on this stage")
-    else:
-        d.env["P_e"] = 0.0
     d.given(f"bytes per {ew.name} weight", "e_w", ew.bytes, "B", ew.source)
     d.given(f"bytes per {eg.name} gradient", "e_g", eg.bytes, "B", eg.source)
     d.given(f"optimizer bytes per parameter ({opt.label})", "K", opt.bytes_per_param, "B",
@@ -421,11 +419,16 @@ def memory_report(
     d.given("ZeRO stage", "z", lay.zero, "1")
     d.calc("ranks sharing one dense shard (ZeRO group)", "G", "d * c", "1")
     d.calc("ranks sharing one expert shard", "G_e", "d * c / x" if m.is_moe else "d * c", "1")
-    shard_p = "G" if lay.zero >= 3 else "1"
-    shard_g = "G" if lay.zero >= 2 else "1"
-    shard_o = "G" if lay.zero >= 1 else "1"
-    eshard = lambda s: "G_e" if s == "G" else "1"  # noqa: E731
-    p_formula = f"(P_d / {shard_p} + P_e / {eshard(shard_p)}) * e_w"
+    moe = m.is_moe
+
+    def held(sharded: bool) -> str:
+        """Parameters one GPU keeps for a state that ZeRO shards (or not) at this stage."""
+        dense = "P_d / G" if sharded else "P_d"
+        if not moe:
+            return dense
+        return f"({dense} + {'P_e / G_e' if sharded else 'P_e'})"
+
+    p_formula = f"{held(lay.zero >= 3)} * e_w"
     if lay.zero >= 3:
         d.given("parameters of the heaviest layer on one GPU", "P_lay",
                 sm.big_split / lay.tp + sm.big_exp / (lay.tp * lay.ep), "1")
@@ -433,10 +436,9 @@ def memory_report(
         d.note("ZeRO-3/FSDP gathers whole layers to compute: one in use and one prefetched.")
     params_b = d.calc("weights per GPU", "M_p", p_formula, "B", check=float(vec["params"]),
                       rel_tol=1e-6)
-    grads_b = d.calc("gradients per GPU", "M_g", f"(P_d / {shard_g} + P_e / {eshard(shard_g)}) * e_g",
-                     "B", check=float(vec["grads"]), rel_tol=1e-6)
-    opt_b = d.calc("optimizer states per GPU", "M_o",
-                   f"(P_d / {shard_o} + P_e / {eshard(shard_o)}) * K", "B",
+    grads_b = d.calc("gradients per GPU", "M_g", f"{held(lay.zero >= 2)} * e_g", "B",
+                     check=float(vec["grads"]), rel_tol=1e-6)
+    opt_b = d.calc("optimizer states per GPU", "M_o", f"{held(lay.zero >= 1)} * K", "B",
                    check=float(vec["optimizer"]), rel_tol=1e-6)
 
     # activations

@@ -101,7 +101,15 @@ def _simulate(args: argparse.Namespace, r: Any) -> tuple[Any, dict[str, Any]]:
     from ..errors import BadInput
     from ..sim.paged_kv import compare, synthetic_workload
 
-    pool = args.pool or (r.max_tokens if r.max_tokens else 200_000)
+    if args.pool:
+        pool, pool_from = args.pool, "--pool"
+    elif r.max_tokens is None:
+        pool, pool_from = 200_000, "the default pool (no --gpu given)"
+    elif r.max_tokens == 0:
+        raise BadInput("--simulate: this layout leaves no memory for KV (see the warning); "
+                       "pass --pool, a larger --tp or a narrower --dtype")
+    else:
+        pool, pool_from = r.max_tokens, f"the capacity computed for {args.tp} x {r.gpu}"
     if pool < args.context:
         raise BadInput(
             f"--simulate: the KV pool ({pool:,} tokens) is smaller than one --context "
@@ -119,7 +127,8 @@ def _simulate(args: argparse.Namespace, r: Any) -> tuple[Any, dict[str, Any]]:
         "Paged vs contiguous KV allocation (simulated)",
         text=(f"{args.requests:,} requests, log-normal prompt (mean {args.prompt_mean:g}) and "
               f"output (mean {args.output_mean:g}) lengths capped at {args.context:,} tokens, "
-              f"a pool of {pool:,} KV token slots, {c.block_tokens}-token blocks. Contiguous "
+              f"a pool of {pool:,} KV token slots ({pool_from}), {c.block_tokens}-token blocks. "
+              "Contiguous "
               "reserves the maximum length per request; paged allocates blocks on demand and "
               "preempts the newest request when the pool runs dry. The vLLM paper reports "
               "60-80% waste before paging and under 4% with it (Kwon et al. 2023)."),
