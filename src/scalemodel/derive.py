@@ -16,7 +16,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,12 +229,6 @@ class Derivation:
         """A line of prose between steps (an assumption, a caveat)."""
         self.steps.append(Step(text, "", 0.0, "", note="prose"))
 
-    def extend(self, other: Derivation, prefix: str = "") -> None:
-        """Append another derivation's steps (and symbols) to this one."""
-        for s in other.steps:
-            self.steps.append(s if not prefix else Step(prefix + s.name, *_rest(s)))
-        self.env.update(other.env)
-
     def __getitem__(self, symbol: str) -> float:
         return self.env[symbol]
 
@@ -249,10 +243,6 @@ class Derivation:
             if s.source:
                 seen.setdefault(s.source, None)
         return list(seen)
-
-
-def _rest(s: Step) -> Iterable[Any]:
-    return (s.symbol, s.value, s.unit, s.formula, s.substituted, s.source, s.note, s.bound)
 
 
 # --- what a command or a question hands to a renderer ---------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..derive import Derivation
 from ..errors import BadInput
-from ..specs import GPUSpec, ModelSpec, assumption, dtype, model_info
+from ..specs import GPUSpec, ModelSpec, assumption, dtype
 from .params import count_params, shard_params
 
 
@@ -291,12 +291,6 @@ def mitigation_table(m: ModelSpec, context: int, batch: int) -> list[tuple[str, 
     add(f"{m.attention}, fp8 cache", model_kv_bytes_per_token(m, "fp8"))
     add(f"{m.attention}, int4 cache", model_kv_bytes_per_token(m, "int4"))
     return rows
-
-
-def published_kv_bytes(model_id: str) -> float | None:
-    """The KV bytes/token a source publishes for a bundled model, if models.toml records one."""
-    v = model_info(model_id).get("published_kv_bytes_per_token_bf16")
-    return None if v is None else float(v)
 
 
 __all__ = [

@@ -177,6 +177,19 @@ def _decode_arrays(m: ModelSpec, batch: np.ndarray, context: float, e_w: float,
     return flops, byts
 
 
+def _model_givens(d: Derivation, m: ModelSpec, e: Any, ekv: Any, kv_tok: float) -> tuple[int, int]:
+    """The per-model inputs of a decode or prefill derivation; returns (d_qk, d_v)."""
+    d.given(f"bytes per {e.name} weight", "e_w", e.bytes, "B", e.source)
+    d.given("layers", "L", m.n_layers, "1", m.source)
+    d.given("query heads", "H", m.n_heads, "1", m.source)
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
+    v = m.v_head_dim if m.kv_lora_rank else m.head_dim
+    d.given("query-key dim per head", "d_qk", qk, "1", m.source)
+    d.given("value dim per head", "d_v", v, "1", m.source)
+    d.given(f"KV bytes per token ({ekv.name})", "b_tok", kv_tok, "B")
+    return qk, v
+
+
 def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_name: str = "bf16",
                 kv_dtype: str = "bf16", tp: int = 1) -> RooflinePoint:
     """One decode step (one new token for each of ``batch`` sequences at ``context`` tokens)."""
@@ -190,14 +203,7 @@ def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_n
     d.given("context already in the KV cache", "C", context, "token")
     d.given("matmul weights used by every token (attention, dense MLP, head)", "P_mm", dense, "1",
             m.source, note="all parameters except the embedding table and routed experts")
-    d.given(f"bytes per {e.name} weight", "e_w", e.bytes, "B", e.source)
-    d.given("layers", "L", m.n_layers, "1", m.source)
-    d.given("query heads", "H", m.n_heads, "1", m.source)
-    qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
-    v = m.v_head_dim if m.kv_lora_rank else m.head_dim
-    d.given("query-key dim per head", "d_qk", qk, "1", m.source)
-    d.given("value dim per head", "d_v", v, "1", m.source)
-    d.given(f"KV bytes per token ({ekv.name})", "b_tok", kv_tok, "B")
+    qk, v = _model_givens(d, m, e, ekv, kv_tok)
     if m.is_moe:
         d.given("MoE layers", "L_moe", n_moe, "1", m.source)
         d.given("routed experts per layer", "E", m.n_experts, "1", m.source)
@@ -258,15 +264,9 @@ def prefill(gpu: GPUSpec, m: ModelSpec, *, batch: int, prompt: int, dtype_name: 
     active = dense + n_moe * m.top_k * one_exp
     d.given("matmul weights used per token", "P_act", active, "1", m.source)
     d.given("weights read (all of them)", "P_all", dense + n_moe * m.n_experts * one_exp, "1")
-    d.given(f"bytes per {e.name} weight", "e_w", e.bytes, "B", e.source)
-    d.given("layers", "L", m.n_layers, "1", m.source)
-    d.given("query heads", "H", m.n_heads, "1", m.source)
-    qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
-    v = m.v_head_dim if m.kv_lora_rank else m.head_dim
-    d.given("query-key + value dims per head", "d_qv", qk + v, "1", m.source)
-    d.given(f"KV bytes per token ({ekv.name})", "b_tok", kv_tok, "B")
+    _model_givens(d, m, e, ekv, kv_tok)
     d.calc("FLOPs (matmuls + causal attention)", "F",
-           "2 * P_act * B * S + B * S * S * H * d_qv * L", "FLOP",
+           "2 * P_act * B * S + B * S * S * H * (d_qk + d_v) * L", "FLOP",
            note="attention 2 S^2 H (d_qk + d_v) per layer, halved by the causal mask")
     d.calc("bytes (weights once + KV written)", "Q", "P_all * e_w + B * S * b_tok", "B",
            bound="lower")

@@ -5,24 +5,21 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
+def _int_at_least(lowest: int, what: str):  # noqa: ANN202 - an argparse type factory
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < lowest:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
+        return v
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
+positive_int = _int_at_least(1, "at least 1")
+non_negative_int = _int_at_least(0, "0 or more")
 
 
 def tokens(text: str) -> int:
