@@ -91,7 +91,7 @@ def launch_map(gpu: Any, grid: int | tuple[int, ...], block: int | tuple[int, ..
     if not gpu.sm_count:
         raise BadInput(f"--gpu: {gpu.id} has no sm_count in its spec")
     T = b[0] * b[1] * b[2]
-    if T > lim.max_threads_per_block:
+    if lim.max_threads_per_block < T:  # (T is the thread count, not a constant)
         raise BadInput(f"--block: at most {lim.max_threads_per_block} threads per block, got {T}")
     occ = occupancy(lim, T, regs, smem, carveout)
     d = Derivation(f"launch of {g} x {b} on {gpu.id}")

@@ -407,9 +407,12 @@ def occupancy(lim: SMLimits, threads: int, regs: int, smem: int = 0,
             source=lim.source_of("smem_carveouts_kib"),
             note=(f"carveout {'default (maximum)' if carveout < 0 else f'{carveout}%'} rounded up "
                   f"to a legal size ({legal} KiB), or the smallest legal size holding one block"))
-    d.calc("block cap from shared memory", "B_smem", "floor(S_sm / S_b)", "block",
-           check=a["limit_shared_memory"])
-    caps = ["B_warps", "B_smem", "B_max"] + (["B_regs"] if "B_regs" in d.env else [])
+    if a["smem_per_block"] > 0:
+        d.calc("block cap from shared memory", "B_smem", "floor(S_sm / S_b)", "block",
+               check=a["limit_shared_memory"])
+    else:
+        d.note("No shared memory per block: shared memory sets no cap.")
+    caps = ["B_warps", "B_max"] + [c for c in ("B_smem", "B_regs") if c in d.env]
     if a["blocks"] > 0:
         if a["limit_barriers"] < min(d.env[c] for c in caps):  # pragma: no cover - barriers=1
             d.given("block cap from barriers", "B_bar", a["limit_barriers"], "block")

@@ -227,6 +227,7 @@ def parse(text: str, what: str = "expression") -> Expr:
     src = text.strip()
     for pat, rep in _C_OPS:
         src = pat.sub(rep, src)
+    src = src.strip()
     try:
         tree = ast.parse(src, mode="eval")
     except SyntaxError:
