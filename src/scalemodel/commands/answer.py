@@ -27,12 +27,20 @@ def register(sub: Any) -> None:
     g.add_argument("--gpus", type=positive_int, help="total GPUs")
     g.add_argument("--optimizer", help="optimizer id (adam, adam-8bit, sgd, ...)")
     g.add_argument("--mem-fraction", type=fraction, help="usable fraction of HBM")
+    g.add_argument("--grid", type=positive_int, help="GPU lab: blocks in the grid")
+    g.add_argument("--block", type=positive_int, help="GPU lab: threads per block")
+    g.add_argument("--threads", type=positive_int, help="GPU lab: threads per block (occupancy)")
+    g.add_argument("--regs", type=int, help="GPU lab: registers per thread")
+    g.add_argument("--smem", type=int, help="GPU lab: shared memory per block, bytes")
+    g.add_argument("--tile", type=positive_int, help="GPU lab: transpose tile size")
+    g.add_argument("--n", type=positive_int, help="GPU lab: matrix size N")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
 _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
-         "gpus", "optimizer", "mem_fraction")
+         "gpus", "optimizer", "mem_fraction", "grid", "block", "threads", "regs", "smem", "tile",
+         "n")
 
 
 def run(args: argparse.Namespace) -> Any:
