@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .claim import _count, _days, _mfu
 from .common import add_output, fraction, positive_int, tokens
 
 
@@ -27,12 +28,17 @@ def register(sub: Any) -> None:
     g.add_argument("--gpus", type=positive_int, help="total GPUs")
     g.add_argument("--optimizer", help="optimizer id (adam, adam-8bit, sgd, ...)")
     g.add_argument("--mem-fraction", type=fraction, help="usable fraction of HBM")
+    g.add_argument("--tokens", type=_count, help="training tokens (2T, 300B; claim questions)")
+    g.add_argument("--days", type=_days, help="wall-clock days (claim questions)")
+    g.add_argument("--mfu", type=_mfu, help="claimed MFU, 0.45 or 45%% (claim questions)")
+    g.add_argument("--layout", help="layout such as 'tp8 pp4 zero1' (claim questions)")
+    g.add_argument("--claim", help="a claim sentence (scale-scoping, resume-walk)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
 _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
-         "gpus", "optimizer", "mem_fraction")
+         "gpus", "optimizer", "mem_fraction", "tokens", "days", "mfu", "layout", "claim")
 
 
 def run(args: argparse.Namespace) -> Any:
