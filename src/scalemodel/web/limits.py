@@ -59,7 +59,7 @@ def check_strings(fields: list[Field], values: dict[str, str], data_dir: Path | 
         if "\x00" in v:
             raise FieldError(f"{f.label}: control characters are not allowed", f.dest)
         if looks_like_path(v):
-            check_path(f, v, data_dir)
+            values[f.dest] = check_path(f, v, data_dir)
 
 
 def looks_like_path(v: str) -> bool:
@@ -78,7 +78,9 @@ def _exists(s: str) -> bool:
         return False
 
 
-def check_path(f: Field, v: str, data_dir: Path | None) -> None:
+def check_path(f: Field, v: str, data_dir: Path | None) -> str:
+    """The absolute path of a file inside the allowed directory (relative paths are taken
+    relative to it), or FieldError."""
     if data_dir is None:
         raise FieldError(f"{f.label}: file paths are not accepted here; use a bundled id, or start "
                          "the server with --data-dir DIR to allow files under DIR", f.dest)
@@ -87,6 +89,7 @@ def check_path(f: Field, v: str, data_dir: Path | None) -> None:
     target = (p if p.is_absolute() else root / p).resolve()
     if target != root and root not in target.parents:
         raise FieldError(f"{f.label}: {v!r} is outside the allowed directory", f.dest)
+    return str(target)
 
 
 def check_bounds(fields: list[Field], ns: argparse.Namespace) -> None:
