@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> Any:
     import random
 
-    from ..derive import Headline, Report, Section, Table
+    from ..derive import Headline, Report, Section
     from ..errors import BadInput
     from ..study.drills import grade, make_drill
 

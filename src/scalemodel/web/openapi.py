@@ -24,7 +24,7 @@ def _schema(f: Any) -> dict[str, Any]:
 
 def openapi_document(st: Any) -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    for path, (parser, help_) in st.tree.items():
+    for path, (_parser, help_) in st.tree.items():
         params = []
         for f in st.fields[path]:
             sch = _schema(f)
