@@ -25,6 +25,10 @@ COMMANDS: dict[str, str] = {
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
+    "claim": "scalemodel.commands.claim",
+    "drill": "scalemodel.commands.drill",
+    "serve": "scalemodel.commands.serve",
+    "site": "scalemodel.commands.site",
 }
 
 

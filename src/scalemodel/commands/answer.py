@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .claim import _count, _days, _mfu
 from .common import add_output, fraction, positive_int, tokens
 
 
@@ -34,13 +35,18 @@ def register(sub: Any) -> None:
     g.add_argument("--smem", type=int, help="GPU lab: shared memory per block, bytes")
     g.add_argument("--tile", type=positive_int, help="GPU lab: transpose tile size")
     g.add_argument("--n", type=positive_int, help="GPU lab: matrix size N")
+    g.add_argument("--tokens", type=_count, help="training tokens (2T, 300B; claim questions)")
+    g.add_argument("--days", type=_days, help="wall-clock days (claim questions)")
+    g.add_argument("--mfu", type=_mfu, help="claimed MFU, 0.45 or 45%% (claim questions)")
+    g.add_argument("--layout", help="layout such as 'tp8 pp4 zero1' (claim questions)")
+    g.add_argument("--claim", help="a claim sentence (scale-scoping, resume-walk)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
 _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
          "gpus", "optimizer", "mem_fraction", "grid", "block", "threads", "regs", "smem", "tile",
-         "n")
+         "n", "tokens", "days", "mfu", "layout", "claim")
 
 
 def run(args: argparse.Namespace) -> Any:

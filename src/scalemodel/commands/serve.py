@@ -1,0 +1,75 @@
+"""scalemodel serve: the local study web app (server-rendered; works without JavaScript)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_output
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 1..65535, got {v}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < v <= 600:
+        raise argparse.ArgumentTypeError(f"must be in (0, 600] seconds, got {v:g}")
+    return v
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve", help="the study web app: questions, tools, drills, JSON API (local)",
+        description="Serves the 24 questions with live inputs and plots, a page per command, "
+        "drills and a JSON API (/api/COMMAND, /openapi.json) on http://HOST:PORT/. Binds to "
+        "127.0.0.1 unless --host says otherwise. Needs the 'web' extra (Flask).")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
+    p.add_argument("--data-dir", metavar="DIR", default=None,
+                   help="allow --model/--gpu files under DIR (default: no user files)")
+    p.add_argument("--timeout", type=_seconds, default=20.0,
+                   help="wall-clock limit per computation in seconds (default 20)")
+    add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    import sys
+    from pathlib import Path
+
+    from ..derive import Report, Section
+    from ..errors import BadInput
+
+    try:
+        from werkzeug.serving import run_simple
+
+        from ..web import create_app
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise BadInput("serve needs Flask: pip install 'scalemodel[web]'") from None
+    if args.data_dir and not Path(args.data_dir).is_dir():
+        raise BadInput(f"--data-dir: no such directory {args.data_dir!r}")
+    app = create_app(data_dir=args.data_dir, timeout_s=args.timeout)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        sys.stderr.write(f"warning: serving on {args.host}: anyone who can reach this address "
+                         "can use the app\n")
+    sys.stderr.write(f"scalemodel study app on http://{args.host}:{args.port}/ (Ctrl-C stops)\n")
+    try:
+        # one thread: each request runs in the main thread, where the time limit can interrupt it
+        run_simple(args.host, args.port, app, threaded=False, use_reloader=False)
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        pass
+    except OSError as e:
+        raise BadInput(f"--port {args.port}: cannot listen on {args.host} ({e.strerror or e})") from None
+    return Report("scalemodel serve", (Section("", text="stopped"),),
+                  {"host": args.host, "port": args.port, "stopped": True})

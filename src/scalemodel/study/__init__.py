@@ -1,0 +1,1 @@
+"""Study aids built on the engines: drills (random parameters graded by the engine)."""

@@ -1,0 +1,169 @@
+"""Forms and API parameters derived from the CLI's own argparse parsers.
+
+Every registered command (and nested sub-command) becomes a form and an API endpoint: each
+argument's flag, type, choices, default and help come from its parser, so commands added to
+``cli.COMMANDS`` later appear without changes here. Values from the web go through the same
+parser as the command line (``parse``), then through the bounds of :mod:`scalemodel.web.limits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadInput
+
+OUTPUT_DESTS = {"help", "version", "json", "markdown", "plot"}
+# no tool page / endpoint: they start servers, write files, or read the terminal
+NOT_TOOLS = {"serve", "site"}
+
+
+class FieldError(BadInput):
+    """A bad form field: ``field`` is the argument's dest (or '' when no field is named)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Field:
+    dest: str
+    flag: str | None  # None for a positional
+    kind: str  # "flag" (checkbox), "choice" (select), "text"
+    choices: tuple[str, ...]
+    default: Any
+    help: str
+    required: bool
+    metavar: str
+    type_name: str  # integer, number, string, boolean (for OpenAPI)
+
+    @property
+    def label(self) -> str:
+        return self.flag or self.dest
+
+
+def _type_name(a: argparse.Action) -> str:
+    if isinstance(a, argparse._StoreTrueAction | argparse._StoreFalseAction):
+        return "boolean"
+    t = a.type
+    name = getattr(t, "__name__", "")
+    if t is int or name in ("positive_int", "non_negative_int", "_seed"):
+        return "integer"
+    if t is float or name in ("fraction", "_days"):
+        return "number"
+    return "string"
+
+
+def _help(a: argparse.Action, prog: str) -> str:
+    h = a.help or ""
+    if "%" in h:
+        try:
+            h = h % {"default": a.default, "prog": prog, "dest": a.dest}
+        except (KeyError, TypeError, ValueError):
+            h = h.replace("%%", "%")
+    return h
+
+
+def fields_of(p: argparse.ArgumentParser) -> list[Field]:
+    out = []
+    for a in p._actions:
+        if a.dest in OUTPUT_DESTS or isinstance(a, argparse._SubParsersAction):
+            continue
+        if a.help == argparse.SUPPRESS:
+            continue
+        is_flag = isinstance(a, argparse._StoreTrueAction)
+        choices = tuple(str(c) for c in a.choices) if a.choices else ()
+        kind = "flag" if is_flag else ("choice" if choices else "text")
+        flag = max(a.option_strings, key=len) if a.option_strings else None
+        out.append(Field(
+            dest=a.dest, flag=flag, kind=kind, choices=choices,
+            default=None if is_flag else a.default, help=_help(a, p.prog),
+            required=bool(a.required) if flag else a.nargs not in ("?", "*"),
+            metavar=str(a.metavar or ""), type_name=_type_name(a)))
+    return out
+
+
+def subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return dict(a.choices)
+    return {}
+
+
+def command_help(p: argparse.ArgumentParser, name: str) -> str:
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for ca in a._choices_actions:
+                if ca.dest == name:
+                    return ca.help or ""
+    return ""
+
+
+def command_tree(root: argparse.ArgumentParser) -> dict[str, tuple[argparse.ArgumentParser, str]]:
+    """'kv' -> (parser, help); nested sub-commands as 'comm/cost'. Leaves only."""
+    out: dict[str, tuple[argparse.ArgumentParser, str]] = {}
+
+    def walk(p: argparse.ArgumentParser, prefix: str) -> None:
+        for name, sp in subparsers(p).items():
+            path = f"{prefix}/{name}" if prefix else name
+            if not prefix and name in NOT_TOOLS:
+                continue
+            if subparsers(sp):
+                walk(sp, path)
+            else:
+                out[path] = (sp, command_help(p, name))
+
+    walk(root, "")
+    return out
+
+
+def _raiser(message: str) -> None:
+    import re
+
+    m = re.search(r"argument (\S+?)[:/ ]", message + " ")
+    raise FieldError(message.replace("argument ", "", 1) if m else message,
+                     m.group(1) if m else "")
+
+
+def patch_errors(root: argparse.ArgumentParser) -> None:
+    """Make every parser in the tree raise FieldError instead of printing and exiting."""
+    root.error = _raiser  # type: ignore[method-assign]
+    for sp in subparsers(root).values():
+        patch_errors(sp)
+
+
+def argv_from(fields: list[Field], values: Mapping[str, str]) -> list[str]:
+    """Command-line words from form values (empty values are left out: the default applies)."""
+    argv: list[str] = []
+    positionals: list[str] = []
+    for f in fields:
+        v = values.get(f.dest)
+        if v is None:
+            continue
+        v = str(v)
+        if f.kind == "flag":
+            if v.strip().lower() in ("1", "true", "on", "yes"):
+                argv.append(f.flag or "")
+            elif v.strip().lower() not in ("", "0", "false", "off", "no"):
+                raise FieldError(f"{f.label}: expected true or false, got {v!r}", f.dest)
+            continue
+        if v.strip() == "":
+            continue
+        if f.flag is None:
+            if v.lstrip().startswith("-"):
+                raise FieldError(f"{f.label}: must not start with '-'", f.dest)
+            positionals.append(v)
+        else:
+            argv.append(f"{f.flag}={v}")
+    return positionals + argv
+
+
+def field_for(fields: list[Field], token: str) -> str:
+    """The dest of the field an error message names (a flag or a dest), or ''."""
+    for f in fields:
+        if token and token in (f.flag, f.dest, f.metavar):
+            return f.dest
+    return ""

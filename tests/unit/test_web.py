@@ -1,0 +1,149 @@
+"""The study web app through Flask's test client: pages, API = CLI --json, errors, security."""
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("flask")
+
+from scalemodel.cli import main  # noqa: E402
+from scalemodel.web import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    return create_app(timeout_s=20).test_client()
+
+
+def cli_json(capsys, *argv):
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr()[0])
+
+
+def test_index_lists_all_questions_with_status(client):
+    r = client.get("/")
+    assert r.status_code == 200
+    html = r.get_data(as_text=True)
+    from scalemodel.questions import BANK
+
+    for q in BANK:
+        assert f"/questions/{q.id}" in html
+    assert "DeepSeek" in html and "xAI" in html and "planned" in html and "answered" in html
+
+
+def test_question_page_recomputes_with_the_form(client, capsys):
+    r = client.get("/questions/kv-cache?context=4096&batch=8")
+    assert r.status_code == 200
+    html = r.get_data(as_text=True)
+    d = cli_json(capsys, "answer", "kv-cache", "--context", "4096", "--batch", "8")
+    m = re.search(r'<data value="([^"]+)" data-label="per sequence of 4,096 tokens">', html)
+    assert m and float(m.group(1)) == d["kv"]["kv_bytes_per_sequence"]
+    assert "Follow-ups" in html and 'name="context"' in html and 'value="4096"' in html
+
+
+def test_plot_is_inline_svg(client):
+    html = client.get("/questions/roofline").get_data(as_text=True)
+    assert "<svg" in html and "<script" not in html
+
+
+def test_unknown_question_is_404(client):
+    assert client.get("/questions/no-such-question").status_code == 404
+    assert client.get("/tools/no-such-tool").status_code == 404
+
+
+def test_bad_field_shows_one_line_next_to_it(client):
+    r = client.get("/questions/kv-cache?context=abc")
+    assert r.status_code == 400
+    html = r.get_data(as_text=True)
+    m = re.search(r'id="err-context">([^<]+)<', html)
+    assert m and "\n" not in m.group(1) and "Traceback" not in html
+
+
+def test_model_name_with_html_renders_as_text(client):
+    r = client.get("/questions/kv-cache", query_string={"model": "<img src=x onerror=alert(1)>"})
+    html = r.get_data(as_text=True)
+    assert r.status_code == 400
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_api_mirrors_cli_json(client, capsys):
+    r = client.get("/api/kv?model=llama-3-70b&gpu=h100-sxm&tp=8&context=8192")
+    assert r.status_code == 200
+    assert r.get_json() == cli_json(capsys, "kv", "--model", "llama-3-70b", "--gpu", "h100-sxm",
+                                    "--tp", "8", "--context", "8192")
+    r = client.get("/api/claim?model=llama-3-70b&gpus=64&gpu=h100-sxm&tokens=1T&days=7")
+    assert r.get_json()["verdict"] == "implausible"
+    r = client.get("/api/answer?id=roofline")
+    assert r.status_code == 200 and r.get_json()["question"] == "roofline"
+
+
+def test_api_bad_input_is_400_with_the_same_message(client, capsys):
+    r = client.get("/api/kv?model=nope")
+    assert r.status_code == 400
+    main(["kv", "--model", "nope"])
+    assert r.get_json()["error"] in capsys.readouterr()[1]
+    assert client.get("/api/kv?bogus=1").status_code == 400
+    assert client.get("/api/nope").status_code == 404
+
+
+def test_bounds_and_paths(client, tmp_path):
+    r = client.get("/api/kv?simulate=1&requests=10000000")
+    assert r.status_code == 400 and "requests" in r.get_json()["error"]
+    for bad in ("/etc/passwd", "../x.json", "config.json"):
+        r = client.get("/api/kv", query_string={"model": bad})
+        assert r.status_code == 400 and "path" in r.get_json()["error"]
+    # with an allowed directory, files inside it are read and files outside are refused
+    cfg = tmp_path / "m" / "config.json"
+    cfg.parent.mkdir()
+    from scalemodel.specs.sources import data_path
+
+    cfg.write_text(data_path("models/llama-3-8b.json").read_text())
+    c2 = create_app(data_dir=tmp_path).test_client()
+    assert c2.get("/api/kv", query_string={"model": str(cfg)}).status_code == 200
+    assert c2.get("/api/kv", query_string={"model": "m/config.json"}).status_code == 200
+    assert c2.get("/api/kv", query_string={"model": "../../etc/passwd"}).status_code == 400
+
+
+def test_openapi_lists_every_command(client):
+    doc = client.get("/openapi.json").get_json()
+    assert doc["openapi"].startswith("3.")
+    for p in ("/api/kv", "/api/memory", "/api/roofline", "/api/claim", "/api/drill", "/api/answer"):
+        assert p in doc["paths"]
+    assert "/api/serve" not in doc["paths"]
+    names = {p["name"] for p in doc["paths"]["/api/kv"]["get"]["parameters"]}
+    assert {"model", "gpu", "context", "kv_dtype", "simulate"} <= names
+
+
+def test_tool_page_and_drill_page(client, capsys):
+    r = client.get("/tools/roofline?run=1&gpu=h100-sxm&gemm=4096,4096,4096")
+    assert r.status_code == 200 and "compute" in r.get_data(as_text=True)
+    d = cli_json(capsys, "drill", "--topic", "kv-cache", "--seed", "3")
+    r = client.get(f"/drill?topic=kv-cache&seed=3&rounds=1&answer={d['answer']}")
+    html = r.get_data(as_text=True)
+    assert 'id="verdict" class="correct"' in html and 'id="summary"' in html
+    assert client.get("/drill?topic=kv-cache&seed=3&answer=zzz").status_code == 400
+
+
+def test_security_headers_and_no_post(client):
+    r = client.get("/")
+    assert "script-src" not in r.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in r.headers["Content-Security-Policy"]
+    assert client.post("/api/kv").status_code == 405
+
+
+def test_static_export(tmp_path, capsys):
+    assert main(["site", "--out", str(tmp_path / "site"), "--json"]) == 0
+    out = json.loads(capsys.readouterr()[0])
+    assert any(p["path"] == "questions/kv-cache.html" for p in out["pages"])
+    html = (tmp_path / "site" / "questions" / "roofline.html").read_text()
+    assert 'href="../static/style.css"' in html and "<svg" in html and "<form" not in html
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="questions/kv-cache.html"' in index
+
+
+def test_serve_binds_to_localhost_by_default():
+    from scalemodel.cli import build_parser
+
+    args = build_parser().parse_args(["serve"])
+    assert args.host == "127.0.0.1" and args.port == 8000
