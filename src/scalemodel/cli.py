@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "kv": "scalemodel.commands.kv",
     "memory": "scalemodel.commands.memory",
     "roofline": "scalemodel.commands.roofline",
+    "comm": "scalemodel.commands.comm",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
