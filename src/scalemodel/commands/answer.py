@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, fraction, positive_int, tokens
+from .common import add_output, fraction, positive_int, size_bytes, tokens
 
 
 def register(sub: Any) -> None:
@@ -27,12 +27,30 @@ def register(sub: Any) -> None:
     g.add_argument("--gpus", type=positive_int, help="total GPUs")
     g.add_argument("--optimizer", help="optimizer id (adam, adam-8bit, sgd, ...)")
     g.add_argument("--mem-fraction", type=fraction, help="usable fraction of HBM")
+    c = p.add_argument_group("communication questions (ring-allreduce, parallelism-traffic, "
+                             "fabric-map, nccl-topology, roce-vs-ib)")
+    c.add_argument("--ranks", type=positive_int, help="ranks in a collective")
+    c.add_argument("--bytes", type=size_bytes, help="collective size, e.g. 1GiB")
+    c.add_argument("--nodes", type=positive_int, help="nodes")
+    c.add_argument("--gpus-per-node", type=positive_int, help="GPUs per node / NVLink domain")
+    c.add_argument("--intra", help="link inside a node (links.toml id)")
+    c.add_argument("--inter", help="NIC between nodes (links.toml id)")
+    c.add_argument("--pp", type=positive_int, help="pipeline-parallel degree")
+    c.add_argument("--dp", type=positive_int, help="data-parallel degree")
+    c.add_argument("--workload", help="roce-vs-ib: training, inference or mixed")
+    c.add_argument("--a2a-share", type=float, help="roce-vs-ib: share of step time in all-to-all")
+    c.add_argument("--ops", help="roce-vs-ib: team's experience: ib, ethernet or none")
+    c.add_argument("--existing-ethernet", help="roce-vs-ib: yes or no")
+    c.add_argument("--budget", help="roce-vs-ib: tight or normal")
+    c.add_argument("--vendor", help="roce-vs-ib: single-ok or multi-vendor")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
 _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
-         "gpus", "optimizer", "mem_fraction")
+         "gpus", "optimizer", "mem_fraction", "ranks", "bytes", "nodes", "gpus_per_node", "intra",
+         "inter", "pp", "dp", "workload", "a2a_share", "ops", "existing_ethernet", "budget",
+         "vendor")
 
 
 def run(args: argparse.Namespace) -> Any:
