@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, reduce
 from typing import Any
 
@@ -189,10 +189,10 @@ FORMULAS: dict[tuple[str, str], dict[str, _Steps]] = {
             ("steps", "k", "2 * (p - 1) + 2 * ceil(log2(N))", "1"),
             ("latency", "t_lat", "a0 + 2 * (p - 1) * ai + 2 * ceil(log2(N)) * ao", "s"),
             ("bytes a GPU sends along the chain inside its node", "Wi", "S * min(2, p - 1)", "B"),
-            ("bytes a node sends to other nodes (both trees)", "Wo", "S * min(2, N / 2)", "B"),
-            ("bytes sent by each rank", "W", "Wi + Wo / p", "B"),
-            ("transfer time (pipelined: the slower tier)", "t_bw", "max(Wi / Bi, Wo / (p * Bo))",
-             "s"),
+            ("bytes a node sends to other nodes (both trees)", "Wn", "S * min(2, N / 2)", "B"),
+            ("of them through each GPU's NIC", "Wo", "Wn / p", "B"),
+            ("bytes sent by each rank", "W", "Wi + Wo", "B"),
+            ("transfer time (pipelined: the slower tier)", "t_bw", "max(Wi / Bi, Wo / Bo)", "s"),
             ("reduction time", "t_red", "S * g", "s"),
         ),
     },
@@ -440,8 +440,13 @@ class Fabric:
 def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_per_node: int = 8,
                 nics_per_gpu: float = 1.0, oversubscription: float | None = None,
                 nodes_per_leaf: int | None = None, efficiency_intra: float | None = None,
-                efficiency_inter: float | None = None) -> Fabric:
-    """A fabric from link ids of links.toml (BadInput for unknown ids or nonsense values)."""
+                efficiency_inter: float | None = None,
+                intra_bytes_per_s: float | None = None) -> Fabric:
+    """A fabric from link ids of links.toml (BadInput for unknown ids or nonsense values).
+
+    ``intra_bytes_per_s`` replaces the intra link's per-direction rate for GPUs that run a
+    reduced variant of it (H800's NVLink, from gpus.toml).
+    """
     fab = _consts()["fabric"]
     if gpus_per_node < 1:
         raise BadInput(f"--gpus-per-node must be at least 1, got {gpus_per_node}")
@@ -457,8 +462,11 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
                                                                efficiency_inter)):
         if e is not None and not 0 < e <= 1:
             raise BadInput(f"{name} must be in (0, 1], got {e}")
+    lk = _get_link(intra, "--intra")
+    if intra_bytes_per_s:
+        lk = replace(lk, bytes_per_s_per_direction=float(intra_bytes_per_s))
     return Fabric(
-        intra=_get_link(intra, "--intra"),
+        intra=lk,
         inter=_get_link(inter, "--inter") if inter else None,
         gpus_per_node=gpus_per_node, nics_per_gpu=nics_per_gpu, oversubscription=osub,
         nodes_per_leaf=npl, efficiency_intra=efficiency_intra, efficiency_inter=efficiency_inter,
@@ -747,19 +755,19 @@ def check_size(collective: str, nbytes: float, ranks: int, elem_bytes: float) ->
     if nbytes < 0 or not math.isfinite(nbytes):
         raise BadInput(f"--bytes must be a non-negative size, got {nbytes}")
     if nbytes % elem_bytes:
-        raise BadInput(f"--bytes {nbytes:g} is not a whole number of {elem_bytes:g}-byte "
-                       f"elements; round it to {math.ceil(nbytes / elem_bytes) * elem_bytes:g}")
+        raise BadInput(f"--bytes {nbytes:.0f} is not a whole number of {elem_bytes:g}-byte "
+                       f"elements; round it to {math.ceil(nbytes / elem_bytes) * elem_bytes:.0f}")
     unit = ranks * elem_bytes
     if collective in ("reduce-scatter", "all-gather", "all-to-all") and nbytes % unit:
         padded = math.ceil(nbytes / unit) * unit
         raise BadInput(
-            f"--bytes {nbytes:g} does not split into {ranks} equal shards of whole "
+            f"--bytes {nbytes:.0f} does not split into {ranks} equal shards of whole "
             f"{elem_bytes:g}-byte elements; NCCL takes a per-rank count, so pad the buffer to "
-            f"{padded:g} bytes ({padded / ranks:g} per rank)")
+            f"{padded:.0f} bytes ({padded / ranks:.0f} per rank)")
     if collective == "all-reduce" and nbytes % unit:
         chunk = math.ceil(nbytes / unit) * elem_bytes
-        return (f"{nbytes:g} bytes do not split into {ranks} equal chunks: a ring moves chunks "
-                f"of up to {chunk:g} bytes (the last one shorter), as NCCL does; the model "
+        return (f"{nbytes:.0f} bytes do not split into {ranks} equal chunks: a ring moves chunks "
+                f"of up to {chunk:.0f} bytes (the last one shorter), as NCCL does; the model "
                 "prices the exact size")
     return ""
 

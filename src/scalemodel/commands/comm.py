@@ -16,6 +16,8 @@ def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
     if link:
         g.add_argument("--link", help="one link for the whole group: a scale-up link (nvlink4) "
                        "puts the ranks in one node, a NIC (ndr-400) puts each rank on its own node")
+    g.add_argument("--gpu", help="take the intra-node link and its per-GPU rate from this GPU "
+                   "(gpus.toml id), e.g. h800 for its reduced NVLink")
     g.add_argument("--intra", help="link inside a node (default nvlink4)")
     g.add_argument("--inter", help="NIC between nodes (default ndr-400 when the group spans nodes)")
     g.add_argument("--nodes", type=positive_int, help="nodes the group spans")
@@ -108,6 +110,13 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
 
     intra, inter = args.intra, args.inter
     gpn = args.gpus_per_node
+    rate = None
+    if getattr(args, "gpu", None):
+        from ..specs import get_gpu
+
+        gpu = get_gpu(args.gpu)
+        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
+        rate = gpu.scale_up_bytes_per_s or None
     ranks = getattr(args, "ranks", None)
     rpn = getattr(args, "ranks_per_node", None)
     if ranks is not None and ranks < 1:
@@ -140,7 +149,7 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
     fab = make_fabric(intra, inter, gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
                       oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
                       efficiency_intra=args.efficiency_intra,
-                      efficiency_inter=args.efficiency_inter)
+                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate)
     return fab, make_group(ranks, fab, rpn)
 
 
