@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalemodel.analytic.calibration import build_profile, check_profile, fit_alpha_beta, profile_cost
+from scalemodel.analytic.calibration import (
+    build_profile,
+    check_profile,
+    fit_alpha_beta,
+    profile_cost,
+)
 from scalemodel.errors import BadInput
 
 

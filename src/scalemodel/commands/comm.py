@@ -270,7 +270,6 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
 def run_traffic(args: argparse.Namespace) -> Any:
     from ..analytic.collectives import make_fabric
     from ..analytic.traffic import TrainLayout, traffic
-    from ..derive import Headline, Report, Section, Table
     from ..specs import get_model
 
     m = get_model(args.model)
@@ -320,7 +319,8 @@ def run_bench(args: argparse.Namespace) -> Any:
     from ..analytic.collectives import BUSBW_FACTOR, np_eval
     from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
-    from ..live.comm_bench import run_bench as _run, run_in_process_group, size_ladder
+    from ..live.comm_bench import run_bench as _run
+    from ..live.comm_bench import run_in_process_group, size_ladder
 
     if args.ranks < 1:
         raise BadInput(f"--ranks must be at least 1, got {args.ranks}")
