@@ -661,21 +661,17 @@ def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = N
     textbook algorithms (recursive halving/doubling, hierarchical, pairwise) compete too.
     """
     algorithms = algorithms or NCCL_ALGORITHMS[collective]
-    best: CostArrays | None = None
-    for alg, pr in candidates(collective):
-        if (alg not in algorithms) or (protocols and pr not in protocols):
-            continue
-        c = price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr)
-        if best is None:
-            best = c
-            continue
-        better = c.time_s < best.time_s
-        best = CostArrays(collective, **{
-            f: np.where(better, getattr(c, f), getattr(best, f))
-            for f in CostArrays.__dataclass_fields__ if f != "collective"
-        })
-    assert best is not None
-    return best
+    priced = [price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr)
+              for alg, pr in candidates(collective)
+              if alg in algorithms and (not protocols or pr in protocols)]
+    if len(priced) == 1:
+        return priced[0]
+    times = np.stack([c.time_s for c in priced])
+    pick = np.argmin(times, axis=0)  # first minimum wins ties, in candidate order
+    return CostArrays(collective, **{
+        f: np.choose(pick, [getattr(c, f) for c in priced])
+        for f in CostArrays.__dataclass_fields__ if f != "collective"
+    })
 
 
 def price_many(collectives: Any, nbytes: Any, ranks: Any, ranks_per_node: Any = None, *,

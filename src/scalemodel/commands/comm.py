@@ -278,7 +278,15 @@ def run_traffic(args: argparse.Namespace) -> Any:
                       micro_batch=args.micro_batch, global_batch=args.global_batch)
     gpn = args.gpus_per_node or 8
     spans = lay.world > gpn or (args.nodes or 1) > 1
-    fab = make_fabric(args.intra or "nvlink4", args.inter or ("ndr-400" if spans else None),
+    intra, rate = args.intra, None
+    if args.gpu:
+        from ..specs import get_gpu
+
+        gpu = get_gpu(args.gpu)
+        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
+        rate = gpu.scale_up_bytes_per_s or None
+    fab = make_fabric(intra or "nvlink4", args.inter or ("ndr-400" if spans else None),
+                      intra_bytes_per_s=rate,
                       gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
                       oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
                       efficiency_intra=args.efficiency_intra,
