@@ -352,9 +352,8 @@ def run_bench(args: argparse.Namespace) -> Any:
     if args.torchrun:
         import torch.distributed as dist
 
-        res = run_in_process_group(sizes, colls, args.iters, 1.0, ring_bytes)
+        per_rank = run_in_process_group(sizes, colls, args.iters, 1.0, ring_bytes)
         world = dist.get_world_size()
-        per_rank = [res]  # this rank's view; times of the others are not visible here
     else:
         out = _run(args.ranks, backend=args.backend, sizes=sizes, collectives=colls,
                    iters=args.iters, ring_bytes=ring_bytes, timeout_s=args.timeout)
@@ -393,7 +392,12 @@ def run_bench(args: argparse.Namespace) -> Any:
             "machine": platform.machine(), "cpus": __import__("os").cpu_count(),
             "sizes": sizes}
     profile = build_profile(rows, backend=args.backend, world_size=world, meta=meta)
-    if args.save:
+    writer = True
+    if args.torchrun:
+        import torch.distributed as dist
+
+        writer = dist.get_rank() == 0  # one file, written once
+    if args.save and writer:
         import json
         from pathlib import Path
 

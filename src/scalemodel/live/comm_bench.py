@@ -151,14 +151,20 @@ def ring_allreduce_check(rank: int, world: int, nbytes: int) -> dict[str, Any]:
 
 
 def run_in_process_group(sizes: list[int], collectives: list[str], iters: int, budget_s: float,
-                         ring_bytes: int) -> dict[str, Any]:
-    """For torchrun: this process is one rank of an already-initialised (or env://) group."""
+                         ring_bytes: int) -> list[Any]:
+    """For torchrun: this process is one rank of an already-initialised (or env://) group.
+
+    Returns every rank's results (gathered), in rank order.
+    """
     import torch.distributed as dist
 
     if not dist.is_initialized():
         dist.init_process_group(backend="gloo")
-    return bench_rank(dist.get_rank(), dist.get_world_size(), sizes, collectives, iters=iters,
+    mine = bench_rank(dist.get_rank(), dist.get_world_size(), sizes, collectives, iters=iters,
                       budget_s=budget_s, ring_bytes=ring_bytes)
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)  # so each rank reports the slowest, as the launcher does
+    return every
 
 
 # --- the driver (runs in the parent process; torch is imported only by the ranks) -----------
