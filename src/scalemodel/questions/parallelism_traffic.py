@@ -65,7 +65,6 @@ def build(opts: dict[str, Any]) -> Report:
     s_cp = Section("Context parallelism (same model, CP2)",
                    tables=traffic_report(cpr, "").sections[0].tables)
 
-    by = {s.name.split(":")[0]: s for s in r.strategies}
     dp = next((s for s in r.strategies if s.name.startswith("DP")), None)
     followups = (
         ("Which of these sit on the critical path?",
@@ -87,7 +86,6 @@ def build(opts: dict[str, Any]) -> Report:
          "SP just splits them around the norm/dropout so activations are sharded (the variant "
          "table shows the same bytes)."),
     )
-    _ = by
     data = {"question": "parallelism-traffic", "options": o, "traffic": r.to_dict(),
             "variants": {"zero0": traffic(m, _layout(o, zero=0), fab).to_dict()}}
     return Report(f"parallelism-traffic: {m.id}", (main, Section("", derivation=d), *variants,
