@@ -62,3 +62,23 @@ def test_roce_ib_flips_are_real():
             assert decide({k: float(v)}).recommendation != d.recommendation
     with pytest.raises(BadInput, match="ops"):
         decide({"ops": "carrier pigeons"})
+
+
+
+def test_every_cited_source_exists():
+    import re
+    from pathlib import Path
+
+    from scalemodel.specs.sources import all_sources
+
+    known = set(all_sources())
+    data = Path(__file__).resolve().parents[2] / "src/scalemodel/specs/data"
+    keys = set()
+    for name in ("collectives.toml", "roce_ib.toml"):
+        keys |= set(re.findall(r'source = "([^"]+)"', (data / name).read_text()))
+    assert keys and keys <= known, keys - known
+    # traffic rows cite by key; an unknown key would come back unchanged (no title, no space)
+    m = get_model("mixtral-8x7b")
+    for z in (0, 1, 3):
+        r = traffic(m, TrainLayout(tp=2, pp=2, cp=2, dp=4, ep=2, zero=z, global_batch=64), FAB)
+        assert all(" " in s.source for s in r.strategies)
