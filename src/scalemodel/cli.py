@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "memory": "scalemodel.commands.memory",
     "roofline": "scalemodel.commands.roofline",
     "gpu": "scalemodel.commands.gpu",
+    "comm": "scalemodel.commands.comm",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .claim import _count, _days, _mfu
-from .common import add_output, fraction, positive_int, tokens
+from .common import add_output, fraction, positive_int, size_bytes, tokens
 
 
 def register(sub: Any) -> None:
@@ -40,13 +40,31 @@ def register(sub: Any) -> None:
     g.add_argument("--mfu", type=_mfu, help="claimed MFU, 0.45 or 45%% (claim questions)")
     g.add_argument("--layout", help="layout such as 'tp8 pp4 zero1' (claim questions)")
     g.add_argument("--claim", help="a claim sentence (scale-scoping, resume-walk)")
+    c = p.add_argument_group("communication questions (ring-allreduce, parallelism-traffic, "
+                             "fabric-map, nccl-topology, roce-vs-ib)")
+    c.add_argument("--ranks", type=positive_int, help="ranks in a collective")
+    c.add_argument("--bytes", type=size_bytes, help="collective size, e.g. 1GiB")
+    c.add_argument("--nodes", type=positive_int, help="nodes")
+    c.add_argument("--gpus-per-node", type=positive_int, help="GPUs per node / NVLink domain")
+    c.add_argument("--intra", help="link inside a node (links.toml id)")
+    c.add_argument("--inter", help="NIC between nodes (links.toml id)")
+    c.add_argument("--pp", type=positive_int, help="pipeline-parallel degree")
+    c.add_argument("--dp", type=positive_int, help="data-parallel degree")
+    c.add_argument("--workload", help="roce-vs-ib: training, inference or mixed")
+    c.add_argument("--a2a-share", type=float, help="roce-vs-ib: share of step time in all-to-all")
+    c.add_argument("--ops", help="roce-vs-ib: team's experience: ib, ethernet or none")
+    c.add_argument("--existing-ethernet", help="roce-vs-ib: yes or no")
+    c.add_argument("--budget", help="roce-vs-ib: tight or normal")
+    c.add_argument("--vendor", help="roce-vs-ib: single-ok or multi-vendor")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
 _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
          "gpus", "optimizer", "mem_fraction", "grid", "block", "threads", "regs", "smem", "tile",
-         "n", "tokens", "days", "mfu", "layout", "claim")
+         "n", "tokens", "days", "mfu", "layout", "claim", "ranks", "bytes", "nodes",
+         "gpus_per_node", "intra", "inter", "pp", "dp", "workload", "a2a_share", "ops",
+         "existing_ethernet", "budget", "vendor")
 
 
 def run(args: argparse.Namespace) -> Any:

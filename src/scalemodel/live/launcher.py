@@ -35,7 +35,8 @@ from ..errors import BadInput
 @dataclass(frozen=True)
 class RankResult:
     rank: int
-    status: str  # "ok", "error" (non-zero exit), "timeout" (killed by the launcher)
+    status: str  # "ok", "error" (non-zero exit), "timeout" (killed by the launcher),
+    # "aborted" (killed because another rank failed, with fail_fast)
     returncode: int | None
     value: Any = None  # what the function returned (JSON)
     error: str = ""  # last lines of stderr for a failed rank
@@ -75,11 +76,15 @@ def launch(
     rank_env: Mapping[int, Mapping[str, str]] | None = None,
     workdir: str | Path | None = None,
     pg_timeout_s: float | None = None,
+    fail_fast: bool = False,
 ) -> LaunchResult:
     """Run ``target`` ("package.module:function") on ``world_size`` local ranks.
 
     ``pg_timeout_s`` is the process group's own timeout (how long a collective may wait before
     torch raises); by default it is longer than ``timeout_s`` so a hang stays a hang.
+    ``fail_fast``: once a rank exits with an error, kill the others at once (status "aborted")
+    instead of letting them wait for it until the deadline. Whatever happens in the launcher
+    itself (Ctrl-C included), every rank it started is killed before the exception leaves.
     """
     if world_size < 1:
         raise BadInput(f"world size must be at least 1, got {world_size}")
@@ -103,6 +108,21 @@ def launch(
     }
     (wd / "spec.json").write_text(json.dumps(spec))
     t0 = time.monotonic()
+    try:
+        return _run(procs, wd, world_size, backend, spec, base_env, port, rank_env, t0,
+                    timeout_s, fail_fast)
+    finally:
+        for _rank, p, err, _started in procs:
+            if p.poll() is None:
+                _kill(p)
+                p.wait()
+            if not err.closed:
+                err.close()
+
+
+def _run(procs: list[Any], wd: Path, world_size: int, backend: str, spec: dict[str, Any],
+         base_env: dict[str, str], port: int, rank_env: Mapping[int, Mapping[str, str]] | None,
+         t0: float, timeout_s: float, fail_fast: bool) -> LaunchResult:
     for rank in range(world_size):
         env = dict(base_env)
         env.update(
@@ -125,19 +145,22 @@ def launch(
         procs.append((rank, p, err, time.monotonic()))
     deadline = t0 + timeout_s
     results: dict[int, RankResult] = {}
+    failed = False
     while len(results) < world_size:
         for rank, p, err, started in procs:
             if rank in results:
                 continue
             rc = p.poll()
-            if rc is None and time.monotonic() < deadline:
+            if rc is None and time.monotonic() < deadline and not failed:
                 continue
             status = "ok" if rc == 0 else "error"
             if rc is None:
                 _kill(p)
-                rc, status = p.wait(), "timeout"
+                rc, status = p.wait(), ("aborted" if failed else "timeout")
             err.close()
             results[rank] = _collect(wd, rank, status, rc, time.monotonic() - started)
+            if fail_fast and status == "error":
+                failed = True
         if len(results) < world_size:
             time.sleep(0.02)
     return LaunchResult(

@@ -1,0 +1,435 @@
+"""scalemodel comm: collective costs on a fabric, traffic per parallelism, a real benchmark."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_model, add_output, positive_int, size_bytes
+
+COLLECTIVE_CHOICES = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce",
+                      "all-to-all", "send-recv")
+
+
+def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
+    g = p.add_argument_group("fabric (link ids: scalemodel specs links)")
+    if link:
+        g.add_argument("--link", help="one link for the whole group: a scale-up link (nvlink4) "
+                       "puts the ranks in one node, a NIC (ndr-400) puts each rank on its own node")
+    g.add_argument("--gpu", help="take the intra-node link and its per-GPU rate from this GPU "
+                   "(gpus.toml id), e.g. h800 for its reduced NVLink")
+    g.add_argument("--intra", help="link inside a node (default nvlink4)")
+    g.add_argument("--inter", help="NIC between nodes (default ndr-400 when the group spans nodes)")
+    g.add_argument("--nodes", type=positive_int, help="nodes the group spans")
+    g.add_argument("--gpus-per-node", type=positive_int, default=None,
+                   help="GPUs per node / NVLink domain (default 8, as HGX; 72 for NVL72)")
+    g.add_argument("--nics-per-gpu", type=float, default=1.0,
+                   help="NIC rails per GPU (default 1, as HGX/DGX H100)")
+    g.add_argument("--oversubscription", type=float, default=None,
+                   help="leaf-spine down:up ratio (default 1, non-blocking)")
+    g.add_argument("--nodes-per-leaf", type=positive_int, default=None,
+                   help="nodes under one leaf switch per rail (default 32)")
+    g.add_argument("--efficiency-intra", type=float, default=None,
+                   help="override the stated NVLink/PCIe efficiency (0-1]")
+    g.add_argument("--efficiency-inter", type=float, default=None,
+                   help="override the stated NIC efficiency (0-1]")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "comm", help="collective costs, traffic per parallelism, and a torch.distributed benchmark",
+        description="Alpha-beta cost models of collectives on a fabric (comm cost), the traffic "
+        "each parallelism strategy puts on it (comm traffic), and a real benchmark on "
+        "torch.distributed that fits a calibration profile (comm bench).")
+    s = p.add_subparsers(dest="comm_command", metavar="SUBCOMMAND", required=True)
+
+    c = s.add_parser("cost", help="time, bytes, algbw/busbw of one collective",
+                     description="Price one collective with an algorithm and protocol (or the "
+                     "NCCL-like automatic choice, with its reasons).")
+    c.add_argument("--collective", default="all-reduce", choices=COLLECTIVE_CHOICES)
+    c.add_argument("--algorithm", default="auto",
+                   help="auto, ring, tree, rhd, hierarchical, in-switch, direct, pairwise")
+    c.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple (NCCL protocols)")
+    c.add_argument("--ranks", type=int, default=None, help="ranks in the group (default 8)")
+    c.add_argument("--ranks-per-node", type=int, default=None,
+                   help="ranks of the group per node (default: packed)")
+    c.add_argument("--bytes", type=size_bytes, default=2.0**30,
+                   help="operation size, nccl-tests convention (default 1GiB)")
+    c.add_argument("--dtype", default="bf16", help="element type (sizes must be whole elements)")
+    c.add_argument("--profile", metavar="FILE",
+                   help="price with a calibration profile written by comm bench --save")
+    _add_fabric(c)
+    add_output(c, plot=True)
+    c.set_defaults(run=run_cost)
+
+    t = s.add_parser("traffic", help="what each parallelism strategy sends, how often, on which tier",
+                     description="Per GPU and per optimizer step: the collective of every "
+                     "parallelism strategy, bytes per call, calls per step, overlap and tier.")
+    add_model(t)
+    for name, default, help_ in (("tp", 1, "tensor parallel"), ("pp", 1, "pipeline parallel"),
+                                 ("dp", 1, "data parallel"), ("cp", 1, "context parallel"),
+                                 ("ep", 1, "expert parallel (within DP x CP)")):
+        t.add_argument(f"--{name}", type=int, default=default, help=f"{help_} degree")
+    t.add_argument("--zero", type=int, default=1,
+                   help="0: DDP all-reduce; 1/2: ZeRO reduce-scatter + all-gather; 3: FSDP")
+    t.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
+    t.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence (default 4096)")
+    t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
+    t.add_argument("--global-batch", type=int, default=1024,
+                   help="sequences per optimizer step (default 1024 = 4M tokens at 4096)")
+    _add_fabric(t, link=False)
+    add_output(t)
+    t.set_defaults(run=run_traffic)
+
+    b = s.add_parser("bench", help="time collectives on real torch.distributed ranks",
+                     description="Starts N local processes (gloo on CPU, nccl on GPUs), times "
+                     "each collective over a range of sizes like nccl-tests, checks a ring "
+                     "all-reduce built from send/recv, and fits alpha and beta per collective.")
+    b.add_argument("--ranks", type=int, default=4, help="processes to start (default 4)")
+    b.add_argument("--backend", default="gloo", help="gloo (CPU) or nccl (GPUs)")
+    b.add_argument("--min-bytes", type=size_bytes, default=1024.0, help="smallest size (1KiB)")
+    b.add_argument("--max-bytes", type=size_bytes, default=4.0 * 2**20, help="largest (4MiB)")
+    b.add_argument("--collectives", default=",".join(COLLECTIVE_CHOICES),
+                   help="comma-separated subset")
+    b.add_argument("--iters", type=positive_int, default=5, help="timed calls per cell at most")
+    b.add_argument("--timeout", type=float, default=120.0, help="seconds before ranks are killed")
+    b.add_argument("--save", metavar="FILE", help="write the calibration profile (JSON) here")
+    b.add_argument("--torchrun", action="store_true",
+                   help="run as one rank of the current torchrun job instead of starting ranks")
+    add_output(b)
+    b.set_defaults(run=run_bench)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
+    from ..analytic.collectives import make_fabric, make_group
+    from ..errors import BadInput
+    from ..specs import get_link
+
+    intra, inter = args.intra, args.inter
+    gpn = args.gpus_per_node
+    rate = None
+    if getattr(args, "gpu", None):
+        from ..specs import get_gpu
+
+        gpu = get_gpu(args.gpu)
+        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
+        rate = gpu.scale_up_bytes_per_s or None
+    ranks = getattr(args, "ranks", None)
+    rpn = getattr(args, "ranks_per_node", None)
+    if ranks is not None and ranks < 1:
+        raise BadInput(f"--ranks must be at least 1, got {ranks}")
+    link = getattr(args, "link", None)
+    if link:
+        lk = get_link(link)
+        if lk.kind == "scale-out":
+            if intra is None:
+                intra = "nvlink4"
+            inter = link
+            rpn = 1
+        else:
+            intra = link
+    intra = intra or "nvlink4"
+    nodes = args.nodes
+    if gpn is None:
+        gpn = 8 if (nodes or rpn == 1 or (ranks or 8) > 8) else max(ranks or 8, 1)
+    if nodes:
+        rpn = rpn or gpn
+        if ranks is None:
+            ranks = nodes * rpn
+        elif ranks != nodes * rpn:
+            raise BadInput(f"--ranks {ranks} does not equal --nodes {nodes} x ranks per node "
+                           f"{rpn}")
+    ranks = ranks or 8
+    spans = (rpn == 1 and ranks > 1) or ranks > gpn or (nodes or 1) > 1
+    if spans and inter is None:
+        inter = "ndr-400"
+    fab = make_fabric(intra, inter, gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
+                      oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
+                      efficiency_intra=args.efficiency_intra,
+                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate)
+    return fab, make_group(ranks, fab, rpn)
+
+
+def run_cost(args: argparse.Namespace) -> Any:
+    from ..analytic.collectives import ALGORITHMS, collective_cost, price_best
+    from ..derive import Headline, Report, Section, Table
+    from ..specs import dtype
+    from ..units import fmt_bytes, fmt_rate
+
+    fab, grp = _fabric_and_group(args)
+    el = dtype(args.dtype).bytes
+    if args.profile:
+        return _cost_with_profile(args, grp)
+    r = collective_cost(args.collective, args.bytes, grp, fab, algorithm=args.algorithm,
+                        proto=args.protocol, elem_bytes=el)
+    heads = (
+        Headline("time", r.time_s, "s"),
+        Headline("bytes sent per rank", r.bytes_sent_per_rank, "B"),
+        Headline("lower bound on bytes per rank", r.lower_bound_bytes_per_rank, "B"),
+        Headline("algbw", r.algbw_bytes_per_s, "B/s"),
+        Headline("busbw", r.busbw_bytes_per_s, "B/s"),
+        Headline("algorithm / protocol", f"{r.algorithm} / {r.protocol} ({r.chosen_by})"),
+    )
+    alt = Table("Every algorithm and protocol for this query",
+                ("algorithm", "protocol", "in NCCL", "time (s)", "busbw (B/s)", "why not"),
+                tuple((a["algorithm"], a["protocol"], "yes" if a["in_nccl"] else "no",
+                       a["time_s"] if a["time_s"] is not None else "-",
+                       a.get("busbw_bytes_per_s", "-"), a["why_not"]) for a in r.alternatives))
+    sizes = [2.0**k for k in range(10, 35, 2)]
+    sizes = [s - s % (grp.ranks * el) if s >= grp.ranks * el else grp.ranks * el for s in sizes]
+    best = price_best(args.collective, sizes, grp.ranks, grp.ranks_per_node, fabric=fab)
+    sweep = Table("The automatic choice across sizes (same group and fabric)",
+                  ("size", "algorithm", "protocol", "time (s)", "busbw (B/s)"),
+                  tuple((fmt_bytes(s), a, p, t, b) for s, a, p, t, b in zip(
+                      sizes, best.algorithm, best.protocol, best.time_s, best.busbw_bytes_per_s,
+                      strict=True)))
+    text = (f"{r.collective} of {fmt_bytes(r.nbytes)} over {r.ranks} ranks ({r.ranks_per_node} "
+            f"per node, {r.nodes} node{'s' if r.nodes > 1 else ''}) on {fab.describe()}. "
+            f"Efficiencies assumed: {r.efficiency_intra:g} of the NVLink/PCIe line rate"
+            + (f", {r.efficiency_inter:g} of the NIC line rate" if fab.inter else "")
+            + f". The bandwidth lower bound alone takes {r.lower_bound_time_s:.4g} s at line rate; "
+            f"this algorithm reaches busbw {fmt_rate(r.busbw_bytes_per_s)}.")
+    sections = [Section(f"{r.collective}: {r.algorithm} / {r.protocol}", text=text,
+                        headlines=heads),
+                Section("Why this algorithm", text="\n".join(f"- {x}" for x in
+                                                            (*r.reasons, *r.notes))),
+                Section("", derivation=r.derivation),
+                Section("", tables=(alt, sweep))]
+    report = Report(f"scalemodel comm cost: {r.collective}", tuple(sections), r.to_dict(),
+                    warnings=tuple(r.notes))
+    if getattr(args, "plot", None):
+        from ..report import plot as _plot  # noqa: F401 - only to check matplotlib lazily
+
+        def draw(path: str) -> None:
+            _plot_busbw(path, args.collective, grp, fab, ALGORITHMS[args.collective])
+
+        report = Report(report.title, report.sections, report.data, report.warnings, plot=draw)
+    return report
+
+
+def _plot_busbw(path: str, collective: str, grp: Any, fab: Any, algs: tuple[str, ...]) -> None:
+    import numpy as np
+
+    from ..analytic.collectives import price_best
+    from ..report.plot import _check_path, _pyplot
+
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    sizes = np.logspace(10, 34, 97, base=2.0)
+    for alg in algs:
+        c = price_best(collective, sizes, grp.ranks, grp.ranks_per_node, fabric=fab,
+                       algorithms=(alg,))
+        ok = np.isfinite(c.time_s)
+        if ok.any():
+            ax.plot(sizes[ok], c.busbw_bytes_per_s[ok] / 1e9, label=alg)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(f"{collective}, {grp.ranks} ranks, {fab.describe()}", fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+
+
+def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
+    import json
+    from pathlib import Path
+
+    from ..analytic.calibration import check_profile, profile_cost
+    from ..derive import Headline, Report, Section
+    from ..errors import BadInput
+
+    pth = Path(args.profile)
+    if not pth.is_file():
+        raise BadInput(f"--profile: no such file {args.profile!r}")
+    try:
+        prof = check_profile(json.loads(pth.read_text()), args.profile)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"--profile: {args.profile} is not JSON ({e.msg})") from None
+    pc = profile_cost(prof, args.collective, args.bytes, grp.ranks)
+    data = {"time_s": pc.time_s, "bytes_sent_per_rank": pc.bytes_sent_per_rank,
+            "algbw_bytes_per_s": pc.algbw_bytes_per_s, "busbw_bytes_per_s": pc.busbw_bytes_per_s,
+            "lower_bound_bytes_per_rank": None, "steps": pc.steps, "how": pc.how,
+            "profile_backend": prof["backend"], "profile_world_size": prof["world_size"]}
+    from ..analytic.collectives import LOWER_BOUND, np_eval
+
+    data["lower_bound_bytes_per_rank"] = float(np_eval(LOWER_BOUND[args.collective],
+                                                       {"n": float(pc.ranks), "S": args.bytes}))
+    sec = Section(f"{args.collective} from the measured profile ({prof['backend']})", text=pc.how,
+                  headlines=(Headline("time", pc.time_s, "s"),
+                             Headline("algbw", pc.algbw_bytes_per_s, "B/s"),
+                             Headline("busbw", pc.busbw_bytes_per_s, "B/s")))
+    return Report(f"scalemodel comm cost: {args.collective} (profile)", (sec,), data)
+
+
+def run_traffic(args: argparse.Namespace) -> Any:
+    from ..analytic.collectives import make_fabric
+    from ..analytic.traffic import TrainLayout, traffic
+    from ..specs import get_model
+
+    m = get_model(args.model)
+    lay = TrainLayout(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, zero=args.zero,
+                      sequence_parallel=not args.no_sp, seq_len=args.seq_len,
+                      micro_batch=args.micro_batch, global_batch=args.global_batch)
+    gpn = args.gpus_per_node or 8
+    spans = lay.world > gpn or (args.nodes or 1) > 1
+    intra, rate = args.intra, None
+    if args.gpu:
+        from ..specs import get_gpu
+
+        gpu = get_gpu(args.gpu)
+        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
+        rate = gpu.scale_up_bytes_per_s or None
+    fab = make_fabric(intra or "nvlink4", args.inter or ("ndr-400" if spans else None),
+                      intra_bytes_per_s=rate,
+                      gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
+                      oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
+                      efficiency_intra=args.efficiency_intra,
+                      efficiency_inter=args.efficiency_inter)
+    r = traffic(m, lay, fab)
+    return traffic_report(r, f"scalemodel comm traffic: {m.id}")
+
+
+def traffic_report(r: Any, title: str) -> Any:
+    from ..derive import Headline, Report, Section, Table
+
+    rows = tuple((s.name, s.collective, s.group_size, s.tier, s.bytes_per_call, s.calls_per_step,
+                  s.bytes_per_step, "yes" if s.overlappable else "no", s.algorithm,
+                  s.time_per_call_s, s.time_per_step_s, f"{100 * s.latency_share:.0f}%")
+                 for s in r.strategies)
+    d = r.to_dict()
+    tab = Table("Per GPU, per optimizer step",
+                ("strategy", "collective", "group", "tier", "bytes/call (B)", "calls/step",
+                 "bytes/step (B)", "overlaps compute", "algorithm", "time/call (s)",
+                 "time/step (s)", "latency share"), rows,
+                note="time/call from comm cost's automatic choice on that tier")
+    lay = r.layout
+    sec = Section(
+        f"{r.model}: TP{lay.tp} PP{lay.pp} DP{lay.dp} CP{lay.cp} EP{lay.ep} "
+        f"({lay.world} GPUs), ZeRO-{lay.zero}{', SP' if lay.sequence_parallel else ''}",
+        text=f"Fabric: {r.fabric}. " + " ".join(r.notes),
+        headlines=(Headline("communication on the critical path (not overlappable)",
+                            d["exposed_time_per_step_s"], "s"),),
+        tables=(tab,))
+    return Report(title, (sec,), d)
+
+
+def run_bench(args: argparse.Namespace) -> Any:
+    import datetime
+    import platform
+
+    from ..analytic.calibration import build_profile
+    from ..analytic.collectives import BUSBW_FACTOR, np_eval
+    from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
+    from ..live.comm_bench import run_bench as _run
+    from ..live.comm_bench import run_in_process_group, size_ladder
+
+    if args.ranks < 1:
+        raise BadInput(f"--ranks must be at least 1, got {args.ranks}")
+    if args.backend not in ("gloo", "nccl"):
+        raise BadInput(f"--backend must be gloo or nccl, got {args.backend!r}")
+    colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    bad = [c for c in colls if c not in COLLECTIVE_CHOICES]
+    if bad or not colls:
+        raise BadInput(f"--collectives: unknown {', '.join(bad) or '(none)'}; choose from "
+                       f"{', '.join(COLLECTIVE_CHOICES)}")
+    if args.min_bytes < 4 or args.max_bytes < args.min_bytes:
+        raise BadInput("--min-bytes must be at least 4 and not above --max-bytes")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BadInput("comm bench needs torch: pip install 'scalemodel[dist]'") from None
+    unit = 4 * args.ranks
+    sizes = [max(unit, s - s % unit) for s in size_ladder(int(args.min_bytes),
+                                                          int(args.max_bytes))]
+    ring_bytes = max(unit, (1 << 20) - (1 << 20) % unit)
+    if args.torchrun:
+        import torch.distributed as dist
+
+        per_rank = run_in_process_group(sizes, colls, args.iters, 1.0, ring_bytes)
+        world = dist.get_world_size()
+    else:
+        out = _run(args.ranks, backend=args.backend, sizes=sizes, collectives=colls,
+                   iters=args.iters, ring_bytes=ring_bytes, timeout_s=args.timeout)
+        lr = out["launch"]
+        if not lr.ok:
+            bad_r = [x for x in lr.ranks if x.status != "ok"]
+            first = next((x for x in bad_r if x.status == "error"), bad_r[0])
+            last = (first.error.strip().splitlines() or ["no message"])[-1]
+            raise BadInput(f"the benchmark failed: rank {first.rank} {first.status} ({last}); "
+                           f"all {args.ranks} ranks were stopped")
+        world = args.ranks
+        per_rank = lr.values()
+    rows = []
+    base = per_rank[0]["rows"]
+    for i, row in enumerate(base):
+        t = max(pr["rows"][i]["time_s"] for pr in per_rank)
+        n = 2 if row["collective"] == "send-recv" else world
+        algbw = row["bytes"] / t
+        rows.append({"collective": row["collective"], "bytes": row["bytes"], "time_s": t,
+                     "algbw_bytes_per_s": algbw,
+                     "busbw_bytes_per_s": algbw * float(np_eval(BUSBW_FACTOR[row["collective"]],
+                                                                {"n": float(n)})),
+                     "iters": row["iters"]})
+    rings = [pr["ring"] for pr in per_rank if pr.get("ring")]
+    K = rings[0]["bytes"] if rings else ring_bytes
+    ring_check = {
+        "bytes": K, "ranks": world,
+        "bytes_sent_per_rank": max(r["bytes_sent"] for r in rings) if rings else None,
+        "bytes_sent_each_rank": [r["bytes_sent"] for r in rings],
+        "expected_bytes_per_rank": 2 * (world - 1) * K / world,
+        "equal_to_all_reduce": all(r["equal_to_all_reduce"] for r in rings),
+    }
+    import torch as _t
+
+    meta = {"date": datetime.date.today().isoformat(), "torch": _t.__version__,
+            "machine": platform.machine(), "cpus": __import__("os").cpu_count(),
+            "sizes": sizes}
+    profile = build_profile(rows, backend=args.backend, world_size=world, meta=meta)
+    writer = True
+    if args.torchrun:
+        import torch.distributed as dist
+
+        writer = dist.get_rank() == 0  # one file, written once
+    if args.save and writer:
+        import json
+        from pathlib import Path
+
+        try:
+            Path(args.save).write_text(json.dumps(profile, indent=2))
+        except OSError as e:
+            raise BadInput(f"--save: cannot write {args.save!r} ({e.strerror})") from None
+    tab = Table(f"{args.backend}, {world} ranks (time = slowest rank, mean per call)",
+                ("collective", "bytes", "time (s)", "algbw (B/s)", "busbw (B/s)"),
+                tuple((r["collective"], r["bytes"], r["time_s"], r["algbw_bytes_per_s"],
+                       r["busbw_bytes_per_s"]) for r in rows))
+    fits = Table("alpha-beta fit per collective: t = alpha + beta x S",
+                 ("collective", "alpha (s)", "beta (s/B)", "1/beta (B/s)", "max rel. error",
+                  "assumed algorithm"),
+                 tuple((k, v["alpha_s"], v["beta_s_per_byte"],
+                        1 / v["beta_s_per_byte"] if v["beta_s_per_byte"] else float("inf"),
+                        v["max_rel_err"], " ".join(v["assumed_algorithm"]))
+                       for k, v in profile["collectives"].items()))
+    ok = ring_check["bytes_sent_per_rank"] == ring_check["expected_bytes_per_rank"]
+    ring_sec = Section(
+        "Ring all-reduce from send/recv",
+        text=(f"{K:,} bytes per rank on {world} ranks: each rank sent "
+              f"{ring_check['bytes_sent_per_rank']:,} bytes; 2(N-1)K/N = "
+              f"{ring_check['expected_bytes_per_rank']:,.0f} "
+              f"({'equal' if ok else 'NOT equal'}); result "
+              f"{'identical to' if ring_check['equal_to_all_reduce'] else 'DIFFERENT from'} "
+              "dist.all_reduce."),
+        headlines=(Headline("bytes sent per rank", ring_check["bytes_sent_per_rank"], "B"),
+                   Headline("expected 2(N-1)K/N", ring_check["expected_bytes_per_rank"], "B")))
+    note = ("gloo on CPU measures loopback TCP, memory copies and process scheduling, not a GPU "
+            "fabric: use it to check algorithm logic and to calibrate this machine, not H100s.")
+    data = {"backend": args.backend, "ranks": world, "rows": rows, "ring_check": ring_check,
+            "profile": profile}
+    return Report(f"scalemodel comm bench: {args.backend} x {world}",
+                  (Section("Measured", text=note, tables=(tab, fits)), ring_sec), data)

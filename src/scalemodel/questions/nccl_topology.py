@@ -1,0 +1,147 @@
+"""nccl-topology: rings and trees over NVLink/PCIe/NIC, GPUDirect RDMA, rails/PXN, and GPU-Util."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analytic.collectives import collective_cost, make_fabric, make_group
+from ..derive import Derivation, Headline, Report, Section, Table
+from ..specs import get_gpu, get_link
+from ..units import fmt_bytes, fmt_rate, fmt_time
+
+PROMPT = (
+    "How does NCCL use the machine's topology: how are rings and trees laid over NVLink, PCIe "
+    "and NICs, what does GPUDirect RDMA save over staging through host memory, what are rails "
+    "and PXN? And why is nvidia-smi's GPU utilisation the most misleading metric on a training "
+    "cluster?"
+)
+
+DEFAULTS = {"gpu": "h100-sxm", "intra": "nvlink4", "inter": "ndr-400", "bytes": 2.0**28,
+            "nodes": 4, "gpus_per_node": 8}
+
+
+def build(opts: dict[str, Any]) -> Report:
+    o = DEFAULTS | {k: v for k, v in opts.items() if v is not None and k in DEFAULTS}
+    gpu = get_gpu(o["gpu"])
+    S = float(o["bytes"])
+    G = int(o["gpus_per_node"])
+    nodes = int(o["nodes"])
+
+    # 1. the same all-reduce over NVLink vs PCIe inside a node
+    rows = []
+    for link in ("nvlink4", "nvlink3", "pcie5", "pcie4"):
+        fab = make_fabric(link, None, gpus_per_node=G)
+        r = collective_cost("all-reduce", S, make_group(G, fab), fab)
+        rows.append((link, r.algorithm, r.protocol, r.time_s, r.busbw_bytes_per_s))
+    s1 = Section(
+        "1. Rings and trees follow the fastest paths",
+        text=("NCCL reads the PCIe tree, NVLink/NVSwitch and NICs (sysfs, NVML), classifies every "
+              "GPU-GPU and GPU-NIC path (NVL, PIX, PXB, PHB, SYS, ...) and searches ring and tree "
+              "graphs that maximise bandwidth, keeping traffic under one PCIe switch where it "
+              "can. NCCL_TOPO_DUMP_FILE writes what it found. The table prices one all-reduce "
+              f"of {fmt_bytes(S)} on {G} GPUs over each intra-node link: the ~{rows[0][4] / rows[2][4]:.0f}x "
+              "gap between NVLink and PCIe is why a PCIe-only box (8x RTX 5090: 28 GB/s busbw, "
+              "nccl#1639) trains so differently."),
+        tables=(Table("same all-reduce, different intra-node link",
+                      ("link", "algorithm", "protocol", "time (s)", "busbw (B/s)"), tuple(rows)),))
+
+    # 2. GPUDirect RDMA vs staging through host memory
+    nic, pcie = get_link(o["inter"]), get_link("pcie5")
+    from ..analytic.collectives import efficiency
+
+    d = Derivation("one 400G NIC sending a buffer from GPU memory")
+    d.given("buffer", "S", S, "B")
+    d.given("NIC line rate", "Bn", nic.bytes_per_s_per_direction, "B/s",
+            source=nic.source_of("bytes_per_s_per_direction"))
+    d.given("NIC efficiency", "e_n", efficiency("scale-out")[0], "1", source=efficiency("scale-out")[1])
+    d.given("PCIe 5 x16 rate, one direction", "Bp", pcie.bytes_per_s_per_direction, "B/s",
+            source=pcie.source_of("bytes_per_s_per_direction"))
+    d.given("PCIe copy efficiency", "e_p", efficiency("host")[0], "1", source=efficiency("host")[1])
+    d.calc("GPUDirect RDMA: the NIC reads GPU memory directly", "t_gdr", "S / (Bn * e_n)", "s")
+    d.calc("staged, unpipelined: copy to host, then send", "t_st",
+           "S / (Bp * e_p) + S / (Bn * e_n)", "s", bound="upper")
+    d.calc("staged, pipelined in chunks (NCCL's proxy): the slower leg", "t_pipe",
+           "max(S / (Bp * e_p), S / (Bn * e_n))", "s", bound="lower")
+    d.calc("host memory traffic per byte sent (write, then read)", "h", "2", "1")
+    d.calc("host memory bandwidth 8 NICs need when staging", "H", "8 * h * Bn * e_n", "B/s")
+    s2 = Section(
+        "2. GPUDirect RDMA vs bounce buffers",
+        text=("With GDR the NIC DMA-reads GPU memory through the PCIe switch they share; without "
+              "it every byte is copied to a host buffer and read back by the NIC: an extra PCIe "
+              "crossing, CPU memory bandwidth, and microseconds of latency. NCCL_NET_GDR_LEVEL "
+              "sets how far apart GPU and NIC may be for GDR; it needs nvidia-peermem or DMA-BUF "
+              "and PCIe ACS off (nccl-tests#252). Logs say GDRDMA on the channels when it works."),
+        derivation=d)
+
+    # 3. rails and PXN: all-to-all across nodes, direct vs aggregated per rail
+    fab = make_fabric(o["intra"], o["inter"], gpus_per_node=G)
+    g = make_group(nodes * G, fab, G)
+    rows3 = []
+    for size in (2.0**16, 2.0**20, 2.0**24, 2.0**28):
+        a = collective_cost("all-to-all", size - size % (g.ranks * 2), g, fab, algorithm="direct",
+                            proto="simple")
+        b = collective_cost("all-to-all", size - size % (g.ranks * 2), g, fab,
+                            algorithm="hierarchical", proto="simple")
+        rows3.append((fmt_bytes(size), a.time_s, b.time_s, g.ranks - G, nodes - 1))
+    s3 = Section(
+        "3. Rails and PXN",
+        text=("Rail-optimised fabrics wire NIC i of every node to leaf i: same-index GPUs are one "
+              "hop apart. PXN (NCCL 2.12) moves data over NVLink to the GPU whose NIC sits on the "
+              "destination's rail, so cross-rail traffic never crosses the CPU, and all-to-all "
+              "messages to one node are aggregated (NVIDIA reports about 2x all2all). The "
+              "hierarchical all-to-all below is that idea: fewer, larger network messages for "
+              "an extra NVLink hop."),
+        tables=(Table(f"all-to-all on {nodes} nodes x {G} GPUs",
+                      ("size per rank", "direct (s)", "aggregated per rail (s)",
+                       "network messages direct", "aggregated"), tuple(rows3)),))
+
+    # 4. GPU-Util on a spinning collective
+    channels = 16
+    d4 = Derivation("a rank spinning in a collective while a peer is late")
+    d4.given("SMs on the GPU", "n_sm", gpu.sm_count, "1", source=gpu.source_of("sm_count"))
+    d4.given("NCCL channels (one CTA each), assumed", "c", channels, "1",
+             source="scalemodel-comm-assumption")
+    d4.given("fraction of the sample period with a kernel resident", "u", 1.0, "1",
+             source="nvml-utilization")
+    d4.calc("nvidia-smi GPU-Util", "U", "100 * u", "%")
+    d4.calc("SMs with a warp resident (DCGM SM_ACTIVE, upper bound)", "sm_act",
+            "100 * c / n_sm", "%", bound="upper")
+    d4.calc("tensor pipe active (no math while polling flags)", "tensor", "0", "%")
+    s4 = Section(
+        "4. Why GPU-Util reads 100% on a hung collective",
+        text=("NVML's utilisation is the share of time any kernel was running, not how much of "
+              "the GPU worked. An NCCL kernel occupies a CTA per channel and polls memory flags "
+              "until its peer arrives, so a rank waiting for a straggler, or a dead job, reads "
+              "100% at near-idle power (nccl#968: 100% at ~70 W). Better signals: DCGM "
+              "SM_ACTIVE and SM_OCCUPANCY, PIPE_TENSOR_ACTIVE, DRAM_ACTIVE, NVLink/PCIe bytes, "
+              "power, NIC counters and the job's own MFU."),
+        headlines=(Headline("GPU-Util", d4["U"], "%"),
+                   Headline("SM_ACTIVE at most", d4["sm_act"], "%")),
+        derivation=d4)
+    followups = (
+        ("How do you confirm GDR is in use?",
+         "NCCL_DEBUG=INFO shows 'GDRDMA' on the NET channels; without it, look for PCIe ACS, "
+         "the peermem module, and IOMMU settings."),
+        ("Why does 2-node busbw beat the NIC line rate?",
+         "NCCL's default tree on exactly 2 nodes sends about half the ring's bytes over the "
+         "NICs; benchmark networks with NCCL_ALGO=RING (nccl-tests#196)."),
+        ("What would you alert on instead of GPU-Util?",
+         f"SM_ACTIVE and tensor activity falling while GPU-Util stays at 100% (at most "
+         f"{d4['sm_act']:.0f}% SMs busy when only NCCL runs), power near idle, and NIC "
+         "counters flat."),
+        ("How much does staging cost a 400G NIC?",
+         f"unpipelined {fmt_time(d['t_st'])} vs {fmt_time(d['t_gdr'])} with GDR for "
+         f"{fmt_bytes(S)}, and {fmt_rate(d['H'])} of host memory traffic for 8 NICs."),
+    )
+    return Report("nccl-topology", (s1, s2, s3, s4),
+                  {"question": "nccl-topology", "options": o,
+                   "intra_links": [dict(zip(("link", "algorithm", "protocol", "time_s",
+                                             "busbw_bytes_per_s"), r, strict=True)) for r in rows],
+                   "gdr": {"t_gdr_s": d["t_gdr"], "t_staged_s": d["t_st"],
+                           "t_staged_pipelined_s": d["t_pipe"]},
+                   "gpu_util_percent": d4["U"], "sm_active_percent_max": d4["sm_act"]},
+                  question=PROMPT,
+                  assumptions=(f"{gpu.id}, {G} GPUs per node, {o['intra']} and {o['inter']}.",
+                               f"NCCL uses {channels} channels for the spinning kernel "
+                               "(assumption; NCCL picks 2-32 by topology)."),
+                  followups=followups)
