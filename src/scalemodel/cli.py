@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "kv": "scalemodel.commands.kv",
     "memory": "scalemodel.commands.memory",
     "roofline": "scalemodel.commands.roofline",
+    "plan": "scalemodel.commands.plan",
+    "validate": "scalemodel.commands.validate",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
