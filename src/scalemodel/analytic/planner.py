@@ -763,7 +763,8 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
 
 
 def _nothing_valid(job: Job, cl: Cluster, fixed: dict[str, Any], grid: Grid) -> str:
-    first = next(iter(grid.rejected), "no layout")
+    # the rule that removed the last candidates is the one to name
+    first = list(grid.rejected)[-1] if grid.rejected else "no layout"
     hint = ""
     if fixed:
         free = {k: v for k, v in fixed.items() if k != "recompute"}

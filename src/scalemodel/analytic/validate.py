@@ -169,5 +169,5 @@ def validate(text: str) -> tuple[list[RowResult], list[tuple[str, str]]]:
 def summary(results: list[RowResult]) -> dict[str, float]:
     errs = [abs(r.error) for r in results]
     if not errs:
-        return {"rows": 0, "mape": float("nan"), "max_ape": float("nan")}
-    return {"rows": len(errs), "mape": sum(errs) / len(errs), "max_ape": max(errs)}
+        return {"row_count": 0, "mape": float("nan"), "max_ape": float("nan")}
+    return {"row_count": len(errs), "mape": sum(errs) / len(errs), "max_ape": max(errs)}
