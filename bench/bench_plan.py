@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from scalemodel.analytic.planner import make_cluster, make_job, search  # noqa: E402
-from scalemodel.analytic.validate import read_rows, summary, validate  # noqa: E402
+from scalemodel.analytic.validate import summary, validate  # noqa: E402
 from scalemodel.specs import get_model  # noqa: E402
 
 
