@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "roofline": "scalemodel.commands.roofline",
     "gpu": "scalemodel.commands.gpu",
     "comm": "scalemodel.commands.comm",
+    "plan": "scalemodel.commands.plan",
+    "validate": "scalemodel.commands.validate",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",

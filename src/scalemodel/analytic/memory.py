@@ -60,6 +60,8 @@ class Layout:
     seq_len: int = 4096
     vpp: int = 1  # interleaved pipeline chunks per stage
     microbatches: int | None = None  # per step per pipeline; None: at least pp
+    # layers held by each pipeline stage (first to last); None: ceil(L / pp) on every stage
+    stage_layers: tuple[int, ...] | None = None
 
     @property
     def gpus(self) -> int:
@@ -100,6 +102,11 @@ def validate_layout(m: ModelSpec, lay: Layout) -> None:
         raise BadInput(f"--cp {lay.cp} does not divide --seq-len {lay.seq_len}")
     if lay.microbatches is not None and lay.microbatches < 1:
         raise BadInput("the number of micro-batches must be at least 1")
+    if lay.stage_layers is not None:
+        sl = lay.stage_layers
+        if len(sl) != lay.pp or sum(sl) != m.n_layers or min(sl) < 1:
+            raise BadInput(f"stage layers {list(sl)} must be {lay.pp} counts >= 1 adding up to "
+                           f"the {m.n_layers} layers of {m.id}")
 
 
 # --- per-layer activation coefficients (model-only) ------------------------------------------------
@@ -151,14 +158,19 @@ def _layer_coeffs(m: ModelSpec) -> tuple[ActCoeffs, ActCoeffs | None, int]:
 
 
 def act_per_layer(
-    c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool
+    c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
+    fused_attention: bool = False,
 ) -> Any:
-    """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2)."""
+    """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2).
+
+    ``fused_attention`` (FlashAttention) never stores the a s^2 scores: its backward recomputes
+    them inside the kernel, so "none" then keeps what "selective" keeps.
+    """
     sb = s * b
     rep_div = np.where(sp, tp, 1)
     kv_div = tp if mla else np.minimum(tp, n_kv)
     none_sel = c.rep * sb / rep_div + c.split * sb / tp + c.kv * sb / kv_div
-    scores = c.scores * a * s * s * b / tp
+    scores = 0.0 if fused_attention else c.scores * a * s * s * b / tp
     full = c.full * sb / rep_div
     return np.where(rc == 0, none_sel + scores, np.where(rc == 1, none_sel, full))
 
@@ -180,6 +192,61 @@ def zero_state_bytes(
     grads = (p_dense / z2 + p_expert / ez2) * e_g
     opt = (p_dense / z1 + p_expert / ez1) * k_opt
     return weights, grads, opt
+
+
+# --- uneven pipeline stages ------------------------------------------------------------------------
+
+
+def stage_partition(
+    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1
+) -> tuple[int, ...]:
+    """Layers per pipeline stage (first to last), contiguous, balanced in layer-equivalents.
+
+    The first stage also runs the embedding and the last the output head and the loss; their
+    cost in layers (``first_extra``, ``last_extra``) is added to those stages. The split is the
+    one that minimises the heaviest stage: the smallest load C with sum(floor(C - extra_i)) >= L,
+    then the surplus layers are taken off the first stage, the last, then the middle ones from
+    the front (the first stage also holds the most activations in flight). With ``vpp`` > 1 the
+    split is made over the pp x vpp virtual stages (chunk j runs on stage j mod pp) and each
+    stage's count is the sum of its chunks. Llama 3 405B: 126 layers on 16 stages gives the
+    first and last stages 7 layers and the others 8, as Dubey et al. 2024 (Sec. 3.3.2) describe.
+    """
+    v = pp * vpp
+    if v < 1 or n_layers < v:
+        raise BadInput(f"{v} pipeline chunks (pp x vpp) need at least {v} layers, got {n_layers}")
+    extra = [0.0] * v
+    extra[0] += first_extra
+    extra[-1] += last_extra
+    cap = math.ceil((n_layers + sum(extra)) / v)  # the load cannot be lower than the mean
+    while True:
+        counts = [max(1, math.floor(cap - e + 1e-9)) for e in extra]
+        if sum(counts) >= n_layers:
+            break
+        cap += 1
+    surplus = sum(counts) - n_layers
+    order = [0, v - 1] + list(range(1, v - 1)) if v > 1 else [0]
+    while surplus > 0:
+        progressed = False
+        for i in order:
+            if surplus and counts[i] > 1:
+                counts[i] -= 1
+                surplus -= 1
+                progressed = True
+        if not progressed:  # pragma: no cover - n_layers >= v guarantees progress
+            break
+    per_stage = [0] * pp
+    for j, c in enumerate(counts):
+        per_stage[j % pp] += c
+    return tuple(per_stage)
+
+
+def stage_shape(stage_layers: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(first, heaviest middle, its index, last) layer counts of a partition; middle 0 if pp <= 2."""
+    if len(stage_layers) <= 2:
+        return stage_layers[0], 0, 1, stage_layers[-1]
+    mid = stage_layers[1:-1]
+    n_mid = max(mid)
+    return stage_layers[0], n_mid, 1 + mid.index(n_mid), stage_layers[-1]
 
 
 # --- the vectorised evaluation ---------------------------------------------------------------------
@@ -242,11 +309,21 @@ def training_bytes(
     e_w: float = 2.0,
     e_g: float = 2.0,
     k_opt: float = 12.0,
+    n_first: Any = None,
+    n_mid: Any = None,
+    mid_index: Any = 1,
+    n_last: Any = None,
+    fused_attention: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
-    Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total`` and the
-    boolean ``first_is_heaviest``.
+    Stages hold ceil(L / pp) layers unless ``n_first`` / ``n_last`` (layers on the first and
+    last stage) and ``n_mid`` (the most layers on a middle stage, the first such stage being
+    ``mid_index``; 0 for none) describe an uneven split (see :func:`stage_partition`). A middle
+    stage holds pp - mid_index micro-batches in flight.
+
+    Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
+    boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     zero, rc = np.asarray(zero), np.asarray(rc)
@@ -254,35 +331,53 @@ def training_bytes(
     b = np.asarray(micro_batch, dtype=np.float64)
     L = sm.n_layers
     per_stage = np.ceil(L / pp)
+    uneven = n_first is not None
+    nf = np.asarray(n_first, dtype=np.float64) if uneven else per_stage
+    nl = np.asarray(n_last, dtype=np.float64) if uneven else per_stage
+    nm = np.asarray(n_mid, dtype=np.float64) if uneven else np.zeros_like(per_stage)
     one = pp == 1
     pc = sm.pc
     # parameters on one GPU of the first and the last stage (dense part), and experts
-    body = np.where(one, sm.sum_split / tp + sm.sum_rep, per_stage * (sm.big_split / tp + sm.big_rep))
+    lay_d = sm.big_split / tp + sm.big_rep
+
+    def body(n: Any) -> Any:
+        return np.where(one, sm.sum_split / tp + sm.sum_rep, n * lay_d)
+
     head = pc.lm_head if pc.lm_head else pc.embedding
-    first_p = np.where(one, body + (pc.embedding + pc.lm_head) / tp + pc.final_norm,
-                       body + pc.embedding / tp)
-    last_p = np.where(one, first_p, body + head / tp + pc.final_norm)
-    exp_p = np.where(one, sm.sum_exp, per_stage * sm.big_exp) / (tp * ep)
+    first_p = np.where(one, body(nf) + (pc.embedding + pc.lm_head) / tp + pc.final_norm,
+                       body(nf) + pc.embedding / tp)
+    last_p = np.where(one, first_p, body(nl) + head / tp + pc.final_norm)
+    mid_p = nm * lay_d
+
+    def experts(n: Any) -> Any:
+        return np.where(one, sm.sum_exp, n * sm.big_exp) / (tp * ep)
+
+    exp_p = experts(nf)
 
     group = dp * cp  # ranks holding the same dense shard
     egroup = group / ep  # ranks holding the same expert shard
 
-    def states(p_dense: Any) -> tuple[Any, Any, Any]:
-        par, gr, op = zero_state_bytes(p_dense, exp_p, group, egroup, zero, e_w, e_g, k_opt)
+    def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
+        p_exp = exp_p if p_exp is None else p_exp
+        par, gr, op = zero_state_bytes(p_dense, p_exp, group, egroup, zero, e_w, e_g, k_opt)
         # ZeRO-3 gathers whole layers for compute: the current one and one prefetched
         par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (tp * ep)) * e_w, 0.0)
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
-    a_dense = act_per_layer(sm.dense, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
+    a_dense = act_per_layer(sm.dense, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla,
+                            fused_attention)
     if sm.moe is not None:
-        a_moe = act_per_layer(sm.moe, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
+        a_moe = act_per_layer(sm.moe, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla,
+                              fused_attention)
         n_dense = L - sm.n_moe_layers
-        stage_layers_act = np.where(
-            one, n_dense * a_dense + sm.n_moe_layers * a_moe, per_stage * np.maximum(a_dense, a_moe)
-        )
+        a_big = np.maximum(a_dense, a_moe)
+        stage_layers_act = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe, nf * a_big)
     else:
-        stage_layers_act = per_stage * a_dense
+        a_big = a_dense
+        stage_layers_act = nf * a_dense
+    last_layers_act = np.where(one, stage_layers_act, nl * a_big)
+    mid_layers_act = nm * a_big
     m_eff = pp if microbatches is None else np.minimum(pp, np.asarray(microbatches))
     vpp = np.asarray(vpp, dtype=np.float64)
     interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
@@ -290,21 +385,33 @@ def training_bytes(
     rep_div = np.where(sp, tp, 1)
     out_act = 4 * s * b * sm.hidden / rep_div + 4 * s * b * sm.vocab / tp  # norm/head input + fp32 logits
     first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0)
-    last_a = stage_layers_act + out_act
+    last_a = last_layers_act + out_act
+    mid_flight = np.maximum(pp - np.asarray(mid_index, dtype=np.float64), 1.0)
+    if microbatches is not None:
+        mid_flight = np.minimum(mid_flight, np.asarray(microbatches))
+    mid_a = mid_layers_act * mid_flight * interleave
 
     fp, fg, fo = states(first_p)
-    lp_, lg, lo = states(last_p)
+    lp_, lg, lo = states(last_p, experts(nl))
+    mp, mg, mo = states(mid_p, nm * sm.big_exp / (tp * ep))
     first_t = fp + fg + fo + first_a
     last_t = lp_ + lg + lo + last_a
+    mid_t = np.where(nm > 0, mp + mg + mo + mid_a, 0.0)
     first_heavy = first_t >= last_t
-    pick = lambda x, y: np.where(first_heavy, x, y)  # noqa: E731
+    heaviest = np.where(first_heavy, 0, 2)
+    heaviest = np.where(mid_t > np.maximum(first_t, last_t), 1, heaviest)
+
+    def pick(x: Any, y: Any, z: Any) -> Any:
+        return np.where(heaviest == 0, x, np.where(heaviest == 1, y, z))
+
     return {
-        "params": pick(fp, lp_),
-        "grads": pick(fg, lg),
-        "optimizer": pick(fo, lo),
-        "activations": pick(first_a, last_a),
-        "total": np.maximum(first_t, last_t),
-        "first_is_heaviest": first_heavy,
+        "params": pick(fp, mp, lp_),
+        "grads": pick(fg, mg, lg),
+        "optimizer": pick(fo, mo, lo),
+        "activations": pick(first_a, mid_a, last_a),
+        "total": np.maximum(np.maximum(first_t, last_t), mid_t),
+        "first_is_heaviest": heaviest == 0,
+        "heaviest": heaviest,
     }
 
 
@@ -361,6 +468,7 @@ def memory_report(
     weight_dtype: str = "bf16",
     grad_dtype: str | None = None,
     memory_fraction: float | None = None,
+    fused_attention: bool = False,
 ) -> MemoryReport:
     validate_layout(m, lay)
     warnings: list[str] = []
@@ -375,13 +483,20 @@ def memory_report(
     sm = static_model(m)
     rc_code = RECOMPUTE.index(lay.recompute)
     sp = lay.sequence_parallel and lay.tp > 1
+    shape: dict[str, Any] = {}
+    if lay.stage_layers is not None and lay.pp > 1:
+        nf, nm, mi, nl = stage_shape(lay.stage_layers)
+        shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, rc=rc_code,
         sp=sp, micro_batch=lay.micro_batch, seq_len=lay.seq_len, vpp=lay.vpp,
         microbatches=lay.microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
+        fused_attention=fused_attention, **shape,
     )
-    first = bool(vec["first_is_heaviest"])
-    stage = "only" if lay.pp == 1 else ("first" if first else "last")
+    heavy = int(vec["heaviest"])
+    stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
+    # layers on the heaviest stage, and its micro-batches in flight (uneven splits only)
+    n_stage = (shape.get(("n_first", "n_mid", "n_last")[heavy]) if shape else None)
     src = m.source
     pc = sm.pc
     d = Derivation(f"Training memory per GPU: {m.id}, {lay.describe()}")
@@ -401,14 +516,17 @@ def memory_report(
         d.given("dense parameters on one GPU (TP-split, norms replicated)", "P_d", dense_gpu, "1",
                 note="(attention + MLP + embeddings)/t + norms")
     else:
-        per_stage = math.ceil(m.n_layers / lay.pp)
+        per_stage = math.ceil(m.n_layers / lay.pp) if n_stage is None else n_stage
         body = per_stage * (sm.big_split / lay.tp + sm.big_rep)
         head = pc.lm_head if pc.lm_head else pc.embedding
-        dense_gpu = body + (pc.embedding / lay.tp if first else head / lay.tp + pc.final_norm)
+        ends = {"first": pc.embedding / lay.tp, "middle": 0.0,
+                "last": head / lay.tp + pc.final_norm}
+        dense_gpu = body + ends[stage]
         exp_gpu = per_stage * sm.big_exp / (lay.tp * lay.ep)
+        what = {"first": " + embedding", "middle": "", "last": " + output head"}[stage]
+        count = f"ceil(L/p) = {per_stage}" if n_stage is None else f"{per_stage} (uneven split)"
         d.given(f"dense parameters on one GPU of the {stage} stage", "P_d", dense_gpu, "1",
-                note=f"ceil(L/p) = {per_stage} layers (heaviest layer assumed) + "
-                     + ("embedding" if first else "output head") + ", split by t")
+                note=f"{count} layers (heaviest layer assumed){what}, split by t")
     if m.is_moe:
         d.given("routed-expert parameters on one GPU", "P_e", exp_gpu, "1",
                 note="experts / (t * x) on this stage")
@@ -442,7 +560,8 @@ def memory_report(
                    check=float(vec["optimizer"]), rel_tol=1e-6)
 
     # activations
-    act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]))
+    act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
+                              shape.get("mid_index", 1), fused_attention)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -465,7 +584,8 @@ def memory_report(
 
 
 def _activation_steps(
-    d: Derivation, m: ModelSpec, sm: StaticModel, lay: Layout, sp: bool, stage: str, check: float
+    d: Derivation, m: ModelSpec, sm: StaticModel, lay: Layout, sp: bool, stage: str, check: float,
+    n_stage: int | None = None, mid_index: int = 1, fused_attention: bool = False,
 ) -> float:
     src = m.source
     d.given("sequence length", "S", lay.seq_len, "token")
@@ -491,7 +611,9 @@ def _activation_steps(
                 note="Q and attention output, MLP internals " + ("(6f gated)" if m.gated_mlp else "(4f)"))
         d.given(f"{tag} layer: K and V bytes per token", f"k_{tag}", c.kv, "B")
         formula = f"(r_{tag} / sp_div + x_{tag} / t + k_{tag} / kv_div) * s * b"
-        if rc == "none":
+        if rc == "none" and fused_attention:
+            d.note("FlashAttention: the a s^2 scores are recomputed inside the kernel, never stored.")
+        if rc == "none" and not fused_attention:
             d.given("score bytes per (head x token^2)", f"q_{tag}", c.scores, "B",
                     note="softmax output 2" + (" + dropout mask 1 + dropout output 2" if m.dropout else "")
                          + " (Korthikanti 2022)")
@@ -504,6 +626,11 @@ def _activation_steps(
                f"{'split by t' if sp else 'kept whole'} on each TP rank.")
     dense_sym = layer_steps(sm.dense, "dense")
     L = m.n_layers
+    n_l = "ceil(L / p)"
+    if n_stage is not None:
+        d.given(f"layers on the {stage} stage (uneven split)", "n_s", n_stage, "1",
+                note=f"stages hold {list(lay.stage_layers or ())} layers")
+        n_l = "n_s"
     if sm.moe is not None:
         moe_sym = layer_steps(sm.moe, "moe")
         d.given("MoE layers", "L_moe", sm.n_moe_layers, "1", src)
@@ -511,14 +638,23 @@ def _activation_steps(
         if lay.pp == 1:
             stage_f = f"(L - L_moe) * {dense_sym} + L_moe * {moe_sym}"
         else:
-            stage_f = f"ceil(L / p) * max({dense_sym}, {moe_sym})"
+            stage_f = f"{n_l} * max({dense_sym}, {moe_sym})"
     else:
         d.given("layers", "L", L, "1", src)
-        stage_f = f"ceil(L / p) * {dense_sym}"
+        stage_f = f"{n_l} * {dense_sym}"
     d.calc("one micro-batch through this stage's layers", "A_stage", stage_f, "B")
     d.given("vocabulary", "V", m.vocab, "1", src)
     d.calc("output layer: norm and head inputs + fp32 logits", "A_out",
            "4 * s * b * h / sp_div + 4 * s * b * V / t", "B")
+    if stage == "middle":
+        mb = lay.pp - mid_index
+        mb = mb if lay.microbatches is None else min(mb, lay.microbatches)
+        d.given(f"micro-batches in flight on stage {mid_index} (1F1B)", "n_mb", max(mb, 1), "1",
+                note="stage i holds p - i micro-batches")
+        d.given("interleaved chunks per stage", "v", lay.vpp, "1")
+        inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
+        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}", "B",
+                      check=check, rel_tol=1e-6)
     if stage in ("first", "only"):
         mb = lay.pp if lay.microbatches is None else min(lay.pp, lay.microbatches)
         d.given("micro-batches in flight on the first stage (1F1B)", "n_mb", mb, "1",

@@ -143,6 +143,21 @@ def build(opts: dict[str, Any]) -> Report:
                                 tables=(fit.candidates,), derivation=best.derivation))
         data.update(min_gpus=fit.min_gpus, min_layout=fit.layout.__dict__,
                     per_gpu_bytes=best.per_gpu_bytes, breakdown=best.breakdown)
+    # 5. the planner's layout for a real run: what the fastest layout that fits looks like
+    from ..errors import BadInput
+    from .plan_sections import planned_layout_section
+
+    try:
+        sec5, plan = planned_layout_section(
+            m.id if m.origin == "bundled" or not o["model"].endswith(".json") else o["model"],
+            o["gpu"], n, seq_len=s, global_batch_tokens=max(s, (4 * 1024 * 1024 // s) * s),
+            heading=f"5. The fastest layout that fits on {n} GPUs (scalemodel plan train)",
+            optimizer=opt.id)
+        sections.append(sec5)
+        data["planned_layout"] = plan
+    except BadInput as e:
+        sections.append(Section(f"5. A planned layout on {n} GPUs", text=f"The planner found "
+                                f"no layout: {e}"))
     followups = (
         ("Why not just ZeRO-3 on as many GPUs as it takes?",
          "It works for memory, but every step all-gathers the weights twice and reduce-scatters "

@@ -92,3 +92,34 @@ def bars(path: str, *, title: str, labels: Sequence[str], series: dict[str, Sequ
     fig.savefig(p)
     plt.close(fig)
     return p
+
+
+def gantt(path: str, *, title: str, ops: Sequence[tuple[int, int, str, float, float]],
+          stages: int) -> Path:
+    """A pipeline schedule: one row per stage, one box per (micro-batch, forward/backward)."""
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 0.45 * stages + 1.8))
+    for s, i, kind, t0, t1 in ops:
+        ax.barh(s, t1 - t0, left=t0, color=f"C{i % 10}", alpha=1.0 if kind == "F" else 0.55,
+                edgecolor="black", linewidth=0.4)
+        if t1 - t0 > 0:
+            ax.text((t0 + t1) / 2, s, f"{kind}{i}", ha="center", va="center", fontsize=6)
+    ax.set_yticks(range(stages))
+    ax.set_yticklabels([f"stage {s}" for s in range(stages)], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (F: forward, B: backward; white space is the bubble)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
+def two_panels(path: str, draw_a: Any, draw_b: Any) -> Path:
+    """Save two figures side by side as one file: ``draw_a(path)`` and ``draw_b(path)`` each
+    write a file; the second gets a ``-gantt`` suffix next to the first."""
+    p = _check_path(path)
+    draw_a(str(p))
+    draw_b(str(p.with_name(p.stem + "-gantt" + p.suffix)))
+    return p

@@ -1,0 +1,934 @@
+"""The training planner: every parallel layout of a training step, its step time, MFU and memory.
+
+For one model, cluster and global batch, :func:`search` builds the grid of layouts (TP with
+sequence parallelism, PP with interleaved stages and uneven stage splits, DP with ZeRO 0-3, CP,
+EP, recompute, micro-batch), drops the invalid ones rule by rule, and prices every remaining
+layout at once with numpy. Memory comes from :func:`scalemodel.analytic.memory.training_bytes`
+(the same model that ``scalemodel memory`` shows); time is the sum of
+
+* compute: every GEMM of a layer (forward, the two backward GEMMs, recompute) at an efficiency
+  that depends on its shape (tile and wave quantization on the SMs, the HBM roofline for thin
+  GEMMs) below a ceiling measured on one large GEMM; attention at a FlashAttention efficiency;
+  norms, activations and the loss as HBM traffic;
+* TP/SP, CP and EP collectives per layer, the pipeline bubble (p - 1) / v and send/recv, the
+  DP gradient reduction and ZeRO gathers overlapped with compute where the framework does so;
+* the optimizer step as HBM traffic.
+
+Collectives are priced by one vectorised function, :func:`collective_time` (ring / alpha-beta on
+links.toml figures). It is the single place to swap in the collectives engine.
+
+Symbols follow docs/planner.md. Times are seconds per step unless named otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+from ..specs import GPUSpec, LinkSpec, ModelSpec, assumption, dtype, get_gpu, get_link, optimizer
+from ..specs.sources import cite, load_toml
+from .memory import RECOMPUTE, StaticModel, stage_partition, stage_shape, static_model, tp_options
+from .memory import training_bytes as _training_bytes
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
+STRATEGIES = ("tp", "cp", "ep", "pp", "dp")
+
+
+@cache
+def constants() -> dict[str, Any]:
+    return load_toml("planner.toml")
+
+
+# --- the cluster and the job ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """GPUs, their NVLink domain and the scale-out fabric (per-GPU, one-way bandwidths)."""
+
+    gpu: GPUSpec
+    n_gpus: int
+    gpus_per_node: int
+    nvlink_domain: int
+    intra: LinkSpec | None
+    inter: LinkSpec
+    nics_per_gpu: int
+
+    @property
+    def bw_intra(self) -> float:
+        """Per-GPU scale-up bandwidth, one direction, at the link's measured bus efficiency."""
+        raw = self.gpu.scale_up_bytes_per_s or (self.intra.bytes_per_s_per_direction
+                                                if self.intra else 0.0)
+        eff = float(self.intra.extra.get("efficiency_measured", 1.0)) if self.intra else 1.0
+        return raw * eff if raw else self.bw_inter
+
+    @property
+    def bw_inter(self) -> float:
+        eff = float(self.inter.extra.get("efficiency_measured", 1.0))
+        return self.inter.bytes_per_s_per_direction * self.nics_per_gpu * eff
+
+    @property
+    def lat_intra(self) -> float:
+        return self.intra.latency_s if self.intra else self.inter.latency_s
+
+    @property
+    def lat_inter(self) -> float:
+        return self.inter.latency_s
+
+
+def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None = None,
+                 nvlink_domain: int | None = None, inter: str | None = None,
+                 nics_per_gpu: int | None = None) -> Cluster:
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    ic = g.interconnect
+    node = gpus_per_node or int(assumption("gpus_per_node").value)
+    dom = nvlink_domain or node
+    if n_gpus < 1:
+        raise BadInput(f"--gpus must be at least 1, got {n_gpus}")
+    if dom < 1 or node < 1:
+        raise BadInput("--gpus-per-node and --nvlink-domain must be at least 1")
+    intra = get_link(ic["scale_up_link"]) if ic.get("scale_up_link") else None
+    inter_id = inter or ic.get("scale_out_link") or "ndr-400"
+    try:
+        inter_link = get_link(inter_id)
+    except BadInput:
+        from ..specs import link_ids
+
+        raise BadInput(f"--inter: unknown link {inter_id!r}; choose one of "
+                       f"{', '.join(link_ids())}") from None
+    nics = nics_per_gpu or int(ic.get("nics_per_gpu", 1))
+    return Cluster(g, int(n_gpus), int(node), int(dom), intra, inter_link, int(nics))
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is trained: model, sequence length, global batch, precision and optimizer."""
+
+    model: ModelSpec
+    seq_len: int
+    global_batch_seqs: int
+    precision: str = "bf16"
+    optimizer_id: str = "adam"
+    memory_fraction: float | None = None
+    attention: str = "flash"  # "flash" (fused, causal) or "unfused" (scores in HBM)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.seq_len * self.global_batch_seqs
+
+
+def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None = None,
+             global_batch_seqs: int | None = None, precision: str = "bf16",
+             optimizer_id: str = "adam", memory_fraction: float | None = None,
+             attention: str = "flash") -> Job:
+    if precision not in ("bf16", "fp8"):
+        raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
+    if attention not in ("flash", "unfused"):
+        raise BadInput(f"--attention must be flash or unfused, got {attention!r}")
+    if seq_len < 1:
+        raise BadInput(f"--seq-len must be at least 1, got {seq_len}")
+    if (global_batch_tokens is None) == (global_batch_seqs is None):
+        raise BadInput("give exactly one of --global-batch-tokens or --global-batch (sequences)")
+    if global_batch_tokens is not None:
+        if global_batch_tokens % seq_len:
+            raise BadInput(f"--global-batch-tokens {global_batch_tokens:,} is not a multiple of "
+                           f"--seq-len {seq_len:,}; nearest: "
+                           f"{max(1, round(global_batch_tokens / seq_len)) * seq_len:,}")
+        global_batch_seqs = global_batch_tokens // seq_len
+    optimizer(optimizer_id)  # validates the id
+    if global_batch_seqs < 1:
+        raise BadInput("the global batch must hold at least one sequence")
+    return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
+               memory_fraction, attention)
+
+
+# --- GEMM efficiency --------------------------------------------------------------------------------
+
+
+def _shape_factor(M: Any, N: Any, K: Any, sms: int) -> Any:
+    """Fraction of the ceiling left after tile padding and wave quantization (first principles)."""
+    g = constants()["gemm"]
+    tm, tn, tk = g["tile_m"], g["tile_n"], g["tile_k"]
+    tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
+    tiles = tiles_m * tiles_n
+    waves = np.ceil(tiles / sms)
+    wave = tiles / (waves * sms)
+    pad = (M / (tiles_m * tm)) * (N / (tiles_n * tn)) * (K / (np.ceil(K / tk) * tk))
+    return wave * pad
+
+
+@cache
+def gemm_ceiling() -> float:
+    """The shape-free ceiling that makes the anchor shape come out at its measured efficiency."""
+    g = constants()["gemm"]
+    anchor = get_gpu(g["anchor_gpu"])
+    f = float(_shape_factor(np.float64(g["anchor_m"]), np.float64(g["anchor_n"]),
+                            np.float64(g["anchor_k"]), anchor.sm_count))
+    return g["anchor_efficiency"] / f
+
+
+def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float) -> Any:
+    """Seconds for one (M x K) @ (K x N) GEMM: compute at the shape's efficiency or HBM traffic,
+    whichever is longer (roofline)."""
+    g = constants()["gemm"]
+    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count or 108)
+    t_c = 2.0 * M * N * K / (peak * eff)
+    t_m = elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s * g["hbm_efficiency"])
+    return np.maximum(t_c, t_m)
+
+
+def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf16") -> Any:
+    """Achieved fraction of the dense peak for one GEMM (the curve docs/planner.md plots)."""
+    peak = gpu.peak_flop_per_s(dtype_name)
+    e = dtype(dtype_name).bytes
+    t = gemm_time(M, N, K, gpu, peak, e)
+    return 2.0 * M * N * K / (t * peak)
+
+
+def attention_efficiency(gpu: GPUSpec) -> float:
+    a = constants()["attention"]
+    return float(a.get(gpu.arch, a["default"]))
+
+
+# --- collectives: the one swap point ------------------------------------------------------------------
+
+
+def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
+                    cluster: Cluster) -> Any:
+    """Seconds for one collective on every row (ring / alpha-beta model, vectorised).
+
+    ``nbytes`` is the full buffer: the gathered size for all_gather, the input for
+    reduce_scatter and all_reduce, all bytes a rank sends for all_to_all, the message for
+    send_recv. ``ranks_per_node`` is how many members of the group share one NVLink domain
+    (>= ranks: the group stays inside it). Inside a domain the ring runs at the per-GPU NVLink
+    bandwidth B_u; across domains NCCL runs one ring per NIC, so the r members of a node
+    together move the data through r NICs: all_gather and reduce_scatter take
+    (n-1)/n S / min(B_u, r B_n), all_reduce twice that; all_to_all cannot pool NICs, a rank
+    sends the (n - r)/n of its bytes bound off-node through its own NIC. Each ring step also
+    pays the link latency a (links.toml). This function is the one place to swap in the
+    collectives engine.
+    """
+    n = np.asarray(ranks, dtype=np.float64)
+    r = np.minimum(np.asarray(ranks_per_node, dtype=np.float64), n)
+    intra = r >= n
+    bu, bn = cluster.bw_intra, cluster.bw_inter
+    bw = np.where(intra, bu, np.minimum(bu, r * bn))
+    lat = np.where(intra, cluster.lat_intra, cluster.lat_inter)
+    S = np.asarray(nbytes, dtype=np.float64)
+    f = (n - 1) / np.maximum(n, 1)
+    if kind == "all_reduce":
+        t = 2 * f * S / bw + 2 * (n - 1) * lat
+    elif kind in ("all_gather", "reduce_scatter"):
+        t = f * S / bw + (n - 1) * lat
+    elif kind == "all_to_all":
+        off = np.where(intra, 0.0, (n - r) / np.maximum(n, 1))
+        t = np.maximum(off * S / bn, (r - 1) / np.maximum(n, 1) * S / bu) + (n - 1) * lat
+    elif kind == "send_recv":
+        t = S / bw + lat
+    else:  # pragma: no cover - internal names only
+        raise ValueError(kind)
+    return np.where(n > 1, t, 0.0)
+
+
+def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
+    """Members of a group (``size`` ranks, ``stride`` apart) that share one NVLink domain."""
+    stride = np.asarray(stride, dtype=np.float64)
+    return np.where(stride * size <= domain, size, np.maximum(1.0, np.floor(domain / stride)))
+
+
+# --- model quantities used per token ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """Per-layer GEMM widths and FLOP counts of a model, computed once."""
+
+    sm: StaticModel
+    attn_in_n: float  # output width of the input projections (q, k, v / MLA paths) on K = h
+    attn_out_k: float  # width into the output projection
+    qk_dim: float  # per-token width of Q (and K) over all heads
+    v_dim: float  # per-token width of V over all heads
+    kv_dim: float  # K and V width actually sent in ring attention (per token)
+    up_k: int  # 2 for gated MLPs (gate and up), 1 otherwise
+    ffn: int
+    moe_ffn: int
+    shared_ffn: int
+    n_moe: int
+    n_dense: int
+    matmul_params_per_token: float  # model-FLOP parameters: active, no embedding lookup
+    last_extra_layers: float  # output head + loss, in layers (for the stage split)
+
+
+def model_shapes(m: ModelSpec) -> ModelShapes:
+    sm = static_model(m)
+    pc = sm.pc
+    h = m.hidden
+    big_attn = max(lp.attention for lp in pc.layers)
+    if m.kv_lora_rank:
+        qk = m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        v = m.n_heads * m.v_head_dim
+        kv_send = m.kv_lora_rank + m.qk_rope_head_dim
+    else:
+        qk, v = m.q_dim, m.q_dim
+        kv_send = 2 * m.kv_dim
+    o_k = v
+    attn_in_n = (big_attn - o_k * h) / h
+    shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
+    head_params = pc.lm_head or pc.embedding
+    matmul = pc.active - pc.embedding - pc.lm_head + head_params
+    per_layer_active = (pc.active - pc.embedding - pc.lm_head - pc.final_norm) / m.n_layers
+    return ModelShapes(
+        sm=sm, attn_in_n=attn_in_n, attn_out_k=o_k, qk_dim=qk, v_dim=v, kv_dim=kv_send,
+        up_k=2 if m.gated_mlp else 1, ffn=m.ffn, moe_ffn=m.moe_ffn, shared_ffn=shared,
+        n_moe=m.n_moe_layers, n_dense=m.n_layers - m.n_moe_layers,
+        matmul_params_per_token=float(matmul),
+        last_extra_layers=head_params / per_layer_active,
+    )
+
+
+def model_flops_per_token(m: ModelSpec, seq_len: int) -> float:
+    """Model FLOPs per token (PaLM, Appendix B): 6 N + 6 L s H (d_qk + d_v); N = matmul
+    parameters a token uses (no embedding lookup), attention counted without the causal half."""
+    ms = model_shapes(m)
+    return 6 * ms.matmul_params_per_token + 6 * m.n_layers * seq_len * (ms.qk_dim + ms.v_dim)
+
+
+# --- the grid of layouts -------------------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+@dataclass
+class Grid:
+    cols: dict[str, np.ndarray]
+    rejected: dict[str, int]  # rule -> rows it removed (in the order the rules apply)
+    total: int
+
+
+def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
+    """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of LAYOUT_KEYS."""
+    fixed = dict(fixed or {})
+    m, N, B = job.model, cl.n_gpus, job.global_batch_seqs
+    if "recompute" in fixed and fixed["recompute"] not in RECOMPUTE:
+        raise BadInput(f"--layout recompute must be one of {', '.join(RECOMPUTE)}")
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
+                                                if N % t == 0]
+    cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
+                                                if job.seq_len % c == 0 and N % c == 0]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in _divisors(N) if p <= m.n_layers]
+    eps = ([fixed["ep"]] if "ep" in fixed else
+           ([e for e in _divisors(m.n_experts) if e <= N] if m.is_moe else [1]))
+    zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
+    vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
+    rcs = [RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
+    mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
+    grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in
+                          (tps, pps, cps, eps, zeros, vpps, rcs, mbs)), indexing="ij")
+    T, P, C, E, Z, V, R, Bm = (a.ravel() for a in grids)
+    total = T.size
+    rejected: dict[str, int] = {}
+
+    def rule(name: str, ok: np.ndarray) -> None:
+        nonlocal T, P, C, E, Z, V, R, Bm
+        bad = int((~ok).sum())
+        if bad:
+            rejected[name] = rejected.get(name, 0) + bad
+        T, P, C, E, Z, V, R, Bm = (a[ok] for a in (T, P, C, E, Z, V, R, Bm))
+
+    rule("gpu count: tp x pp x cp must divide the GPUs", N % (T * P * C) == 0)
+    D = N // (T * P * C)
+    if "dp" in fixed:
+        rule(f"gpu count: tp x pp x dp x cp must equal {N}", fixed["dp"] == D)
+        D = N // (T * P * C)
+    heads_ok = (m.n_heads % T == 0) & ((m.n_kv_heads % T == 0) | (T % m.n_kv_heads == 0)
+                                        | (m.attention == "mla"))
+    rule(f"divisibility: tp must divide the {m.n_heads} attention heads (and the "
+         f"{m.n_kv_heads} KV heads, or be a multiple of them)", heads_ok)
+    D = N // (T * P * C)
+    rule(f"layers: pp x vpp must be at most the {m.n_layers} layers", m.n_layers >= P * V)
+    D = N // (T * P * C)
+    if m.is_moe:
+        rule(f"divisibility: ep must divide the {m.n_experts} experts and dp x cp",
+             (m.n_experts % E == 0) & ((D * C) % E == 0))
+    else:
+        rule(f"divisibility: {m.id} has no experts, ep must be 1", E == 1)
+    D = N // (T * P * C)
+    rule(f"sequence: cp must divide the sequence length {job.seq_len}", job.seq_len % C == 0)
+    D = N // (T * P * C)
+    rule(f"batch: dp x micro-batch must divide the global batch of {B} sequences",
+         B % (D * Bm) == 0)
+    D = N // (T * P * C)
+    M = B // (D * Bm)
+    rule("pipeline: vpp > 1 needs pp > 1 and micro-batches divisible by pp",
+         (V == 1) | ((P > 1) & (M % np.maximum(P, 1) == 0)))
+    D = N // (T * P * C)
+    rule("zero: ZeRO stages need dp x cp > 1", (Z == 0) | (D * C > 1))
+    D = N // (T * P * C)
+    M = B // (D * Bm)
+    cols = {"tp": T, "pp": P, "dp": D, "cp": C, "ep": E, "zero": Z, "vpp": V, "rc": R,
+            "micro_batch": Bm, "microbatches": M}
+    return Grid(cols, rejected, total)
+
+
+# --- pricing every layout -------------------------------------------------------------------------------
+
+
+def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Step time, its breakdown, FLOPs and memory for every row of ``cols`` (numpy arrays)."""
+    m = job.model
+    ms = model_shapes(m)
+    gpu = cl.gpu
+    f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
+    tp, pp, dp, cp, ep, zero = f["tp"], f["pp"], f["dp"], f["cp"], f["ep"], f["zero"]
+    vpp, rc, b, mb = f["vpp"], f["rc"], f["micro_batch"], f["microbatches"]
+    S = float(job.seq_len)
+    h = float(m.hidden)
+    e_a = 2.0  # activations travel and are stored in 16 bits (bf16 or fp8 training alike)
+    peak = gpu.peak_flop_per_s(job.precision)
+    peak16 = gpu.peak_flop_per_s("bf16")
+    e_mm = dtype(job.precision).bytes
+    hbm = gpu.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"]
+    T = b * S / cp  # tokens of one micro-batch on one rank
+
+    def gemm3(Mx: Any, Nx: Any, Kx: Any) -> tuple[Any, Any]:
+        """(forward, backward) seconds: backward = dgrad (M x N @ N x K) + wgrad (K x M @ M x N)."""
+        fw = gemm_time(Mx, Nx, Kx, gpu, peak, e_mm)
+        bw = gemm_time(Mx, Kx, Nx, gpu, peak, e_mm) + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm)
+        return fw, bw
+
+    def mlp(Mx: Any, width: float, count: Any = 1.0) -> tuple[Any, Any]:
+        uf, ub = gemm3(Mx, ms.up_k * width / tp, h)
+        df, db = gemm3(Mx, h, width / tp)
+        return count * (uf + df), count * (ub + db)
+
+    # attention projections and core (FlashAttention: causal half executed, backward 2.5x)
+    af1, ab1 = gemm3(T, ms.attn_in_n / tp, h)
+    af2, ab2 = gemm3(T, h, ms.attn_out_k / tp)
+    if job.attention == "flash":
+        core_flops = 2 * b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
+        attn_eff = attention_efficiency(gpu)
+        core_f = core_flops / (peak16 * attn_eff)
+        core_b = 2.5 * core_f
+    else:  # unfused: two batched GEMMs per head over the whole s x s score matrix, and the
+        # scores written, softmaxed (and dropped out) in HBM; backward twice the forward
+        heads = m.n_heads / tp
+        sl = S / cp
+        dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
+        qk_f, qk_b = gemm3(sl, S, dq)
+        av_f, av_b = gemm3(sl, dv, S)
+        per_score = 2 + 4 + (5 if m.dropout else 0) + 2
+        ew_s = b * heads * sl * S * per_score / hbm
+        core_f = b * heads * (qk_f + av_f) + ew_s
+        core_b = b * heads * (qk_b + av_b) + 2 * ew_s
+    # elementwise traffic per layer, forward (norms, residuals, activation function, rotary)
+    sp_div = np.where(tp > 1, tp, 1.0)
+
+    def ew_bytes(width: float) -> Any:
+        return e_a * T * ((2 * 2 * h + 2 * 3 * h) / sp_div
+                          + (3 if ms.up_k == 2 else 2) * width / tp
+                          + 2 * (ms.qk_dim + ms.v_dim) / tp)
+
+    # dense and MoE layer compute (forward, backward), seconds per micro-batch
+    df_, db_ = mlp(T, ms.ffn)
+    dense_f = af1 + af2 + core_f + df_ + ew_bytes(ms.ffn) / hbm
+    dense_b = ab1 + ab2 + core_b + db_ + 2 * ew_bytes(ms.ffn) / hbm
+    if m.is_moe:
+        n_local = m.n_experts / ep
+        Me = T * m.top_k / n_local  # tokens per local expert (balanced routing)
+        ef, eb = mlp(Me, ms.moe_ffn, n_local)
+        sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
+        rf, rb = gemm3(T, float(m.n_experts), h)
+        width = m.top_k * ms.moe_ffn + ms.shared_ffn
+        moe_f = af1 + af2 + core_f + ef + sf + rf + ew_bytes(width) / hbm
+        moe_b = ab1 + ab2 + core_b + eb + sb + rb + 2 * ew_bytes(width) / hbm
+    else:
+        moe_f = moe_b = np.zeros_like(dense_f)
+    # recompute: full repeats the forward, selective repeats the attention core
+    rc_dense = np.where(rc == 2, dense_f, np.where(rc == 1, core_f, 0.0))
+    rc_moe = np.where(rc == 2, moe_f, np.where(rc == 1, core_f, 0.0))
+
+    # --- communication inside a layer (per micro-batch) ---
+    dom = cl.nvlink_domain
+    inner_tp = tp <= dom
+    act_bytes = e_a * T * h  # a full (gathered) activation of the micro-batch on this rank
+    tp_one = collective_time("all_gather", act_bytes, tp, ranks_per_node(1, tp, dom), cl)
+    tp_f = 4 * tp_one  # SP: 2 all-gathers + 2 reduce-scatters forward
+    tp_b = 6 * tp_one  # and backward, with the input re-gathered for the weight gradients
+    tp_rc = np.where(rc == 2, tp_f, 0.0)
+    cp_intra = tp * cp <= dom
+    kv_bytes = e_a * b * (S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
+        if not m.kv_lora_rank else e_a * b * (S / cp) * ms.kv_dim
+    cp_step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), cl)
+    cp_f_raw = (cp - 1) * cp_step
+    cp_b_raw = 2 * cp_f_raw  # K, V and their gradients travel back
+    cp_f = np.maximum(0.0, cp_f_raw - core_f)
+    cp_b = np.maximum(0.0, cp_b_raw - core_b)
+    ov = constants()["overlap"]
+    if m.is_moe:
+        a2a = collective_time("all_to_all", e_a * T * m.top_k * h, ep,
+                              ranks_per_node(tp * cp, ep, dom), cl)
+        ep_f_raw, ep_b_raw = 2 * a2a, 2 * a2a
+    else:
+        ep_f_raw = ep_b_raw = np.zeros_like(tp)
+    tp_exp = 1 - ov["tp"]
+    ep_exp = 1 - ov["ep"]
+
+    def layer_time(fw: Any, bw: Any, rcx: Any, moe: bool) -> dict[str, Any]:
+        e_f = ep_f_raw if moe else 0.0
+        e_b = ep_b_raw if moe else 0.0
+        rc_ep = np.where(rc == 2, e_f, 0.0)
+        rc_cp = np.where(rc == 2, cp_f, 0.0)
+        return {
+            "compute": fw + bw + rcx,
+            "tp": tp_exp * (tp_f + tp_b + tp_rc),
+            "cp": cp_f + cp_b + rc_cp,
+            "ep": ep_exp * (e_f + e_b + rc_ep),
+            "fwd": fw + tp_exp * tp_f + cp_f + ep_exp * e_f,
+            "bwd": bw + rcx + tp_exp * (tp_b + tp_rc) + cp_b + rc_cp + ep_exp * (e_b + rc_ep),
+            "raw_comm": tp_f + tp_b + tp_rc + cp_f_raw + cp_b_raw
+            + np.where(rc == 2, cp_f_raw, 0.0) + (e_f + e_b + rc_ep),
+        }
+
+    Ld = layer_time(dense_f, dense_b, rc_dense, False)
+    Lm = layer_time(moe_f, moe_b, rc_moe, True) if m.is_moe else Ld
+
+    # --- stages: uneven split, the slowest stage sets the pace ---
+    keys = np.stack([pp, vpp], axis=1).astype(np.int64)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    shape = np.array([stage_shape(stage_partition(m.n_layers, int(p), vpp=int(v),
+                                                  last_extra=ms.last_extra_layers))
+                      for p, v in uniq], dtype=np.float64)
+    nf, nm, mi, nl = (shape[inv.ravel(), i] for i in range(4))
+    one = pp == 1
+
+    def stage(n: Any, part: str) -> Any:
+        """A stage's per-micro-batch seconds of one part: heaviest layer kind unless pp == 1."""
+        big = np.maximum(Ld[part], Lm[part])
+        whole = ms.n_dense * Ld[part] + ms.n_moe * Lm[part]
+        return np.where(one, whole, n * big)
+
+    head_f, head_b = gemm3(T, m.vocab / tp, h)
+    loss_bytes = 4 * T * m.vocab / tp * 2  # fp32 logits read and written by the loss
+    head_fw = head_f + loss_bytes / hbm
+    head_bw = head_b + loss_bytes / hbm
+    parts = ("compute", "tp", "cp", "ep")
+    first = {k: stage(nf, k) for k in parts}
+    last = {k: stage(nl, k) for k in parts}
+    mid = {k: np.where(nm > 0, stage(nm, k), 0.0) for k in parts}
+    last["compute"] = last["compute"] + head_fw + head_bw
+    first["compute"] = np.where(one, first["compute"] + head_fw + head_bw, first["compute"])
+    t_first = sum(first[k] for k in parts)
+    t_last = np.where(one, t_first, sum(last[k] for k in parts))
+    t_mid = sum(mid[k] for k in parts)
+    t_slow = np.maximum(np.maximum(t_first, t_last), t_mid)
+    which = np.where(t_slow == t_first, 0, np.where(t_slow == t_mid, 1, 2))
+
+    def pick(dct: str) -> dict[str, Any]:
+        return {k: np.where(which == 0, first[k], np.where(which == 1, mid[k], last[k]))
+                for k in parts}
+
+    slow = pick("")
+    n_slow = np.where(which == 0, nf, np.where(which == 1, nm, nl))
+    fwd_mb = np.where(one, ms.n_dense * Ld["fwd"] + ms.n_moe * Lm["fwd"] + head_fw,
+                      n_slow * np.maximum(Ld["fwd"], Lm["fwd"]))
+    bwd_mb = t_slow - fwd_mb
+    bubble = (pp - 1) / vpp * t_slow
+
+    # pipeline send/recv on the critical path: v m + p - 1 crossings, forward and backward
+    pp_intra = tp * cp * dp * pp <= dom
+    pp_msg = e_a * T * h / sp_div
+    t_p2p = collective_time("send_recv", pp_msg, 2.0, np.where(pp_intra, 2.0, 1.0), cl)
+    pp_raw = np.where(pp > 1, 2 * (vpp * mb + pp - 1) * t_p2p, 0.0)
+    pp_exposed = (1 - ov["pp"]) * pp_raw
+
+    # --- memory (the shared model), then DP / ZeRO traffic from the same parameter counts ---
+    opt = optimizer(job.optimizer_id)
+    e_w = 2.0  # bf16 working weights (fp8 GEMMs cast on the fly)
+    mem = _training_bytes(ms.sm, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, rc=rc, sp=True,
+                          micro_batch=b, seq_len=S, vpp=vpp, microbatches=mb, e_w=e_w, e_g=e_w,
+                          k_opt=opt.bytes_per_param, n_first=nf, n_mid=nm, mid_index=mi,
+                          n_last=nl, fused_attention=job.attention == "flash")
+    frac = job.memory_fraction or assumption("training_memory_fraction").value
+    cap = gpu.hbm_bytes * frac
+    # parameters held by a GPU of the slowest stage (unsharded count)
+    pc = ms.sm.pc
+    lay_d = ms.sm.big_split / tp + ms.sm.big_rep
+    lay_e = ms.sm.big_exp / (tp * ep)
+    head_p = (pc.lm_head or pc.embedding) / tp
+    dense_local = np.where(one, ms.sm.sum_split / tp + ms.sm.sum_rep
+                           + (pc.embedding + pc.lm_head) / tp,
+                           n_slow * lay_d + np.where(which == 0, pc.embedding / tp,
+                                                     np.where(which == 2, head_p, 0.0)))
+    exp_local = np.where(one, ms.sm.sum_exp / (tp * ep), n_slow * lay_e)
+    group = dp * cp
+    egroup = group / ep
+    dp_intra = tp * cp * dp <= dom
+    r_dp = ranks_per_node(tp, group, dom)
+    r_edp = ranks_per_node(tp, egroup, dom)
+    e_red = float(ov["grad_reduce_bytes"])
+    g_bytes = dense_local * e_red
+    ge_bytes = exp_local * e_red
+    rs = (collective_time("reduce_scatter", g_bytes, group, r_dp, cl)
+          + collective_time("reduce_scatter", ge_bytes, egroup, r_edp, cl))
+    ag = (collective_time("all_gather", dense_local * e_w, group, r_dp, cl)
+          + collective_time("all_gather", exp_local * e_w, egroup, r_edp, cl))
+    ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
+    bucket = float(ov["dp_bucket_bytes"])
+    last_bucket = np.minimum(1.0, bucket / np.maximum(g_bytes + ge_bytes, 1.0))
+    # ZeRO 0: all-reduce in the last micro-batch's backward; 1-2: reduce-scatter there and the
+    # parameter all-gather in the first forward; 3: gathers and reduce-scatter every micro-batch
+    # ZeRO 2 shards the gradients, so it reduce-scatters in every micro-batch's backward
+    grad_sync = np.where(zero == 0, ar, rs)
+    n_sync = np.where(zero == 2, mb, 1.0)
+    dp_raw_01 = n_sync * grad_sync + np.where(zero >= 1, ag, 0.0)
+    exp01 = (n_sync * np.maximum(grad_sync * last_bucket, grad_sync - bwd_mb)
+             + np.where(zero >= 1, np.maximum(ag * last_bucket, ag - fwd_mb), 0.0))
+    # ZeRO-3: per micro-batch, gather for forward and backward and reduce-scatter the grads
+    z3_raw = mb * (2 * ag + rs)
+    z3_exposed = mb * (np.maximum(ag * last_bucket, ag - fwd_mb)
+                       + np.maximum((ag + rs) * last_bucket, ag + rs - bwd_mb))
+    dp_raw = np.where(zero >= 3, z3_raw, dp_raw_01)
+    dp_exposed = np.where(zero >= 3, z3_exposed, exp01)
+    dp_raw = np.where(group > 1, dp_raw, 0.0)
+    dp_exposed = np.where(group > 1, dp_exposed, 0.0)
+
+    # --- optimizer step: read and write the states, read gradients, write weights ---
+    p_opt = np.asarray(mem["optimizer"]) / opt.bytes_per_param
+    t_opt = p_opt * (2 * opt.bytes_per_param + 2 * e_w) / hbm
+
+    compute = mb * slow["compute"]
+    tp_t, cp_t, ep_t = mb * slow["tp"], mb * slow["cp"], mb * slow["ep"]
+    step = mb * t_slow + bubble + pp_exposed + dp_exposed + t_opt
+    bubble_lower = (pp - 1) / vpp * slow["compute"]
+    lower = compute + bubble_lower + t_opt
+    raw_layer = np.where(one, ms.n_dense * Ld["raw_comm"] + ms.n_moe * Lm["raw_comm"],
+                         n_slow * np.maximum(Ld["raw_comm"], Lm["raw_comm"]))
+    upper_mb = slow["compute"] + raw_layer
+    upper = mb * upper_mb + (pp - 1) / vpp * upper_mb + pp_raw + dp_raw + t_opt
+
+    # FLOPs: model (PaLM convention) and hardware (+ recompute)
+    tokens = float(job.tokens_per_step)
+    fpt = model_flops_per_token(m, job.seq_len)
+    model_flops = fpt * tokens
+    attn_fwd_tok = 2 * m.n_layers * S * (ms.qk_dim + ms.v_dim)
+    rc_tok = np.where(rc == 2, fpt / 3, np.where(rc == 1, attn_fwd_tok, 0.0))
+    hw_flops = (fpt + rc_tok) * tokens
+    n = float(cl.n_gpus)
+    return {
+        "step_time_s": step,
+        "lower_s": lower,
+        "upper_s": upper,
+        "compute_s": compute,
+        "tp_s": tp_t,
+        "cp_s": cp_t,
+        "ep_s": ep_t,
+        "pp_s": pp_exposed,
+        "dp_s": dp_exposed,
+        "bubble_s": bubble,
+        "optimizer_s": t_opt,
+        "tp_raw_s": mb * n_slow * (tp_f + tp_b + tp_rc),
+        "pp_raw_s": pp_raw,
+        "dp_raw_s": dp_raw,
+        "t_slow_s": t_slow,
+        "fwd_mb_s": fwd_mb,
+        "bwd_mb_s": bwd_mb,
+        "slow_stage": which,
+        "n_first": nf, "n_mid": nm, "n_last": nl, "mid_index": mi,
+        "tokens_per_s": tokens / step,
+        "tokens_per_s_per_gpu": tokens / step / n,
+        "tflops_per_gpu": model_flops / step / n,
+        "mfu": model_flops / step / n / peak,
+        "hfu": hw_flops / step / n / peak,
+        "model_flops": np.full_like(step, model_flops),
+        "hw_flops": hw_flops,
+        "memory_per_gpu_bytes": np.asarray(mem["total"]),
+        "mem_params": np.asarray(mem["params"]),
+        "mem_grads": np.asarray(mem["grads"]),
+        "mem_optimizer": np.asarray(mem["optimizer"]),
+        "mem_activations": np.asarray(mem["activations"]),
+        "capacity_bytes": np.full_like(step, cap),
+        "fits": np.asarray(mem["total"]) <= cap,
+        # traffic per step per GPU on each tier, for the explanation
+        "tp_bytes": mb * n_slow * 10 * (tp - 1) / tp * act_bytes * (1 + (rc == 2) * 0.4),
+        "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
+        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T * m.top_k * h if m.is_moe
+        else np.zeros_like(step),
+        "pp_bytes": np.where(pp > 1, 2 * vpp * mb * pp_msg, 0.0),
+        "dp_bytes": np.where(group > 1, (group - 1) / group * np.where(
+            zero >= 3, mb * (2 * (dense_local + exp_local) * e_w + g_bytes + ge_bytes),
+            np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * (g_bytes + ge_bytes)
+            + np.where((zero >= 1) & (zero < 3), (dense_local + exp_local) * e_w, 0.0)), 0.0),
+        "tp_intra": inner_tp, "cp_intra": cp_intra, "pp_intra": pp_intra, "dp_intra": dp_intra,
+        "ep_intra": (tp * cp * ep <= dom),
+    }
+
+
+# --- the search -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One evaluated layout (scalars), in the issue's JSON keys."""
+
+    layout: dict[str, Any]
+    values: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.values
+        return {
+            "layout": self.layout,
+            "step_time_s": v["step_time_s"],
+            "tokens_per_s": v["tokens_per_s"],
+            "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
+            "tflops_per_gpu": v["tflops_per_gpu"],
+            "mfu": v["mfu"],
+            "hfu": v["hfu"],
+            "memory_per_gpu_bytes": v["memory_per_gpu_bytes"],
+            "breakdown_s": breakdown(v),
+            "lower_bound_s": v["lower_s"],
+            "upper_bound_s": v["upper_s"],
+        }
+
+
+def breakdown(v: dict[str, Any]) -> dict[str, float]:
+    return {"compute": v["compute_s"], "tp_exposed": v["tp_s"], "cp_exposed": v["cp_s"],
+            "ep_exposed": v["ep_s"], "pp_exposed": v["pp_s"], "dp_exposed": v["dp_s"],
+            "bubble": v["bubble_s"], "optimizer": v["optimizer_s"]}
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    job: Job
+    cluster: Cluster
+    rows: list[PlanRow]  # best first (fitting layouts by throughput)
+    pareto: list[PlanRow]
+    candidates_evaluated: int
+    valid: int
+    fitting: int
+    rejected: dict[str, int]
+    grid_total: int
+    stage_layers: tuple[int, ...] = field(default=())
+
+    @property
+    def best(self) -> PlanRow:
+        return self.rows[0]
+
+
+def row_at(cols: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int) -> PlanRow:
+    lay = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "vpp",
+                                         "micro_batch")}
+    lay["recompute"] = RECOMPUTE[int(cols["rc"][i])]
+    vals = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
+    vals["microbatches"] = int(cols["microbatches"][i])
+    return PlanRow(lay, vals)
+
+
+def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int = 5) -> PlanResult:
+    """Enumerate, price and rank every valid layout; BadInput when none is valid or fits."""
+    fixed = dict(fixed or {})
+    grid = layout_grid(job, cl, fixed)
+    cols = grid.cols
+    n_valid = int(cols["tp"].size)
+    if n_valid == 0:
+        raise BadInput(_nothing_valid(job, cl, fixed, grid))
+    res = evaluate(job, cl, cols)
+    fits = res["fits"]
+    if not fits.any():
+        raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
+    idx = np.flatnonzero(fits)
+    order = idx[np.lexsort((res["memory_per_gpu_bytes"][idx], -res["tokens_per_s"][idx]))]
+    rows = [row_at(cols, res, int(i)) for i in order[: top + 1]]
+    # Pareto front: throughput against memory headroom
+    head = res["capacity_bytes"][idx] - res["memory_per_gpu_bytes"][idx]
+    thr = res["tokens_per_s"][idx]
+    o = np.lexsort((-head, -thr))
+    front, best_head = [], -np.inf
+    for j in o:
+        if head[j] > best_head:
+            front.append(int(idx[j]))
+            best_head = head[j]
+    pareto = [row_at(cols, res, i) for i in front[:8]]
+    b = rows[0].layout
+    sl = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"],
+                         last_extra=model_shapes(job.model).last_extra_layers)
+    return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()),
+                      grid.rejected, grid.total, sl)
+
+
+def _nothing_valid(job: Job, cl: Cluster, fixed: dict[str, Any], grid: Grid) -> str:
+    # the rule that removed the last candidates is the one to name
+    first = list(grid.rejected)[-1] if grid.rejected else "no layout"
+    hint = ""
+    if fixed:
+        free = {k: v for k, v in fixed.items() if k != "recompute"}
+        try:
+            near = layout_grid(job, cl, {k: v for k, v in fixed.items()
+                                         if k in ("recompute", "zero")})
+            if near.cols["tp"].size:
+                res = evaluate(job, cl, near.cols)
+                score = sum(np.abs(np.log2(near.cols[k] / v)) for k, v in free.items()
+                            if k in near.cols and isinstance(v, int) and v > 0)
+                score = score + np.where(res["fits"], 0, 100)
+                i = int(np.argmin(score))
+                r = row_at(near.cols, res, i).layout
+                hint = "; nearest valid layout: " + ",".join(f"{k}={r[k]}" for k in LAYOUT_KEYS)
+        except BadInput:
+            pass
+    return f"no valid layout: {first}{hint}"
+
+
+def _nothing_fits(job: Job, cl: Cluster, fixed: dict[str, Any], cols: dict[str, np.ndarray],
+                  res: dict[str, np.ndarray]) -> str:
+    i = int(np.argmin(res["memory_per_gpu_bytes"]))
+    need = res["memory_per_gpu_bytes"][i]
+    cap = res["capacity_bytes"][i]
+    lay = row_at(cols, res, i).layout
+    more = math.ceil(cl.n_gpus * need / cap / cl.gpus_per_node) * cl.gpus_per_node
+    tips = [f"about {more:,} GPUs"]
+    if "recompute" in fixed and fixed["recompute"] != "full":
+        tips.append("recompute=full")
+    if "zero" in fixed and fixed["zero"] < 3:
+        tips.append("a higher ZeRO stage")
+    what = "the given layout" if len(fixed) >= len(LAYOUT_KEYS) - 1 else "the smallest layout"
+    return (f"does not fit in memory: {what} "
+            f"({','.join(f'{k}={lay[k]}' for k in LAYOUT_KEYS)}) needs {need / 1e9:.1f} GB per "
+            f"GPU, usable {cap / 1e9:.1f} GB; try {' or '.join(tips)}")
+
+
+def evaluate_one(job: Job, cl: Cluster, layout: dict[str, Any]) -> PlanRow:
+    """Price one complete layout (every key of LAYOUT_KEYS given); BadInput if invalid."""
+    res = search(job, cl, layout, top=0)
+    return res.best
+
+
+def cite_key(key: str) -> str:
+    return cite(key)
+
+
+# --- the worked derivation of one shown layout ---------------------------------------------------------
+
+
+def derive_row(res: PlanResult, row: PlanRow) -> Any:
+    """The step time, throughput and MFU of one layout as a worked derivation (checked against
+    the vectorised values)."""
+    from ..derive import Derivation
+
+    v, lay, job, cl = row.values, row.layout, res.job, res.cluster
+    m = job.model
+    gpu = cl.gpu
+    mb = v["microbatches"]
+    stage = ("first", "middle", "last")[int(v["slow_stage"])] if lay["pp"] > 1 else "only"
+    d = Derivation(f"Step time of {m.id} on {cl.n_gpus:,} x {gpu.id}: "
+                   + ", ".join(f"{k}={lay[k]}" for k in LAYOUT_KEYS))
+    g = constants()["gemm"]
+    T = lay["micro_batch"] * job.seq_len / lay["cp"]
+    e_mlp = float(gemm_efficiency(np.float64(T), np.float64(model_shapes(m).up_k * m.ffn
+                                                            / lay["tp"]),
+                                  np.float64(m.hidden), gpu, job.precision))
+    d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
+            note=g["anchor_note"])
+    d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
+            e_mlp, "1", cite(g["tile_source"]),
+            note="tile padding and wave quantization on "
+                 f"{gpu.sm_count} SMs, or the HBM roofline when thin")
+    d.given(f"compute per micro-batch on the slowest ({stage}) stage", "t_c",
+            v["compute_s"] / mb, "s",
+            note="every GEMM forward + dgrad + wgrad at its shape's efficiency, attention, "
+                 "norms/activations as HBM traffic, recompute")
+    d.given("exposed TP/SP collectives per micro-batch", "t_tp", v["tp_s"] / mb, "s",
+            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, ring")
+    d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v["cp_s"] / mb, "s")
+    if m.is_moe:
+        d.given("MoE all-to-all per micro-batch", "t_ep", v["ep_s"] / mb, "s")
+    else:
+        d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")
+    d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep", "s",
+           check=v["t_slow_s"], rel_tol=1e-6)
+    d.given("micro-batches per step per pipeline", "m", mb, "1")
+    d.given("pipeline stages", "p", lay["pp"], "1")
+    d.given("interleaved chunks per stage", "v", lay["vpp"], "1")
+    d.calc("pipeline bubble", "t_bub", "(p - 1) / v * t_mb", "s", check=v["bubble_s"],
+           rel_tol=1e-6, source=cite("narayanan-2021-megatron"))
+    d.given("exposed pipeline send/recv", "t_pp", v["pp_s"], "s",
+            note="2 (v m + p - 1) crossings on the critical path")
+    d.given("exposed DP gradient / ZeRO traffic", "t_dp", v["dp_s"], "s",
+            note="overlapped with backward (gradients) and forward (parameters); "
+                 "the last bucket and any excess stay exposed")
+    d.given("optimizer step", "t_opt", v["optimizer_s"], "s",
+            note="states read and written once at HBM speed")
+    step = d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt", "s",
+                  check=v["step_time_s"], rel_tol=1e-6)
+    d.given("tokens per step", "D", job.tokens_per_step, "token")
+    d.calc("throughput", "X", "D / t_step", "token/s", check=v["tokens_per_s"], rel_tol=1e-6)
+    d.given("model FLOPs per token (6 N + attention, PaLM convention)", "F",
+            model_flops_per_token(m, job.seq_len), "FLOP", cite("chowdhery-2022-palm"))
+    d.given("GPUs", "N", cl.n_gpus, "1")
+    d.given(f"{gpu.id} dense {job.precision} peak", "R", gpu.peak_flop_per_s(job.precision),
+            "FLOP/s", gpu.source_of(f"flop_per_s.{job.precision}"))
+    d.calc("model FLOP/s per GPU", "Q", "F * D / t_step / N", "FLOP/s",
+           check=v["tflops_per_gpu"], rel_tol=1e-6)
+    d.calc("MFU", "MFU", "Q / R", "1", check=v["mfu"], rel_tol=1e-6)
+    d.given("compute-only time per step (lower bound: all communication hidden)", "t_lo",
+            v["lower_s"], "s")
+    d.given("time with nothing overlapped (upper bound)", "t_hi", v["upper_s"], "s")
+    d.calc("estimate within the bounds", "t_est", "min(max(t_step, t_lo), t_hi)", "s",
+           check=v["step_time_s"], rel_tol=1e-6)
+    del step
+    return d
+
+
+def schedule_1f1b(p: int, m: int, t_f: float, t_b: float) -> list[tuple[int, int, str, float,
+                                                                           float]]:
+    """The 1F1B schedule as (stage, micro-batch, "F"|"B", start, end), for the Gantt chart.
+
+    Stage s runs min(p - s - 1, m) warm-up forwards, then alternates one forward and one
+    backward, then drains its backwards; each op starts when its stage is free and its input
+    (the previous stage's forward, the next stage's backward) has arrived.
+    """
+    order: list[list[tuple[str, int]]] = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        ops = [("F", i) for i in range(warm)]
+        f_next, b_next = warm, 0
+        while b_next < m:
+            if f_next < m:
+                ops.append(("F", f_next))
+                f_next += 1
+            ops.append(("B", b_next))
+            b_next += 1
+        order.append(ops)
+    done: dict[tuple[str, int, int], float] = {}
+    free = [0.0] * p
+    pos = [0] * p
+    out = []
+    remaining = sum(len(o) for o in order)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            if pos[s] >= len(order[s]):
+                continue
+            kind, i = order[s][pos[s]]
+            if kind == "F":
+                dep = 0.0 if s == 0 else done.get(("F", s - 1, i))
+            else:
+                dep = done.get(("F", s, i)) if s == p - 1 else done.get(("B", s + 1, i))
+            if dep is None:
+                continue
+            start = max(free[s], dep)
+            end = start + (t_f if kind == "F" else t_b)
+            done[(kind, s, i)] = end
+            free[s] = end
+            out.append((s, i, kind, start, end))
+            pos[s] += 1
+            remaining -= 1
+            progressed = True
+        if not progressed:  # pragma: no cover - the order above is always feasible
+            break
+    return out

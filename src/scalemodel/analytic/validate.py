@@ -1,0 +1,173 @@
+"""Predict published training runs with their published layout fixed, in each source's FLOP terms.
+
+A row gives a model (a bundled id, or its shape: layers, hidden, heads, ...), a cluster, a batch,
+the layout keys the source states (blank keys are searched like any unstated choice) and one
+measured figure. The planner predicts the step time; the figure is recomputed from it with the
+source's own FLOP convention, so like is compared with like:
+
+* ``megatron_eq3``: Narayanan et al. 2021, eq. 3, 96 B s l h^2 (1 + s / 6h + V / 16 l h) FLOPs
+  per step; it counts the recompute forward, so it is a hardware-FLOP figure;
+* ``mosaic_mfu``: llm-foundry, (6 N + 12 l h s) per token over the peak of the run's precision,
+  N the published parameter count;
+* ``torchtitan_mfu``: torchtitan, (6 N' + 12 l H Q s) per token, N' the parameters without the
+  token embedding, over the bf16 peak;
+* ``palm``: our model FLOPs (PaLM Appendix B), used where a paper does not state its convention;
+* ``tokens``: tokens per second per GPU, no FLOP convention needed.
+
+Rows are parsed as data (csv); a row that cannot be used is reported with its reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadInput
+from ..specs import ModelSpec, get_model
+from .params import count_params
+from .planner import LAYOUT_KEYS, make_cluster, make_job, model_flops_per_token, search
+
+CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "palm", "tokens")
+
+
+@dataclass(frozen=True)
+class RowResult:
+    id: str
+    source: str
+    metric: str
+    convention: str
+    measured: float
+    predicted: float
+    layout: dict[str, Any]
+    gpus: int
+    gpu: str
+    model: str
+    step_time_s: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "model": self.model, "gpu": self.gpu,
+                "gpus": self.gpus, "metric": self.metric, "convention": self.convention,
+                "measured": self.measured, "predicted": self.predicted, "error": self.error,
+                "layout": self.layout, "step_time_s": self.step_time_s}
+
+
+def _int(row: dict[str, str], key: str) -> int | None:
+    v = (row.get(key) or "").strip()
+    if not v:
+        return None
+    try:
+        return int(float(v))
+    except ValueError:
+        raise BadInput(f"column {key!r} must be a number, got {v!r}") from None
+
+
+def row_model(row: dict[str, str]) -> ModelSpec:
+    if (row.get("model") or "").strip():
+        return get_model(row["model"].strip())
+    need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
+    vals = {k: _int(row, k) for k in need}
+    missing = [k for k, v in vals.items() if not v]
+    if missing:
+        raise BadInput(f"no model id and missing {', '.join(missing)}")
+    h, a = vals["hidden"], vals["heads"]
+    return ModelSpec(
+        id=row["id"], family="validation", n_layers=vals["layers"], hidden=h, n_heads=a,
+        n_kv_heads=vals["kv_heads"], head_dim=h // a, ffn=vals["ffn"], vocab=vals["vocab"],
+        max_context=1 << 20, gated_mlp=bool(_int(row, "gated")),
+        tied_embeddings=bool(_int(row, "tied")), dropout=bool(_int(row, "dropout")),
+        norm="layer" if bool(_int(row, "dropout")) else "rms", source=row.get("source", ""),
+        origin="validation row",
+    )
+
+
+def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: float | None
+                               ) -> float:
+    """FLOPs per token under a source's convention (see the module docstring)."""
+    L, h, s, V = m.n_layers, m.hidden, seq_len, m.vocab
+    if conv == "megatron_eq3":  # per step 96 B s l h^2 (...), i.e. per token 96 l h^2 (...)
+        return 96 * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+    if conv == "mosaic_mfu":
+        n = params_b * 1e9 if params_b else count_params(m).total
+        return 6 * n + 12 * L * h * s
+    if conv == "torchtitan_mfu":
+        pc = count_params(m)
+        return 6 * (pc.total - pc.embedding) + 12 * L * m.n_heads * m.head_dim * s
+    if conv == "palm":
+        return model_flops_per_token(m, seq_len)
+    raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
+
+
+def predict_row(row: dict[str, str]) -> RowResult:
+    m = row_model(row)
+    gpus = _int(row, "gpus")
+    seq = _int(row, "seq_len")
+    batch = _int(row, "global_batch_seqs")
+    if not gpus or not seq or not batch:
+        raise BadInput("gpus, seq_len and global_batch_seqs are required")
+    prec = (row.get("precision") or "bf16").strip()
+    job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
+                   attention=(row.get("attention") or "flash").strip())
+    cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
+                      inter=(row.get("inter") or "").strip() or None)
+    fixed: dict[str, Any] = {}
+    for k in LAYOUT_KEYS:
+        v = (row.get(k) or "").strip()
+        if v:
+            fixed[k] = v if k == "recompute" else _int(row, k)
+    plan = search(job, cl, fixed, top=0)
+    best = plan.best
+    step = best.values["step_time_s"]
+    conv = row["convention"].strip()
+    metric = row["metric"].strip()
+    measured = float(row["measured"])
+    tokens = job.tokens_per_step
+    if conv == "tokens":
+        pred = tokens / step / gpus
+    else:
+        params_b = float(row["params_b"]) if (row.get("params_b") or "").strip() else None
+        flops = convention_flops_per_token(conv, m, seq, params_b) * tokens / step / gpus
+        if metric == "tflops_per_gpu":
+            pred = flops / 1e12
+        elif metric == "mfu":
+            pred = 100 * flops / cl.gpu.peak_flop_per_s(prec)
+        else:
+            raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, "
+                           f"got {metric!r}")
+    return RowResult(row["id"], row.get("source", ""), metric, conv, measured, pred,
+                     best.layout, gpus, cl.gpu.id, m.id, step)
+
+
+def read_rows(text: str) -> list[dict[str, str]]:
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows:
+        raise BadInput("the validation file holds no rows")
+    need = {"id", "gpu", "gpus", "seq_len", "global_batch_seqs", "metric", "measured",
+            "convention"}
+    missing = need - set(rows[0])
+    if missing:
+        raise BadInput(f"the validation file lacks columns: {', '.join(sorted(missing))}")
+    return rows
+
+
+def validate(text: str) -> tuple[list[RowResult], list[tuple[str, str]]]:
+    """(results, skipped rows with their reason) for the CSV text of a validation file."""
+    results, skipped = [], []
+    for row in read_rows(text):
+        try:
+            results.append(predict_row(row))
+        except BadInput as e:
+            skipped.append((row.get("id", "?"), str(e)))
+    return results, skipped
+
+
+def summary(results: list[RowResult]) -> dict[str, float]:
+    errs = [abs(r.error) for r in results]
+    if not errs:
+        return {"row_count": 0, "mape": float("nan"), "max_ape": float("nan")}
+    return {"row_count": len(errs), "mape": sum(errs) / len(errs), "max_ape": max(errs)}

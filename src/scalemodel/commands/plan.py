@@ -1,0 +1,103 @@
+"""scalemodel plan train: search every parallel layout, predict step time, MFU and memory."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_gpu, add_model, add_output, fraction, positive_int, tokens
+
+_KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
+
+
+def layout_arg(text: str) -> dict[str, Any]:
+    """--layout tp=8,pp=16,recompute=selective -> {"tp": 8, "pp": 16, "recompute": "selective"}."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(f"expected key=value, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        k = k.replace("-", "_")
+        if k == "mb":
+            k = "micro_batch"
+        if k not in _KEYS:
+            raise argparse.ArgumentTypeError(f"unknown key {k!r}; keys: {', '.join(_KEYS)}")
+        if k == "recompute":
+            if v not in ("none", "selective", "full"):
+                raise argparse.ArgumentTypeError("recompute must be none, selective or full")
+            out[k] = v
+            continue
+        try:
+            n = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{k} must be a whole number, got {v!r}") from None
+        if n < (0 if k == "zero" else 1) or (k == "zero" and n > 3):
+            raise argparse.ArgumentTypeError(
+                f"{k} must be " + ("0, 1, 2 or 3" if k == "zero" else "at least 1") + f", got {n}")
+        out[k] = n
+    return out
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan", help="training planner: best parallel layout, step time, MFU, memory",
+        description="Planners. 'plan train' searches every TP/SP, PP (interleaved, uneven "
+        "stages), DP/ZeRO, CP, EP, recompute and micro-batch layout and ranks them by "
+        "predicted throughput within memory.")
+    sp = p.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
+    t = sp.add_parser("train", help="plan a training run",
+                      description="Predict step time, tokens/s, TFLOP/s per GPU, MFU/HFU and "
+                      "memory per GPU for every valid layout; print the best with its "
+                      "derivation, the next ones and the Pareto front.")
+    add_model(t)
+    add_gpu(t, default="h100-sxm")
+    t.add_argument("--gpus", type=positive_int, default=64, help="total GPUs (default 64)")
+    t.add_argument("--seq-len", type=tokens, default=8192, help="sequence length (default 8192)")
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--global-batch-tokens", type=tokens, default=None,
+                   help="tokens per step (default 4M = 4194304)")
+    g.add_argument("--global-batch", type=positive_int, default=None,
+                   help="sequences per step (instead of tokens)")
+    t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
+                   help="training precision of the GEMMs (default bf16)")
+    t.add_argument("--optimizer", default="adam", help="optimizer id (default adam)")
+    t.add_argument("--layout", type=layout_arg, default=None, metavar="K=V,...",
+                   help="fix any of tp, pp, dp, cp, ep, zero, vpp, micro_batch, recompute; "
+                        "the others are searched")
+    t.add_argument("--gpus-per-node", type=positive_int, default=None,
+                   help="GPUs per node (default 8, the HGX/DGX board)")
+    t.add_argument("--nvlink-domain", type=positive_int, default=None,
+                   help="GPUs in one NVLink domain (default: --gpus-per-node)")
+    t.add_argument("--inter", default=None, metavar="LINK",
+                   help="scale-out link id from links.toml (default: the GPU's usual NIC)")
+    t.add_argument("--nics-per-gpu", type=positive_int, default=None,
+                   help="scale-out NICs per GPU (default from the GPU spec, 1)")
+    t.add_argument("--attention", choices=["flash", "unfused"], default="flash",
+                   help="attention kernel: flash (fused, default) or unfused (scores in HBM)")
+    t.add_argument("--mem-fraction", type=fraction, default=None,
+                   help="fraction of HBM a step may fill (default 0.9)")
+    t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
+    t.add_argument("--export", choices=["megatron", "torchtitan", "deepspeed", "slurm"],
+                   default=None, help="also write the best layout for this framework")
+    add_output(t, plot=True)
+    t.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    from ..analytic.planner import make_cluster, make_job, search
+    from ..questions.plan_sections import plan_report
+    from ..specs import get_model
+
+    m = get_model(args.model)
+    tok = args.global_batch_tokens
+    if tok is None and args.global_batch is None:
+        tok = 4 * 1024 * 1024
+    job = make_job(m, seq_len=args.seq_len, global_batch_tokens=tok,
+                   global_batch_seqs=args.global_batch, precision=args.precision,
+                   optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
+                   attention=args.attention)
+    cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
+                      nvlink_domain=args.nvlink_domain, inter=args.inter,
+                      nics_per_gpu=args.nics_per_gpu)
+    res = search(job, cl, args.layout or {}, top=args.top)
+    return plan_report(res, export=args.export)

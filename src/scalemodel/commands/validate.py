@@ -1,0 +1,54 @@
+"""scalemodel validate: the planner against published, measured training runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .common import add_output
+
+_DEFAULT = Path(__file__).resolve().parents[3] / "validation" / "training_runs.csv"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate", help="planner predictions vs published training runs (validation/)",
+        description="Predicts every row of validation/training_runs.csv with its published "
+        "layout fixed (unstated keys searched) and compares with the measured figure in the "
+        "source's own FLOP convention; prints each error and the mean / max absolute "
+        "percentage error.")
+    p.add_argument("--file", default=None, metavar="CSV",
+                   help="validation CSV (default: the repository's validation/training_runs.csv)")
+    add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Any:
+    from ..analytic.validate import summary, validate
+    from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
+
+    path = Path(args.file) if args.file else _DEFAULT
+    if not path.is_file():
+        raise BadInput(f"--file: no such file {str(path)!r}")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise BadInput(f"--file: {path} is not a text CSV") from None
+    results, skipped = validate(text)
+    s = summary(results)
+    rows = tuple((r.id, r.model, f"{r.gpus} x {r.gpu}", r.metric, r.convention, r.measured,
+                  r.predicted, r.error) for r in results)
+    data = {"rows": [r.to_dict() for r in results], "skipped":
+            [{"id": i, "reason": why} for i, why in skipped], **s}
+    sec = Section(
+        f"Predicted vs measured ({len(results)} runs)",
+        headlines=(Headline("mean absolute error", s["mape"], "1"),
+                   Headline("max absolute error", s["max_ape"], "1")),
+        tables=(Table("runs", ("id", "model", "GPUs", "metric", "convention", "measured",
+                               "predicted", "error"), rows),),
+        text="Each row keeps its published layout; keys the source does not state are "
+             "searched. Errors are in the source's own FLOP convention.")
+    warnings = tuple(f"row {i} skipped: {why}" for i, why in skipped)
+    return Report("scalemodel validate: training planner", (sec,), data, warnings=warnings)

@@ -1,0 +1,119 @@
+"""Golden checks of the planner's parts against published figures and hand derivations."""
+
+import numpy as np
+import pytest
+
+from scalemodel.analytic.memory import Layout, memory_report, stage_partition
+from scalemodel.analytic.planner import (
+    collective_time,
+    gemm_efficiency,
+    make_cluster,
+    make_job,
+    model_flops_per_token,
+    model_shapes,
+    schedule_1f1b,
+    search,
+)
+from scalemodel.analytic.validate import convention_flops_per_token, validate
+from scalemodel.specs import get_gpu, get_model
+
+
+def test_llama3_405b_stage_split():
+    # Dubey et al. 2024 (Llama 3), Sec. 3.3.2: 126 layers on 16 stages, one layer fewer on the
+    # first and the last stage than on the others (7 + 14 x 8 + 7).
+    ms = model_shapes(get_model("llama-3-405b"))
+    assert stage_partition(126, 16, last_extra=ms.last_extra_layers) == (7,) + (8,) * 14 + (7,)
+
+
+def test_even_split_when_layers_divide():
+    assert stage_partition(32, 4) == (8, 8, 8, 8)
+
+
+def test_gemm_anchor_reproduced():
+    # the workplace measurement: 8192^3 bf16 on an H200 at 0.79 of the dense peak
+    e = gemm_efficiency(np.float64(8192), np.float64(8192), np.float64(8192), get_gpu("h200"))
+    assert float(e) == pytest.approx(0.79, rel=1e-9)
+
+
+def test_gemm_wave_quantization_by_hand():
+    # 132 SMs, 128x128 tiles: 7 x 19 = 133 tiles need 2 waves (133 / 264 of the SM slots busy);
+    # 12 x 11 = 132 tiles fill exactly one wave. Both shapes are compute-bound on an H100.
+    g = get_gpu("h100-sxm")
+    big = float(gemm_efficiency(np.float64(16384), np.float64(16896), np.float64(8192), g))
+    two = float(gemm_efficiency(np.float64(7 * 128), np.float64(19 * 128), np.float64(8192), g))
+    one = float(gemm_efficiency(np.float64(12 * 128), np.float64(11 * 128), np.float64(8192), g))
+    assert two / one == pytest.approx(133 / 264, rel=0.02)
+    assert big > two
+
+
+def test_ring_allreduce_by_hand():
+    # 8 GPUs in one NVLink4 domain: 2 (n-1)/n S / B + 2 (n-1) a with B = 450 GB/s x 0.82
+    cl = make_cluster("h100-sxm", 8)
+    S = 1e9
+    t = float(collective_time("all_reduce", S, 8, 8, cl))
+    assert t == pytest.approx(2 * 7 / 8 * S / (450e9 * 0.82) + 2 * 7 * 0.6e-6, rel=1e-9)
+
+
+def test_hierarchical_all_gather_uses_every_nic():
+    # 64 ranks, 8 per node: the 8 HDR NICs (25 GB/s x 0.96 each) of an A100 node share the data;
+    # on H100 the 8 NDR NICs (8 x 48 GB/s) outrun NVLink (450 x 0.82), which then bounds it
+    cl = make_cluster("a100-sxm-80gb", 64)
+    t = float(collective_time("all_gather", 64e9, 64, 8, cl))
+    assert t == pytest.approx(63 / 64 * 64e9 / (8 * 25e9 * 0.96) + 63 * 2.7e-6, rel=1e-9)
+    h = make_cluster("h100-sxm", 64)
+    t = float(collective_time("all_gather", 64e9, 64, 8, h))
+    assert t == pytest.approx(63 / 64 * 64e9 / (450e9 * 0.82) + 63 * 2.7e-6, rel=1e-9)
+
+
+def test_megatron_eq3_matches_paper_aggregate():
+    # Narayanan et al. 2021, Table 1: GPT 1T on 3072 GPUs at 163 TFLOP/s per GPU = 502 PF/s
+    # aggregate. Eq. 3 for B = 3072, s = 2048, l = 128, h = 25600, V = 51200.
+    from scalemodel.specs import ModelSpec
+
+    m = ModelSpec(id="gpt-1t", family="t", n_layers=128, hidden=25600, n_heads=160,
+                  n_kv_heads=160, head_dim=160, ffn=102400, vocab=51200, max_context=2048)
+    per_step = convention_flops_per_token("megatron_eq3", m, 2048, None) * 3072 * 2048
+    assert per_step == pytest.approx(96 * 3072 * 2048 * 128 * 25600**2
+                                     * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600)))
+
+
+def test_palm_model_flops_llama3_8b():
+    # PaLM Appendix B: 6 N + 12 L H Q T; Llama 3 8B: N = 8.03e9 - 0.525e9 (embedding lookup)
+    m = get_model("llama-3-8b")
+    n = 8_030_261_248 - 128256 * 4096
+    assert model_flops_per_token(m, 8192) == pytest.approx(6 * n + 12 * 32 * 32 * 128 * 8192)
+
+
+def test_memory_uneven_stages_match_planner():
+    m = get_model("llama-3-405b")
+    sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
+    lay = Layout(tp=8, pp=16, dp=128, zero=1, recompute="full", seq_len=8192, stage_layers=sl,
+                 microbatches=16)
+    r = memory_report(m, lay, fused_attention=True)
+    assert r.heaviest_stage in ("first", "middle", "last")
+    assert r.per_gpu_bytes > 0
+
+
+def test_1f1b_bubble_is_p_minus_1_slots():
+    # 1F1B with equal forward/backward slots: step = (m + p - 1)(t_f + t_b) (Narayanan 2021)
+    ops = schedule_1f1b(4, 8, 1.0, 2.0)
+    assert max(o[4] for o in ops) == pytest.approx((8 + 4 - 1) * 3.0)
+    assert len(ops) == 4 * 8 * 2
+
+
+def test_llama3_405b_within_published_band():
+    # Dubey et al. 2024, Table 4: 400 TFLOP/s per GPU at 16,384 GPUs, TP8 CP1 PP16 DP128,
+    # sequence 8192, 16M tokens per step. The prediction must land within 25%.
+    m = get_model("llama-3-405b")
+    job = make_job(m, seq_len=8192, global_batch_tokens=16 * 1024 * 1024)
+    cl = make_cluster("h100-sxm", 16384, inter="roce-400")
+    res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1})
+    assert res.best.values["tflops_per_gpu"] / 400e12 == pytest.approx(1, abs=0.25)
+
+
+def test_validation_rows_all_predicted():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "validation" / "training_runs.csv").read_text()
+    results, skipped = validate(text)
+    assert not skipped and len(results) >= 20

@@ -1,0 +1,109 @@
+"""plan train / validate: the JSON keys the issue fixes, exports, plots, one-line bad input."""
+
+import json
+
+import pytest
+
+from scalemodel.cli import main
+
+BEST_KEYS = {"tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute"}
+TOP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu",
+            "hfu", "memory_per_gpu_bytes")
+
+
+def run(capsys, *argv):
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse rejects a flag value
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def plan_json(capsys, *argv):
+    rc, out, err = run(capsys, "plan", "train", *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_plan_json_keys(capsys):
+    d = plan_json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "16",
+                  "--global-batch-tokens", "1M", "--seq-len", "4096")
+    assert set(d["best"]) == BEST_KEYS
+    for k in TOP_KEYS + ("candidates_evaluated",):
+        assert k in d
+    assert d["top"] and set(d["top"][0]) >= BEST_KEYS and set(TOP_KEYS) <= set(d["top"][0])
+    b = d["best"]
+    assert b["tp"] * b["pp"] * b["dp"] * b["cp"] == 16
+    assert d["tokens_per_s"] == pytest.approx(1024 * 1024 / d["step_time_s"])
+    assert d["hfu"] >= d["mfu"] > 0
+    assert d["lower_bound_s"] <= d["step_time_s"] <= d["upper_bound_s"] + 1e-12
+
+
+def test_layout_all_given_evaluates_that_layout(capsys):
+    d = plan_json(capsys, "--model", "llama-3-8b", "--gpus", "16", "--global-batch", "64",
+                  "--seq-len", "4096", "--layout",
+                  "tp=2,pp=2,dp=4,cp=1,ep=1,zero=1,vpp=1,micro_batch=2,recompute=selective")
+    assert d["best"] == {"tp": 2, "pp": 2, "dp": 4, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
+                         "micro_batch": 2, "recompute": "selective"}
+    assert d["valid_layouts"] == 1
+
+
+@pytest.mark.parametrize("fmt,needle", [("megatron", "--tensor-model-parallel-size 8"),
+                                        ("torchtitan", "tensor_parallel_degree = 8"),
+                                        ("deepspeed", '"train_batch_size"'),
+                                        ("slurm", "torchrun")])
+def test_exports(capsys, fmt, needle):
+    d = plan_json(capsys, "--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2",
+                  "--export", fmt)
+    assert needle in d["export"]["text"]
+    if fmt == "deepspeed":
+        assert json.loads(d["export"]["text"])["train_micro_batch_size_per_gpu"] >= 1
+
+
+def test_plot_writes_breakdown_and_gantt(capsys, tmp_path):
+    p = tmp_path / "plan.png"
+    rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "16",
+                     "--layout", "pp=2", "--plot", str(p))
+    assert rc == 0, err
+    assert p.stat().st_size > 0 and (tmp_path / "plan-gantt.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (("--gpus", "64", "--layout", "tp=8,pp=4,dp=4"), "tp x pp x dp x cp must equal 64"),
+    (("--model", "llama-3-8b", "--gpus", "48", "--layout", "tp=3"), "no valid layout"),
+    (("--model", "llama-3-8b", "--gpus", "16", "--layout", "pp=16,vpp=4"), "pp x vpp"),
+    (("--model", "mixtral-8x7b", "--gpus", "64", "--layout", "ep=3"), "ep must divide"),
+    (("--model", "llama-3-8b", "--layout", "ep=2"), "no experts"),
+    (("--model", "llama-3-405b", "--gpus", "8"), "does not fit in memory"),
+    (("--global-batch-tokens", "1000", "--seq-len", "4096"), "not a multiple"),
+    (("--layout", "tp=x"), "whole number"),
+    (("--layout", "foo=1"), "unknown key"),
+    (("--inter", "carrier-pigeon"), "--inter"),
+])
+def test_bad_input_one_line_exit_2(capsys, argv, needle):
+    rc, out, err = run(capsys, "plan", "train", *argv)
+    assert rc == 2
+    assert needle in err and err.count("\n") == 1
+
+
+def test_no_fit_suggests_more_gpus(capsys):
+    rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-405b", "--gpus", "8")
+    assert rc == 2 and "GPUs" in err
+
+
+def test_validate_json(capsys):
+    rc, out, err = run(capsys, "validate", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["rows"] and not d["skipped"]
+    assert d["mape"] == pytest.approx(sum(abs(r["error"]) for r in d["rows"]) / len(d["rows"]))
+    for r in d["rows"]:
+        assert r["predicted"] > 0 and r["measured"] > 0
+
+
+def test_validate_bad_file(capsys, tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("a,b\n1,2\n")
+    rc, _, err = run(capsys, "validate", "--file", str(f))
+    assert rc == 2 and "lacks columns" in err
