@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
+    "reliability": "scalemodel.commands.reliability",
 }
 
 
