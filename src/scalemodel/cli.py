@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
     "reliability": "scalemodel.commands.reliability",
+    "triage": "scalemodel.commands.triage",
 }
 
 
