@@ -24,6 +24,7 @@ import numpy as np
 from ..derive import Derivation
 from ..errors import BadInput, require_positive
 from ..specs.reliability import FailureProfile
+from ..specs.sources import cite
 
 DAY_S = 86400.0
 MONTH_S = 30.4375 * DAY_S  # a mean Gregorian month
@@ -270,20 +271,20 @@ def checkpoint_plan(
         delta = d.calc("stall per checkpoint (copy to peers)", "delta", "f_m * delta_w", "s")
         restart = d.calc("restart cost from peers' memory", "R", "f_r * (R_0 + Q)", "s")
     assert math.isclose(delta, m.stall_s) and math.isclose(restart, m.restart_s)
-    young = d.calc("Young's interval", "tau_Y", "sqrt(2 * delta * M)", "s", source="young-1974")
+    young = d.calc("Young's interval", "tau_Y", "sqrt(2 * delta * M)", "s", source=cite("young-1974"))
     if delta < 2 * mtbf:
         daly = d.calc("Daly's interval", "tau_D",
                       "sqrt(2 * delta * M) * (1 + sqrt(delta / (2 * M)) / 3 + delta / (18 * M))"
-                      " - delta", "s", source="daly-2006", check=daly_interval(delta, mtbf))
+                      " - delta", "s", source=cite("daly-2006"), check=daly_interval(delta, mtbf))
     else:
         daly = d.calc("Daly's interval (delta >= 2M: checkpoint every M)", "tau_D", "M", "s",
-                      source="daly-2006")
+                      source=cite("daly-2006"))
     best = best_interval(delta, restart, mtbf)
     tau = interval_s if interval_s is not None else daly
     d.given("chosen interval" + (" (Daly's)" if interval_s is None else ""), "tau", tau, "s")
     g = d.calc("goodput (Daly's model, exponential failures)", "G",
                "tau / (M * exp(R / M) * (exp((tau + delta) / M) - 1))", "1",
-               source="daly-2006", check=goodput(tau, delta, restart, mtbf))
+               source=cite("daly-2006"), check=goodput(tau, delta, restart, mtbf))
     d.calc("first-order waste for comparison", "W_1", "delta / tau + (tau / 2 + R) / M", "1")
     warnings: list[str] = []
     if delta >= mtbf:

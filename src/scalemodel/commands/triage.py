@@ -113,7 +113,7 @@ def run_hang(args: argparse.Namespace) -> Any:
     from ..traces.load import load_dir
 
     r = analyse_hang(load_dir(args.dir, args.format), args.world_size)
-    heads = (Headline("verdict", r.verdict), Headline("rank(s) at fault", list(r.ranks)),
+    heads = (Headline("verdict", r.verdict), Headline("rank(s) at fault", ", ".join(map(str, r.ranks)) or "-"),
              Headline("process group", r.group_label or r.group or "-"),
              Headline("sequence number", r.seq if r.seq is not None else "-"),
              Headline("collective (majority)", r.op or "-"))
@@ -138,7 +138,7 @@ def run_slow(args: argparse.Namespace) -> Any:
     else:
         base = load_dir(args.baseline, args.format) if args.baseline else None
         r = analyse_slow(load_dir(args.dir, args.format), base)
-    heads = (Headline("verdict", r.verdict), Headline("rank(s)", list(r.ranks)))
+    heads = (Headline("verdict", r.verdict), Headline("rank(s)", ", ".join(map(str, r.ranks)) or "-"))
     keys = [k for k in (r.per_rank[0] if r.per_rank else {}) if k not in ("node",)]
     rows = tuple(tuple(p.get(k) for k in keys) for p in r.per_rank)
     secs = [Section("Slowdown triage", text="\n".join(f"- {e}" for e in r.evidence),

@@ -233,7 +233,7 @@ def _fr_arrivals(ts: TraceSet) -> SlowResult:
               "TORCH_NCCL_ENABLE_TIMING=1, or scalemodel traces)")
     per = tuple({"rank": r, "median_lateness_s": float(med_late[i]), "z": float(z[i])}
                 for i, r in enumerate(ranks))
-    return SlowResult("straggler" if bad else "healthy", tuple(bad), scores, tuple(ev), {}, per,
+    return SlowResult("straggler" if bad else "undecided", tuple(bad), scores, tuple(ev), {}, per,
                       ts.summary())
 
 
