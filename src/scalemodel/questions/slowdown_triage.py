@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..derive import Headline, Report, Section, Table
+from ..derive import Report, Section, Table
 
 PROMPT = ("The run is suddenly half as fast. Is it a straggler, the fabric, or lost "
           "compute/communication overlap, and which rank or node?")

@@ -87,8 +87,15 @@ def read_dump(path: Path) -> tuple[dict[str, Any] | None, str, str]:
     return d, kind, ""
 
 
-def _tup(x: Any) -> tuple:
+def _tup(x: Any) -> Any:
     if isinstance(x, list | tuple):
+        if all(isinstance(v, list | tuple) for v in x):  # the common [[n, m], ...] shape
+            try:
+                return tuple(tuple(v) for v in x) if all(
+                    not isinstance(w, list | tuple) for v in x for w in v) else tuple(
+                    _tup(v) for v in x)
+            except TypeError:
+                pass
         return tuple(_tup(v) for v in x)
     return x
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 from collections import Counter
@@ -100,10 +101,8 @@ def _from_traces(traces: list, skipped: list[tuple[str, str]]) -> TraceSet:
         ranks[v.rank] = v
         for pr in probs:
             notes.append(f"rank {v.rank}: {pr}")
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             world = max(world or 0, int(h.get("world_size", 0)))
-        except (TypeError, ValueError):
-            pass
         for g, rs in (v.meta.get("groups") or h.get("groups") or {}).items():
             members[str(g)] = tuple(int(x) for x in rs)
     world = world or (max(ranks) + 1)
