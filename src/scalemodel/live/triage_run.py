@@ -45,7 +45,7 @@ def _dump_fr(out: Path, rank: int) -> None:
 
 def train(rank: int, world: int, *, scenario: str, out: str, steps: int = 12,
           fault_step: int = 5, fault_rank: int = -1, compute_s: float = 0.08,
-          numel: int = 1 << 19, slow_factor: float = 4.0, link_delay_s: float = 0.06,
+          numel: int = 1 << 20, slow_factor: float = 4.0, link_delay_s: float = 0.06,
           stall_s: float = 2.0, hang_s: float = 8.0, run_id: str = "") -> dict[str, Any]:
     import torch
     import torch.distributed as dist

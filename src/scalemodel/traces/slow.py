@@ -12,7 +12,7 @@ recent window, or the reference is another run (``baseline``). Then:
 * **fabric**: compute unchanged, collective durations up on (nearly) all ranks together.
 * **lost-overlap**: compute and collective durations unchanged or lower, but the exposed
   (blocked) communication grew: the part of communication hidden behind compute fell.
-* **healthy**: step time within 10% of the reference and no outlier rank.
+* **healthy**: step time within 5% of the reference and no outlier rank.
 
 Flight Recorder dumps of gloo have no durations; there only arrival lateness (how long after
 the median rank a rank enters each collective) is scored, which finds stragglers but cannot
@@ -38,6 +38,8 @@ from .model import TraceSet
 Z_MAX = 3.5
 SCORE_MIN = 0.75  # NVRx: reference / current below this is a straggler
 MAD_K = 1.4826
+STEP_JUMP = 1.05  # a step-time change smaller than this is noise
+NOISE_MAX = 1.15  # unexplained changes below this are called healthy
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
     else:
         k = change_point(med_step)
         ratio = (np.median(med_step[k:]) / np.median(med_step[:k])) if k else 1.0
-        if k is None or ratio < 1.1:
+        if k is None or ratio < STEP_JUMP:
             ref_steps, cur_steps = steps, steps
             windows = {"reference": "none (no step-time jump found)", "recent": f"steps "
                        f"{steps[0]}-{steps[-1]}"}
@@ -183,8 +185,9 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
                       "on the straggler (busy in the collective, not working)")
         return SlowResult("straggler", tuple(stragglers), scores, tuple(ev), wins, per_rank,
                           ts.summary())
-    if step_ratio < 1.1:
-        ev.append("no rank stands out and the step time is within 10% of the reference")
+    if step_ratio < STEP_JUMP:
+        ev.append(f"no rank stands out and the step time is within {STEP_JUMP - 1:.0%} of the "
+                  "reference")
         return SlowResult("healthy", (), scores, tuple(ev), wins, per_rank, ts.summary())
     frac = lambda a: float(np.mean(a > 1.25))  # noqa: E731
     if frac(comp_ratio) >= 0.75:
@@ -201,6 +204,10 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
         ev.append("collectives take no longer, but ranks now sit blocked on them: "
                   "communication that used to run behind compute is exposed (lost overlap)")
         return SlowResult("lost-overlap", (), scores, tuple(ev), wins, per_rank, ts.summary())
+    if step_ratio < NOISE_MAX:
+        ev.append(f"the step time moved {step_ratio:.2f}x with no compute, collective or "
+                  f"exposure signal: within run-to-run noise (< {NOISE_MAX}x)")
+        return SlowResult("healthy", (), scores, tuple(ev), wins, per_rank, ts.summary())
     ev.append("the step time grew but neither compute, collective time nor exposure explains it")
     return SlowResult("undecided", (), scores, tuple(ev), wins, per_rank, ts.summary())
 
