@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "drill": "scalemodel.commands.drill",
     "serve": "scalemodel.commands.serve",
     "site": "scalemodel.commands.site",
+    "reliability": "scalemodel.commands.reliability",
+    "triage": "scalemodel.commands.triage",
 }
 
 

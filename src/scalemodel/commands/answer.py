@@ -56,6 +56,9 @@ def register(sub: Any) -> None:
     c.add_argument("--existing-ethernet", help="roce-vs-ib: yes or no")
     c.add_argument("--budget", help="roce-vs-ib: tight or normal")
     c.add_argument("--vendor", help="roce-vs-ib: single-ok or multi-vendor")
+    p.add_argument("--live", action="store_true",
+                   help="answers built on real runs (hang-triage, slowdown-triage): run them "
+                        "again here instead of reading the bundled recordings")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
@@ -64,7 +67,7 @@ _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "mi
          "gpus", "optimizer", "mem_fraction", "grid", "block", "threads", "regs", "smem", "tile",
          "n", "tokens", "days", "mfu", "layout", "claim", "ranks", "bytes", "nodes",
          "gpus_per_node", "intra", "inter", "pp", "dp", "workload", "a2a_share", "ops",
-         "existing_ethernet", "budget", "vendor")
+         "existing_ethernet", "budget", "vendor", "live")
 
 
 def run(args: argparse.Namespace) -> Any:

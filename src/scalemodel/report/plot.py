@@ -116,6 +116,35 @@ def gantt(path: str, *, title: str, ops: Sequence[tuple[int, int, str, float, fl
     return p
 
 
+def curves(path: str, *, title: str, xlabel: str, ylabel: str,
+           lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+           points: Sequence[tuple[str, Sequence[float], Sequence[float]]] = (),
+           marks: Sequence[tuple[str, float]] = (), logx: bool = False) -> Path:
+    """Lines (label, xs, ys), scatter points (label, xs, ys) and labelled vertical marks."""
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (lab, xs, ys) in enumerate(lines):
+        ax.plot(xs, ys, color=f"C{i}", lw=2, label=lab)
+    for i, (lab, xs, ys) in enumerate(points):
+        ax.plot(xs, ys, "o", ms=5, color=f"C{i + len(lines)}", label=lab)
+    for i, (lab, x) in enumerate(marks):
+        ax.axvline(x, color="0.3", ls=":" if i else "--", lw=1)
+        ax.annotate(lab, (x, 0.02 + 0.06 * i), xycoords=("data", "axes fraction"),
+                    xytext=(4, 0), textcoords="offset points", fontsize=8)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
 def two_panels(path: str, draw_a: Any, draw_b: Any) -> Path:
     """Save two figures side by side as one file: ``draw_a(path)`` and ``draw_b(path)`` each
     write a file; the second gets a ``-gantt`` suffix next to the first."""

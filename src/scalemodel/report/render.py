@@ -61,10 +61,13 @@ def _pretty_formula(f: str) -> str:
 def _wrap(text: str, indent: str = "") -> str:
     """Wrap to WIDTH; a marker indent such as 'Q: ' or '  - ' is aligned under, not repeated."""
     rest = " " * len(indent)
-    return "\n".join(
-        textwrap.fill(p, WIDTH, initial_indent=indent if i == 0 else rest, subsequent_indent=rest)
-        for i, p in enumerate(text.split("\n"))
-    )
+
+    def para(i: int, p: str) -> str:
+        hang = "  " if p.startswith(("- ", "* ")) else ""  # bullets wrap under their text
+        return textwrap.fill(p, WIDTH, initial_indent=indent if i == 0 else rest,
+                             subsequent_indent=rest + hang)
+
+    return "\n".join(para(i, p) for i, p in enumerate(text.split("\n")))
 
 
 class _Cites:
