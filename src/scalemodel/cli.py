@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",
+    "cluster": "scalemodel.commands.cluster",
+    "bill": "scalemodel.commands.bill",
 }
 
 
