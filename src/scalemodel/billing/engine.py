@@ -22,11 +22,12 @@ unbilled`` is checked before the invoice is returned.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, Inexact, InvalidOperation, Rounded, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -139,18 +140,12 @@ def _decimal(v: Any, field_: str) -> Decimal:
     return d
 
 
-def _payload_hash(d: dict[str, Any]) -> str:
-    attrs = d.get("attributes", "")
-    if not isinstance(attrs, str):
-        attrs = json.dumps(attrs, sort_keys=True, default=str)
-    text = "\x1f".join((str(d.get("account", "")).strip(), str(d.get("sku", "")).strip(),
-                        str(d.get("start", "")).strip(), str(d.get("end", "") or "").strip(),
-                        str(d.get("quantity", "") or "").strip(),
-                        str(d.get("count", "") or "").strip(), attrs))
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+def _payload_hash(payload: str) -> str:
+    return hashlib.blake2b(payload.encode(), digest_size=12).hexdigest()
 
 
-def _parts(d: dict[str, Any], sku: Sku) -> list[tuple[str, int, Decimal, Decimal]]:
+def _parts(d: dict[str, Any], sku: Sku,
+           starts: list[datetime]) -> list[tuple[str, int, Decimal, Decimal]]:
     """(period, price version, raw quantity, record-rounded quantity) per part of a record."""
     start = _time(d.get("start", ""), "start")
     end_v = d.get("end")
@@ -186,7 +181,7 @@ def _parts(d: dict[str, Any], sku: Sku) -> list[tuple[str, int, Decimal, Decimal
         raise _Bad("needs a quantity, or an end time for a time span")
     out = []
     for t, q in spans:
-        v = sku.version_at(t)
+        v = bisect_right(starts, t) - 1
         if v < 0:
             raise _Bad(f"no price of {sku.id!r} in effect at {t.isoformat()}")
         # record-scope minimum and increment apply to each instance, then x count
@@ -206,6 +201,17 @@ def _month(text: str | None) -> str | None:
 
 def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
          ledger: Ledger | None = None, strict: bool = False) -> Invoice:
+    """Bill the records. Decimal arithmetic runs with 120 digits and traps any inexact
+    result, so a sum or a product is never rounded silently (Python's default is 28 digits)."""
+    with localcontext() as ctx:
+        ctx.prec = 120
+        ctx.traps[Inexact] = True
+        ctx.traps[Rounded] = True
+        return _bill(raws, cat, period, ledger, strict)
+
+
+def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger | None,
+          strict: bool) -> Invoice:
     month = _month(period)
     unbilled: list[dict[str, Any]] = []
     dups: list[dict[str, Any]] = []
@@ -222,7 +228,8 @@ def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
         unbilled.append({"id": rid, "line": line, "reason": reason})
 
     skus = cat.skus
-    for line, d, err in raws:
+    starts = {sid: [v.start for v in s.versions] for sid, s in skus.items()}
+    for line, d, err, payload in raws:
         read += 1
         if d is None:
             hold("", line, err)
@@ -238,11 +245,14 @@ def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
             sku = skus.get(sid)
             if sku is None:
                 raise _Bad(f"unknown SKU {sid!r}")
-            parts = _parts(d, sku)
+            parts = _parts(d, sku, starts[sid])
+        except (Inexact, Rounded):
+            hold(rid, line, "quantity has more than 120 significant digits")
+            continue
         except _Bad as e:
             hold(rid, line, str(e))
             continue
-        h = _payload_hash(d)
+        h = _payload_hash(payload)
         prev = seen.get(rid)
         if prev is None:
             seen[rid] = h

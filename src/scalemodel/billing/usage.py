@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ from ..errors import BadInput
 
 FIELDS = ("id", "account", "sku", "start", "end", "quantity", "count", "attributes")
 
-# (line number, raw record dict or None, error text)
-Raw = tuple[int, dict[str, Any] | None, str]
+# (line number, raw record dict or None, error text, canonical payload text without the id)
+Raw = tuple[int, dict[str, Any] | None, str, str]
 
 
 def read_usage(path: str | Path) -> Iterator[Raw]:
@@ -46,6 +47,7 @@ def _csv(p: Path) -> Iterator[Raw]:
             raise BadInput(f"--usage: {p.name} lacks column(s) {', '.join(missing)}; columns: "
                            f"{', '.join(FIELDS)}")
         n = len(cols)
+        rest = [i for i, c in enumerate(cols) if c != "id"]
         prev = r.line_num
         for row in r:
             line = prev + 1
@@ -53,9 +55,11 @@ def _csv(p: Path) -> Iterator[Raw]:
             if len(row) != n:
                 if not row:
                     continue
-                yield line, None, f"malformed CSV line {line}: {len(row)} fields, header has {n}"
+                yield (line, None, f"malformed CSV line {line}: {len(row)} fields, header has {n}",
+                       "")
                 continue
-            yield line, dict(zip(cols, row, strict=True)), ""
+            yield (line, dict(zip(cols, row, strict=True)), "",
+                   "\x1f".join([row[i].strip() for i in rest]))
 
 
 def _jsonl(p: Path) -> Iterator[Raw]:
@@ -64,14 +68,15 @@ def _jsonl(p: Path) -> Iterator[Raw]:
             if not text.strip():
                 continue
             try:
-                d = json.loads(text)
+                d = json.loads(text, parse_float=Decimal)
             except json.JSONDecodeError as e:
-                yield line, None, f"malformed JSON on line {line}: {e.msg}"
+                yield line, None, f"malformed JSON on line {line}: {e.msg}", ""
                 continue
             if not isinstance(d, dict):
-                yield line, None, f"line {line} is not a JSON object"
+                yield line, None, f"line {line} is not a JSON object", ""
                 continue
-            yield line, d, ""
+            yield line, d, "", json.dumps({k: v for k, v in d.items() if k != "id"},
+                                          sort_keys=True, default=str)
 
 
 def write_usage_csv(records: list[dict[str, Any]], path: str | Path) -> None:
