@@ -7,10 +7,22 @@ import json
 import pytest
 
 from scalemodel.errors import BadInput
-from scalemodel.sim.cluster.cluster import Cluster, place_fgd, place_pack, place_topology, FgdContext
+from scalemodel.sim.cluster.cluster import (
+    Cluster,
+    FgdContext,
+    place_fgd,
+    place_pack,
+    place_topology,
+)
 from scalemodel.sim.cluster.jobs import JobSpec, Workload, read_jobs_csv
 from scalemodel.sim.cluster.policies import NAMES, get_policy
-from scalemodel.sim.cluster.run import ClusterConfig, load_workload, run_policy, write_chrome_trace, write_usage
+from scalemodel.sim.cluster.run import (
+    ClusterConfig,
+    load_workload,
+    run_policy,
+    write_chrome_trace,
+    write_usage,
+)
 from scalemodel.sim.cluster.workload import generate
 
 

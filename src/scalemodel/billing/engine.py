@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime

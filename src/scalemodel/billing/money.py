@@ -34,7 +34,7 @@ def exponent(currency: str, declared: int | None = None) -> int:
 
 def dec(text: object, field: str) -> Decimal:
     """A Decimal from a string or an int; floats are refused (they are already rounded)."""
-    if isinstance(text, bool) or isinstance(text, float):
+    if isinstance(text, bool | float):
         raise BadInput(f"{field}: write money and quantities as strings or integers, "
                        f"not floats ({text!r})")
     try:
@@ -58,9 +58,7 @@ def round_minor(amount: Fraction, exp: int, mode: str) -> int:
     half = Fraction(1, 2)
     if mode == "down":
         n = lo
-    elif mode == "up":
-        n = lo + 1
-    elif frac > half:
+    elif mode == "up" or frac > half:
         n = lo + 1
     elif frac < half:
         n = lo

@@ -166,6 +166,10 @@ class SimResult:
         return d
 
 
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
 def percentile(sorted_xs: list[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default), on a sorted list."""
     if not sorted_xs:
@@ -552,8 +556,7 @@ class Simulator:
         def stats(js: list[_Job]) -> tuple[float, float, float, float, float, float]:
             qd = sorted(j.first_start - j.spec.submit_s for j in js)  # type: ignore[operator]
             jc = sorted(j.finish - j.spec.submit_s for j in js)  # type: ignore[operator]
-            mean = (lambda xs: sum(xs) / len(xs) if xs else 0.0)
-            return (mean(qd), percentile(qd, 0.5), percentile(qd, 0.99), mean(jc),
+            return (_mean(qd), percentile(qd, 0.5), percentile(qd, 0.99), _mean(jc),
                     percentile(jc, 0.5), percentile(jc, 0.99))
 
         by_size = []
