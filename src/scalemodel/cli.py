@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "site": "scalemodel.commands.site",
     "reliability": "scalemodel.commands.reliability",
     "triage": "scalemodel.commands.triage",
+    "cluster": "scalemodel.commands.cluster",
+    "bill": "scalemodel.commands.bill",
 }
 
 

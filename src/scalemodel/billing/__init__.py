@@ -1,0 +1,1 @@
+"""Usage billing with exact money: price catalog, usage records, rating, ledger, invoice."""

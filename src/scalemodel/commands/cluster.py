@@ -1,0 +1,182 @@
+"""scalemodel cluster: replay a job trace on a simulated GPU cluster under a scheduling policy."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_output, non_negative_int, positive_int
+
+POLICIES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation")
+
+
+def _quota(text: str) -> tuple[str, int]:
+    team, sep, n = text.partition("=")
+    try:
+        v = int(n)
+    except ValueError:
+        v = -1
+    if not sep or not team or v < 0:
+        raise argparse.ArgumentTypeError(f"expected TEAM=GPUS (e.g. LS=512), got {text!r}")
+    return team, v
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return v
+
+
+def _pos_float(text: str) -> float:
+    v = _nonneg_float(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return v
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "cluster", help="GPU cluster scheduler simulator: replay a trace under a policy",
+        description="Event-driven replay of a job trace (the Alibaba GPU trace v2023, your CSV, "
+        "or a synthetic large-training workload) on a cluster of nodes and racks, under one "
+        "scheduling policy or all of them: utilisation, queueing delay, JCT, fragmentation, "
+        "preemptions and lost work.")
+    s = p.add_subparsers(dest="action", metavar="ACTION")
+    s.required = True
+    for name, helptext in (("simulate", "run one policy"),
+                           ("compare", "run every policy on the same workload")):
+        q = s.add_parser(name, help=helptext, description=helptext)
+        q.add_argument("--trace", default="alibaba-v2023",
+                       help="alibaba-v2023 (bundled), synthetic, or a CSV file: our format "
+                            "(id,submit_s,gpus,duration_s[,priority,team,checkpoint_interval_s,"
+                            "checkpoint_cost_s,restore_s,grace_s]) or an openb pod list")
+        q.add_argument("--nodes", type=positive_int, default=128, help="nodes (default 128)")
+        q.add_argument("--gpus-per-node", type=positive_int, default=8,
+                       help="GPUs per node = one NVLink domain (default 8)")
+        q.add_argument("--nodes-per-rack", type=positive_int, default=None,
+                       help="nodes per rack (default 16)")
+        q.add_argument("--spread-penalty", type=_nonneg_float, default=None,
+                       help="extra run time of a gang spread over racks (default 0.10 = +10%%)")
+        if name == "simulate":
+            q.add_argument("--policy", choices=POLICIES, default="backfill",
+                           help="scheduling policy (default backfill)")
+        q.add_argument("--quota", type=_quota, action="append", metavar="TEAM=GPUS",
+                       help="nominal GPU quota of a team (quota policy; repeat per team; "
+                            "default: equal shares)")
+        q.add_argument("--no-borrow", action="store_true",
+                       help="quota policy: teams may not borrow idle quota")
+        q.add_argument("--backfill-depth", type=positive_int, default=100,
+                       help="waiting jobs examined per scheduling pass (default 100)")
+        g = q.add_argument_group("workload")
+        g.add_argument("--jobs", type=positive_int, default=10000,
+                       help="synthetic: number of jobs (default 10000)")
+        g.add_argument("--seed", type=non_negative_int, default=0, help="synthetic: seed")
+        g.add_argument("--load", type=_pos_float, default=None,
+                       help="synthetic: offered load, demanded/available GPU-time (default 0.9)")
+        g.add_argument("--time-scale", type=_pos_float, default=1.0,
+                       help="divide the trace's arrival times by this (raise the load of a "
+                            "real trace; default 1)")
+        g.add_argument("--checkpoint-interval", type=_nonneg_float, default=None,
+                       help="seconds of work between checkpoints when the trace does not say "
+                            "(default 1800; 0 = never)")
+        g.add_argument("--checkpoint-cost", type=_nonneg_float, default=None,
+                       help="seconds to write one checkpoint (default 60)")
+        g.add_argument("--restore", type=_nonneg_float, default=None,
+                       help="seconds to restart from a checkpoint (default 120)")
+        g.add_argument("--grace", type=_nonneg_float, default=None,
+                       help="grace period before a preempted job must stop (default 0)")
+        if name == "simulate":
+            o = q.add_argument_group("exports")
+            o.add_argument("--chrome-trace", metavar="FILE.json",
+                           help="write every job run as a Chrome/Perfetto trace event")
+            o.add_argument("--usage-out", metavar="FILE.csv",
+                           help="write usage records (account = team) for scalemodel bill")
+            o.add_argument("--sku", default="gpu-hour",
+                           help="SKU written in --usage-out records (default gpu-hour)")
+        add_output(q, plot=name == "simulate")
+        q.set_defaults(run=run)
+
+
+def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from ..sim.cluster.run import ClusterConfig, load_workload, topology_defaults
+
+    topo = topology_defaults()
+    cfg = ClusterConfig(
+        nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+        nodes_per_rack=args.nodes_per_rack or int(topo["nodes_per_rack"]),
+        spread_penalty=(args.spread_penalty if args.spread_penalty is not None
+                        else topo["spread_penalty"]),
+        backfill_depth=args.backfill_depth, borrowing=not args.no_borrow,
+        quotas=tuple(args.quota or ()))
+    contract = {k: v for k, v in (("checkpoint_interval_s", args.checkpoint_interval),
+                                  ("checkpoint_cost_s", args.checkpoint_cost),
+                                  ("restore_s", args.restore), ("grace_s", args.grace))
+                if v is not None}
+    wl = load_workload(args.trace, cfg.capacity, jobs=args.jobs, seed=args.seed, load=args.load,
+                       time_scale=args.time_scale, contract=contract)
+    if not wl.jobs:
+        from ..errors import BadInput
+
+        raise BadInput(f"--trace: {wl.name} has no usable job ({len(wl.rejects)} rejected)")
+    return cfg, wl
+
+
+def run(args: argparse.Namespace) -> Any:
+    from ..derive import Headline, Report, Section, Table
+    from ..sim.cluster import run as sr
+
+    cfg, wl = _setup(args)
+    where = (f"{cfg.nodes} nodes x {cfg.gpus_per_node} GPUs = {cfg.capacity:,} GPUs in racks of "
+             f"{cfg.nodes_per_rack} nodes; a gang spread over racks runs "
+             f"{cfg.spread_penalty:.0%} slower")
+    intro = (f"{len(wl.jobs):,} jobs from {wl.name}; {len(wl.rejects):,} records not replayed "
+             "(reasons in --json 'rejects'). " + " ".join(wl.notes))
+    if args.action == "compare":
+        results = sr.compare(wl, cfg)
+        rows = sr.compare_rows(results)
+        sec = Section(f"All policies on {wl.name}", text=intro + " " + where + ".",
+                      tables=(Table("one row per policy", sr.COMPARE_COLUMNS, rows),))
+        return Report("scalemodel cluster compare", (sec,),
+                      {"workload": wl.name, "jobs": len(wl.jobs), "rejects_count": len(wl.rejects),
+                       "results": [r.to_dict() for r in results]})
+    record = bool(args.chrome_trace or args.usage_out or getattr(args, "plot", None))
+    r = sr.run_policy(wl, args.policy, cfg, record=record)
+    if args.chrome_trace:
+        sr.write_chrome_trace(r, args.chrome_trace, cfg.gpus_per_node)
+    if args.usage_out:
+        sr.write_usage(r, wl, args.usage_out, args.sku)
+    heads = (Headline("utilisation (allocated)", f"{r.utilization:.1%}"),
+             Headline("useful utilisation", f"{r.useful_utilization:.1%}"),
+             Headline("JCT p50 / p99", f"{r.jct_p50_s:,.0f} s / {r.jct_p99_s:,.0f} s"),
+             Headline("mean queueing delay", r.queue_delay_mean_s, "s"),
+             Headline("fragmentation (mean, of capacity)", f"{r.fragmentation_mean:.2%}"),
+             Headline("preemptions / lost GPU-hours", f"{r.preemptions:,} / "
+                      f"{r.lost_gpu_hours:,.1f}"),
+             Headline("jobs completed", f"{r.jobs_completed:,} of {r.jobs_in:,}"))
+    size_rows = tuple((s.size_class, s.jobs, round(s.queue_delay_mean_s), round(s.jct_mean_s),
+                       round(s.jct_p50_s), round(s.jct_p99_s)) for s in r.by_size)
+    team_rows = tuple((t["team"], t["nominal_gpus"] if t["nominal_gpus"] is not None else "-",
+                       round(t["allocated_gpu_s"] / 3600, 1), round(t["allocated_share"], 4),
+                       round(t["demand_gpu_s"] / 3600, 1), round(t["queue_delay_mean_s"]),
+                       t["preemptions"]) for t in r.teams)
+    sections = (
+        Section(f"{r.policy} on {wl.name}", text=intro + " " + where + ".", headlines=heads),
+        Section("GPU time", derivation=sr.accounting(r),
+                text="Checkpoint contract defaults: " + "; ".join(sr.contract_sources())),
+        Section("By job size", tables=(Table(
+            "completed jobs by GPU count", ("GPUs", "jobs", "queue delay mean (s)",
+                                            "JCT mean (s)", "JCT p50 (s)", "JCT p99 (s)"),
+            size_rows),)),
+        Section("By team", text=f"Jain's fairness index of allocated share over entitled "
+                f"share: {r.quota_fairness_jain:.3f} (1 = every team got its share).",
+                tables=(Table("teams", ("team", "quota (GPUs)", "allocated GPU-h", "share",
+                                        "demanded GPU-h", "queue delay mean (s)",
+                                        "preemptions"), team_rows),)),
+    )
+    rep = Report(f"scalemodel cluster simulate --policy {r.policy}", sections, r.to_dict(),
+                 plot=(lambda path: sr.plot(r, path)))
+    return rep

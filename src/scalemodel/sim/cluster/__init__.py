@@ -1,0 +1,1 @@
+"""GPU cluster scheduler simulator: jobs, cluster, placement, policies and the event loop."""

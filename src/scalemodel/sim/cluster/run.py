@@ -1,0 +1,176 @@
+"""Scenarios for the scheduler simulator: load a workload, run policies, export the results.
+
+This is the glue the CLI and the question bank share: it builds the workload (the Alibaba
+trace, a user CSV or the synthetic generator), runs one policy or all of them, and turns a
+result into a derivation (the accounting identity), a Chrome trace, or usage records that
+``scalemodel bill`` can price.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ...derive import Derivation
+from ...errors import BadInput
+from ...specs.sources import cite, load_toml
+from .core import SimResult, simulate
+from .jobs import Workload, read_jobs_csv
+from .policies import NAMES, get_policy
+from .workload import generate
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int = 128
+    gpus_per_node: int = 8
+    nodes_per_rack: int = 16
+    spread_penalty: float = 0.10
+    backfill_depth: int = 100
+    borrowing: bool = True
+    quotas: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def capacity(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def topology_defaults() -> dict[str, float]:
+    t = load_toml("scheduler.toml")["topology"]
+    return {k: float(v["value"]) for k, v in t.items()}
+
+
+def load_workload(trace: str, capacity: int, *, jobs: int = 10000, seed: int = 0,
+                  load: float | None = None, time_scale: float = 1.0,
+                  contract: dict[str, float] | None = None) -> Workload:
+    """``trace`` is ``alibaba-v2023``, ``synthetic`` or a CSV path (our format or openb)."""
+    from ...traces.alibaba_gpu import is_openb, read_openb
+
+    if time_scale <= 0:
+        raise BadInput(f"--time-scale must be positive, got {time_scale}")
+    if trace == "alibaba-v2023":
+        return read_openb(None, contract, time_scale)
+    if trace == "synthetic":
+        return generate(jobs, capacity, seed=seed, offered_load=load)
+    p = Path(trace)
+    if not p.is_file():
+        raise BadInput(f"--trace must be alibaba-v2023, synthetic or a CSV file; "
+                       f"{trace!r} is none of these")
+    if is_openb(p):
+        return read_openb(p, contract, time_scale)
+    return read_jobs_csv(p, contract)
+
+
+def run_policy(wl: Workload, policy: str, cfg: ClusterConfig, *, record: bool = False,
+               check: bool = False) -> SimResult:
+    return simulate(wl, get_policy(policy), nodes=cfg.nodes, gpus_per_node=cfg.gpus_per_node,
+                    nodes_per_rack=cfg.nodes_per_rack, spread_penalty=cfg.spread_penalty,
+                    quotas=dict(cfg.quotas) or None, borrowing=cfg.borrowing,
+                    backfill_depth=cfg.backfill_depth, record=record, check=check)
+
+
+def compare(wl: Workload, cfg: ClusterConfig,
+            policies: tuple[str, ...] = NAMES) -> list[SimResult]:
+    return [run_policy(wl, p, cfg) for p in policies]
+
+
+COMPARE_COLUMNS = ("policy", "utilization", "useful utilization", "JCT p50 (s)", "JCT p99 (s)",
+                   "queue delay mean (s)", "fragmentation mean", "preemptions",
+                   "lost GPU-hours", "spread jobs", "completed")
+
+
+def compare_rows(results: list[SimResult]) -> tuple[tuple[Any, ...], ...]:
+    return tuple((r.policy, round(r.utilization, 4), round(r.useful_utilization, 4),
+                  round(r.jct_p50_s), round(r.jct_p99_s), round(r.queue_delay_mean_s),
+                  round(r.fragmentation_mean, 4), r.preemptions, round(r.lost_gpu_hours, 1),
+                  r.spread_jobs, r.jobs_completed) for r in results)
+
+
+def accounting(r: SimResult) -> Derivation:
+    """The GPU-time identity of one run, recomputed step by step from the engine's totals."""
+    d = Derivation(f"GPU time of the {r.policy} run")
+    d.given("GPUs in the cluster", "C", r.capacity_gpus, "GPU")
+    d.given("makespan (first submit to last finish)", "T", r.makespan_s, "s")
+    d.calc("capacity", "A_cap", "C * T", "GPU*s", check=r.capacity_gpu_s)
+    d.given("useful GPU time (work kept)", "A_use", r.useful_gpu_s, "GPU*s")
+    d.given("lost to preemption (rework + restores + saves)", "A_lost", r.lost_gpu_s, "GPU*s")
+    d.given("spread overhead (gangs over racks)", "A_spread", r.spread_overhead_gpu_s, "GPU*s")
+    d.calc("allocated", "A_alloc", "A_use + A_lost + A_spread", "GPU*s",
+           check=r.allocated_gpu_s, rel_tol=1e-6)
+    d.calc("idle", "A_idle", "A_cap - A_alloc", "GPU*s", check=r.idle_gpu_s, rel_tol=1e-6)
+    d.calc("utilisation (allocated)", "U", "A_alloc / A_cap", "1", check=r.utilization,
+           rel_tol=1e-6)
+    d.calc("useful utilisation", "U_use", "A_use / A_cap", "1", check=r.useful_utilization,
+           rel_tol=1e-6)
+    d.calc("lost GPU-hours", "H_lost", "A_lost / 3600", "GPU*h", check=r.lost_gpu_hours,
+           rel_tol=1e-6)
+    return d
+
+
+def contract_sources() -> list[str]:
+    c = load_toml("scheduler.toml")["checkpoint_contract"]
+    return [f"{k} = {v['value']:g} ({cite(v['source'])})" for k, v in c.items()]
+
+
+def write_chrome_trace(r: SimResult, path: str | Path, gpus_per_node: int) -> Path:
+    """Each run of a job as a complete event; pid = first node's rack, tid = first node."""
+    if not r.segments:
+        raise BadInput("--chrome-trace: this run recorded no segments")
+    p = Path(path)
+    if not p.parent.exists():
+        raise BadInput(f"--chrome-trace: folder {str(p.parent)!r} does not exist")
+    evs = [{"name": jid, "ph": "X", "ts": start * 1e6, "dur": (end - start) * 1e6,
+            "pid": 0, "tid": node, "cat": state, "args": {"gpus": gpus, "end": state}}
+           for jid, start, end, node, gpus, state in r.segments]
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": evs, "displayTimeUnit": "ms",
+                   "otherData": {"policy": r.policy, "workload": r.workload,
+                                 "gpus_per_node": gpus_per_node}}, f)
+    return p
+
+
+def write_usage(r: SimResult, wl: Workload, path: str | Path, sku: str,
+                epoch: str = "2026-11-01T00:00:00+00:00") -> Path:
+    """Usage records (one per run of a job) for ``scalemodel bill``: account = team."""
+    if not r.segments:
+        raise BadInput("--usage-out: this run recorded no segments")
+    base = datetime.fromisoformat(epoch).astimezone(UTC)
+    team = {j.id: j.team for j in wl.jobs}
+    p = Path(path)
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("id", "account", "sku", "start", "end", "quantity", "count", "attributes"))
+        for k, (jid, start, end, _node, gpus, state) in enumerate(r.segments):
+            s = base + timedelta(seconds=round(start, 3))
+            e = base + timedelta(seconds=round(end, 3))
+            w.writerow((f"{jid}#{k}", team.get(jid, "default"), sku,
+                        s.isoformat().replace("+00:00", "Z"), e.isoformat().replace("+00:00", "Z"),
+                        "", gpus, json.dumps({"end": state, "policy": r.policy})))
+    return p
+
+
+def plot(r: SimResult, path: str) -> Path:
+    from ...report.plot import _check_path, _pyplot
+
+    p = _check_path(path)
+    plt = _pyplot()
+    ts = [(t - r.series[0][0]) / 3600 for t, _, _ in r.series]
+    fig, ax = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    ax[0].step(ts, [a / r.capacity_gpus for _, a, _ in r.series], where="post", lw=0.8)
+    ax[0].set_ylabel("allocated / capacity")
+    ax[0].set_ylim(0, 1.02)
+    ax[1].step(ts, [f / r.capacity_gpus for _, _, f in r.series], where="post", lw=0.8,
+               color="tab:red")
+    ax[1].set_ylabel("free but unusable\nby the head / capacity")
+    ax[1].set_xlabel("hours since the first submission")
+    fig.suptitle(f"{r.policy} on {r.workload}: utilisation {r.utilization:.1%}, "
+                 f"fragmentation {r.fragmentation_mean:.1%}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(p, dpi=130)
+    plt.close(fig)
+    return p
+

@@ -1,0 +1,53 @@
+"""A seeded generator of large-training-job workloads for the scheduler simulator.
+
+Sizes are powers of two from 1 to ``max_gpus`` with P(2^k) proportional to (2^k)^-a (heavy
+tailed: with a = 1 each size class demands the same number of GPUs); run times are log-normal;
+arrivals are Poisson with the rate that makes the demanded GPU-seconds a chosen fraction of the
+cluster's capacity (the offered load). Defaults live in ``specs/data/scheduler.toml``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ...errors import BadInput
+from .jobs import JobSpec, Workload, contract_defaults
+
+
+def synthetic_defaults() -> dict[str, float]:
+    from ...specs.sources import load_toml
+
+    return {k: float(v["value"]) for k, v in load_toml("scheduler.toml")["synthetic"].items()}
+
+
+def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: float) -> Workload:
+    """``n_jobs`` jobs for a cluster of ``capacity_gpus`` GPUs (sizes never exceed it)."""
+    if n_jobs < 1:
+        raise BadInput(f"--jobs must be at least 1, got {n_jobs}")
+    p = synthetic_defaults() | {k: float(v) for k, v in overrides.items() if v is not None}
+    c = contract_defaults()
+    if not 0 < p["offered_load"] <= 10:
+        raise BadInput(f"--load must be in (0, 10], got {p['offered_load']}")
+    rng = random.Random(seed)
+    max_g = max(1, min(int(p["max_gpus"]), capacity_gpus))
+    sizes = [2**k for k in range(int(math.log2(max_g)) + 1)]
+    weights = [s ** -p["size_exponent"] for s in sizes]
+    mu, sigma = math.log(p["duration_median_s"]), p["duration_sigma"]
+    gs = rng.choices(sizes, weights, k=n_jobs)
+    ds = [min(p["max_duration_s"], max(60.0, rng.lognormvariate(mu, sigma))) for _ in gs]
+    demand = sum(g * d for g, d in zip(gs, ds, strict=True)) / n_jobs  # GPU-s per job
+    rate = p["offered_load"] * capacity_gpus / demand  # jobs per second
+    teams = [f"team-{i}" for i in range(int(p["teams"]))]
+    t = 0.0
+    jobs = []
+    for i, (g, d) in enumerate(zip(gs, ds, strict=True)):
+        t += rng.expovariate(rate)
+        jobs.append(JobSpec(
+            id=f"job-{i:06d}", submit_s=round(t, 3), gpus=g, duration_s=round(d, 3),
+            priority=1 if rng.random() < p["high_priority_fraction"] else 0,
+            team=rng.choice(teams), checkpoint_interval_s=c["checkpoint_interval_s"],
+            checkpoint_cost_s=c["checkpoint_cost_s"], restore_s=c["restore_s"],
+            grace_s=c["grace_s"]))
+    return Workload(f"synthetic (seed {seed}, {n_jobs} jobs, load {p['offered_load']:g})",
+                    tuple(jobs), source="generated")
