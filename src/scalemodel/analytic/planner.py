@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -59,26 +59,16 @@ class Cluster:
     inter: LinkSpec
     nics_per_gpu: int
 
-    @property
-    def bw_intra(self) -> float:
-        """Per-GPU scale-up bandwidth, one direction, at the link's measured bus efficiency."""
-        raw = self.gpu.scale_up_bytes_per_s or (self.intra.bytes_per_s_per_direction
-                                                if self.intra else 0.0)
-        eff = float(self.intra.extra.get("efficiency_measured", 1.0)) if self.intra else 1.0
-        return raw * eff if raw else self.bw_inter
+    @cached_property
+    def fabric(self) -> Any:
+        """The collectives engine's view of this cluster: one tier per NVLink domain (the
+        "node" of analytic/collectives.py), the scale-out NICs of each GPU beyond it."""
+        from .collectives import make_fabric
 
-    @property
-    def bw_inter(self) -> float:
-        eff = float(self.inter.extra.get("efficiency_measured", 1.0))
-        return self.inter.bytes_per_s_per_direction * self.nics_per_gpu * eff
-
-    @property
-    def lat_intra(self) -> float:
-        return self.intra.latency_s if self.intra else self.inter.latency_s
-
-    @property
-    def lat_inter(self) -> float:
-        return self.inter.latency_s
+        intra = self.intra.id if self.intra else "pcie5"
+        return make_fabric(intra, self.inter.id, gpus_per_node=self.nvlink_domain,
+                           nics_per_gpu=self.nics_per_gpu,
+                           intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None)
 
 
 def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None = None,
@@ -195,44 +185,44 @@ def attention_efficiency(gpu: GPUSpec) -> float:
     return float(a.get(gpu.arch, a["default"]))
 
 
-# --- collectives: the one swap point ------------------------------------------------------------------
+# --- collectives: priced by the collectives engine (analytic/collectives.py) ---------------------
+
+_ENGINE_NAMES = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+                 "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+                 "send_recv": "send-recv"}
 
 
 def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
                     cluster: Cluster) -> Any:
-    """Seconds for one collective on every row (ring / alpha-beta model, vectorised).
+    """Seconds for one collective on every row: the collectives engine's NCCL-like choice.
 
-    ``nbytes`` is the full buffer: the gathered size for all_gather, the input for
-    reduce_scatter and all_reduce, all bytes a rank sends for all_to_all, the message for
-    send_recv. ``ranks_per_node`` is how many members of the group share one NVLink domain
-    (>= ranks: the group stays inside it). Inside a domain the ring runs at the per-GPU NVLink
-    bandwidth B_u; across domains NCCL runs one ring per NIC, so the r members of a node
-    together move the data through r NICs: all_gather and reduce_scatter take
-    (n-1)/n S / min(B_u, r B_n), all_reduce twice that; all_to_all cannot pool NICs, a rank
-    sends the (n - r)/n of its bytes bound off-node through its own NIC. Each ring step also
-    pays the link latency a (links.toml). This function is the one place to swap in the
-    collectives engine.
+    ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
+    for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
+    all_to_all, the message for send_recv). ``ranks_per_node`` is how many members of the group
+    share one NVLink domain (the engine's "node"). Every (algorithm, protocol) NCCL implements
+    is priced (ring, tree and NVLS/SHARP for all-reduce; rings elsewhere; grouped send/recv
+    for all-to-all) and the fastest is taken, as NCCL's tuner does. Queries are de-duplicated
+    first: a layout grid repeats the same (size, ranks, placement) many times.
     """
-    n = np.asarray(ranks, dtype=np.float64)
-    r = np.minimum(np.asarray(ranks_per_node, dtype=np.float64), n)
-    intra = r >= n
-    bu, bn = cluster.bw_intra, cluster.bw_inter
-    bw = np.where(intra, bu, np.minimum(bu, r * bn))
-    lat = np.where(intra, cluster.lat_intra, cluster.lat_inter)
-    S = np.asarray(nbytes, dtype=np.float64)
-    f = (n - 1) / np.maximum(n, 1)
-    if kind == "all_reduce":
-        t = 2 * f * S / bw + 2 * (n - 1) * lat
-    elif kind in ("all_gather", "reduce_scatter"):
-        t = f * S / bw + (n - 1) * lat
-    elif kind == "all_to_all":
-        off = np.where(intra, 0.0, (n - r) / np.maximum(n, 1))
-        t = np.maximum(off * S / bn, (r - 1) / np.maximum(n, 1) * S / bu) + (n - 1) * lat
-    elif kind == "send_recv":
-        t = S / bw + lat
-    else:  # pragma: no cover - internal names only
-        raise ValueError(kind)
-    return np.where(n > 1, t, 0.0)
+    from .collectives import price_best
+
+    S, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=np.float64),
+                                  np.asarray(ranks, dtype=np.float64),
+                                  np.asarray(ranks_per_node, dtype=np.float64))
+    n = np.maximum(n, 1.0)
+    r = np.clip(r, 1.0, n)
+    if kind == "send_recv":
+        n = np.where(n > 1, 2.0, 1.0)
+        r = np.minimum(r, n)
+    live = (n > 1) & (S > 0)
+    out = np.zeros(S.shape)
+    if live.any():
+        q = np.stack([S[live], n[live], r[live]], axis=1)
+        uq, inv = np.unique(q, axis=0, return_inverse=True)
+        t = price_best(_ENGINE_NAMES[kind], uq[:, 0], uq[:, 1], uq[:, 2],
+                       fabric=cluster.fabric).time_s
+        out[live] = np.asarray(t)[inv.ravel()]
+    return out if out.ndim else float(out)
 
 
 def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
