@@ -14,8 +14,9 @@ layout at once with numpy. Memory comes from :func:`scalemodel.analytic.memory.t
   DP gradient reduction and ZeRO gathers overlapped with compute where the framework does so;
 * the optimizer step as HBM traffic.
 
-Collectives are priced by one vectorised function, :func:`collective_time` (ring / alpha-beta on
-links.toml figures). It is the single place to swap in the collectives engine.
+Collectives are priced by the collectives engine (analytic/collectives.py, NCCL-like choice of
+algorithm and protocol per query) through one adapter, :func:`collective_time`. Compute that runs
+beside a hidden collective pays a measured slowdown (planner.toml, overlap.compute_slowdown).
 
 Symbols follow docs/planner.md. Times are seconds per step unless named otherwise.
 """
@@ -867,7 +868,8 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             note="every GEMM forward + dgrad + wgrad at its shape's efficiency, attention, "
                  "norms/activations as HBM traffic, recompute")
     d.given("exposed TP/SP collectives per micro-batch", "t_tp", v["tp_s"] / mb, "s",
-            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, ring")
+            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
+                 "the collectives engine (NCCL-like choice)")
     d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v["cp_s"] / mb, "s")
     if m.is_moe:
         d.given("MoE all-to-all per micro-batch", "t_ep", v["ep_s"] / mb, "s")
