@@ -46,23 +46,28 @@ def test_gemm_wave_quantization_by_hand():
     assert big > two
 
 
-def test_ring_allreduce_by_hand():
-    # 8 GPUs in one NVLink4 domain: 2 (n-1)/n S / B + 2 (n-1) a with B = 450 GB/s x 0.82
+def test_allreduce_on_eight_h100_matches_nccl_tests_nvls():
+    # nccl-tests on 8x H100 (NVSwitch3): all-reduce with NVLS plateaus at busbw 476-480 GB/s
+    # (NCCL maintainer, nccl-tests#212). The planner prices collectives with the collectives
+    # engine's NCCL-like choice, so a 1 GB all-reduce inside one node must land there.
     cl = make_cluster("h100-sxm", 8)
     S = 1e9
     t = float(collective_time("all_reduce", S, 8, 8, cl))
-    assert t == pytest.approx(2 * 7 / 8 * S / (450e9 * 0.82) + 2 * 7 * 0.6e-6, rel=1e-9)
+    busbw = S / t * 2 * 7 / 8
+    assert 440e9 < busbw < 490e9
 
 
-def test_hierarchical_all_gather_uses_every_nic():
-    # 64 ranks, 8 per node: the 8 HDR NICs (25 GB/s x 0.96 each) of an A100 node share the data;
-    # on H100 the 8 NDR NICs (8 x 48 GB/s) outrun NVLink (450 x 0.82), which then bounds it
+def test_all_gather_across_nodes_uses_every_nic():
+    # DGX A100 with 8 HDR NICs per node: nccl-tests multi-node busbw about 192 GB/s (8 x 24 GB/s,
+    # nccl-tests#119 rule of thumb); one ring per NIC, so the 8 members of a node pool them.
     cl = make_cluster("a100-sxm-80gb", 64)
-    t = float(collective_time("all_gather", 64e9, 64, 8, cl))
-    assert t == pytest.approx(63 / 64 * 64e9 / (8 * 25e9 * 0.96) + 63 * 2.7e-6, rel=1e-9)
-    h = make_cluster("h100-sxm", 64)
-    t = float(collective_time("all_gather", 64e9, 64, 8, h))
-    assert t == pytest.approx(63 / 64 * 64e9 / (450e9 * 0.82) + 63 * 2.7e-6, rel=1e-9)
+    S = 64e9
+    t = float(collective_time("all_gather", S, 64, 8, cl))
+    busbw = S / t * 63 / 64
+    assert busbw == pytest.approx(192e9, rel=0.05)
+    # a group with one member per node (stride 8) has one NIC per GPU: 24 GB/s
+    t1 = float(collective_time("all_gather", S, 64, 1, cl))
+    assert S / t1 * 63 / 64 == pytest.approx(24e9, rel=0.05)
 
 
 def test_megatron_eq3_matches_paper_aggregate():

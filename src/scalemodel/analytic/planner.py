@@ -14,8 +14,9 @@ layout at once with numpy. Memory comes from :func:`scalemodel.analytic.memory.t
   DP gradient reduction and ZeRO gathers overlapped with compute where the framework does so;
 * the optimizer step as HBM traffic.
 
-Collectives are priced by one vectorised function, :func:`collective_time` (ring / alpha-beta on
-links.toml figures). It is the single place to swap in the collectives engine.
+Collectives are priced by the collectives engine (analytic/collectives.py, NCCL-like choice of
+algorithm and protocol per query) through one adapter, :func:`collective_time`. Compute that runs
+beside a hidden collective pays a measured slowdown (planner.toml, overlap.compute_slowdown).
 
 Symbols follow docs/planner.md. Times are seconds per step unless named otherwise.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -59,26 +60,16 @@ class Cluster:
     inter: LinkSpec
     nics_per_gpu: int
 
-    @property
-    def bw_intra(self) -> float:
-        """Per-GPU scale-up bandwidth, one direction, at the link's measured bus efficiency."""
-        raw = self.gpu.scale_up_bytes_per_s or (self.intra.bytes_per_s_per_direction
-                                                if self.intra else 0.0)
-        eff = float(self.intra.extra.get("efficiency_measured", 1.0)) if self.intra else 1.0
-        return raw * eff if raw else self.bw_inter
+    @cached_property
+    def fabric(self) -> Any:
+        """The collectives engine's view of this cluster: one tier per NVLink domain (the
+        "node" of analytic/collectives.py), the scale-out NICs of each GPU beyond it."""
+        from .collectives import make_fabric
 
-    @property
-    def bw_inter(self) -> float:
-        eff = float(self.inter.extra.get("efficiency_measured", 1.0))
-        return self.inter.bytes_per_s_per_direction * self.nics_per_gpu * eff
-
-    @property
-    def lat_intra(self) -> float:
-        return self.intra.latency_s if self.intra else self.inter.latency_s
-
-    @property
-    def lat_inter(self) -> float:
-        return self.inter.latency_s
+        intra = self.intra.id if self.intra else "pcie5"
+        return make_fabric(intra, self.inter.id, gpus_per_node=self.nvlink_domain,
+                           nics_per_gpu=self.nics_per_gpu,
+                           intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None)
 
 
 def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None = None,
@@ -116,6 +107,7 @@ class Job:
     optimizer_id: str = "adam"
     memory_fraction: float | None = None
     attention: str = "flash"  # "flash" (fused, causal) or "unfused" (scores in HBM)
+    ep_overlap: bool = False  # MoE all-to-all overlapped with another micro-batch (DualPipe)
 
     @property
     def tokens_per_step(self) -> int:
@@ -125,7 +117,7 @@ class Job:
 def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None = None,
              global_batch_seqs: int | None = None, precision: str = "bf16",
              optimizer_id: str = "adam", memory_fraction: float | None = None,
-             attention: str = "flash") -> Job:
+             attention: str = "flash", ep_overlap: bool = False) -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
     if attention not in ("flash", "unfused"):
@@ -144,7 +136,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
     if global_batch_seqs < 1:
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
-               memory_fraction, attention)
+               memory_fraction, attention, bool(ep_overlap))
 
 
 # --- GEMM efficiency --------------------------------------------------------------------------------
@@ -195,50 +187,62 @@ def attention_efficiency(gpu: GPUSpec) -> float:
     return float(a.get(gpu.arch, a["default"]))
 
 
-# --- collectives: the one swap point ------------------------------------------------------------------
+# --- collectives: priced by the collectives engine (analytic/collectives.py) ---------------------
+
+_ENGINE_NAMES = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+                 "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+                 "send_recv": "send-recv"}
 
 
 def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
                     cluster: Cluster) -> Any:
-    """Seconds for one collective on every row (ring / alpha-beta model, vectorised).
+    """Seconds for one collective on every row: the collectives engine's NCCL-like choice.
 
-    ``nbytes`` is the full buffer: the gathered size for all_gather, the input for
-    reduce_scatter and all_reduce, all bytes a rank sends for all_to_all, the message for
-    send_recv. ``ranks_per_node`` is how many members of the group share one NVLink domain
-    (>= ranks: the group stays inside it). Inside a domain the ring runs at the per-GPU NVLink
-    bandwidth B_u; across domains NCCL runs one ring per NIC, so the r members of a node
-    together move the data through r NICs: all_gather and reduce_scatter take
-    (n-1)/n S / min(B_u, r B_n), all_reduce twice that; all_to_all cannot pool NICs, a rank
-    sends the (n - r)/n of its bytes bound off-node through its own NIC. Each ring step also
-    pays the link latency a (links.toml). This function is the one place to swap in the
-    collectives engine.
+    ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
+    for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
+    all_to_all, the message for send_recv). ``ranks_per_node`` is how many members of the group
+    share one NVLink domain (the engine's "node"). Every (algorithm, protocol) NCCL implements
+    is priced (ring, tree and NVLS/SHARP for all-reduce; rings elsewhere; grouped send/recv
+    for all-to-all) and the fastest is taken, as NCCL's tuner does. Queries are de-duplicated
+    first: a layout grid repeats the same (size, ranks, placement) many times.
     """
-    n = np.asarray(ranks, dtype=np.float64)
-    r = np.minimum(np.asarray(ranks_per_node, dtype=np.float64), n)
-    intra = r >= n
-    bu, bn = cluster.bw_intra, cluster.bw_inter
-    bw = np.where(intra, bu, np.minimum(bu, r * bn))
-    lat = np.where(intra, cluster.lat_intra, cluster.lat_inter)
-    S = np.asarray(nbytes, dtype=np.float64)
-    f = (n - 1) / np.maximum(n, 1)
-    if kind == "all_reduce":
-        t = 2 * f * S / bw + 2 * (n - 1) * lat
-    elif kind in ("all_gather", "reduce_scatter"):
-        t = f * S / bw + (n - 1) * lat
-    elif kind == "all_to_all":
-        off = np.where(intra, 0.0, (n - r) / np.maximum(n, 1))
-        t = np.maximum(off * S / bn, (r - 1) / np.maximum(n, 1) * S / bu) + (n - 1) * lat
-    elif kind == "send_recv":
-        t = S / bw + lat
-    else:  # pragma: no cover - internal names only
-        raise ValueError(kind)
-    return np.where(n > 1, t, 0.0)
+    from .collectives import price_best
+
+    S, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=np.float64),
+                                  np.asarray(ranks, dtype=np.float64),
+                                  np.asarray(ranks_per_node, dtype=np.float64))
+    n = np.maximum(n, 1.0)
+    r = np.clip(r, 1.0, n)
+    if kind == "send_recv":
+        n = np.where(n > 1, 2.0, 1.0)
+        r = np.minimum(r, n)
+    live = (n > 1) & (S > 0)
+    out = np.zeros(S.shape)
+    if live.any():
+        q = np.stack([S[live], n[live], r[live]], axis=1)
+        uq, inv = np.unique(q, axis=0, return_inverse=True)
+        t = price_best(_ENGINE_NAMES[kind], uq[:, 0], uq[:, 1], uq[:, 2],
+                       fabric=cluster.fabric).time_s
+        out[live] = np.asarray(t)[inv.ravel()]
+    return out if out.ndim else float(out)
 
 
 def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
     """Members of a group (``size`` ranks, ``stride`` apart) that share one NVLink domain."""
     stride = np.asarray(stride, dtype=np.float64)
     return np.where(stride * size <= domain, size, np.maximum(1.0, np.floor(domain / stride)))
+
+
+def dispatch_copies(m: ModelSpec, ep: Any, ranks_per_domain: Any) -> Any:
+    """Copies of a token's hidden state an all-to-all dispatch sends: top_k, or, when the
+    router limits a token to ``groups_per_token`` of ``expert_groups`` expert groups and the EP
+    group spans several NVLink domains, at most one copy per reached group (DeepSeek-V3's
+    node-limited routing: one copy crosses the network per target node, NVLink fans it out)."""
+    k = float(m.top_k)
+    if not (m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups):
+        return np.full(np.shape(ep), k) if np.ndim(ep) else k
+    spans = np.asarray(ep, dtype=np.float64) > np.asarray(ranks_per_domain, dtype=np.float64)
+    return np.where(spans, min(k, float(m.groups_per_token)), k)
 
 
 # --- model quantities used per token ----------------------------------------------------------------
@@ -472,8 +476,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     cp_b = np.maximum(0.0, cp_b_raw - core_b)
     ov = constants()["overlap"]
     if m.is_moe:
-        a2a = collective_time("all_to_all", e_a * T * m.top_k * h, ep,
-                              ranks_per_node(tp * cp, ep, dom), cl)
+        r_ep = ranks_per_node(tp * cp, ep, dom)
+        a2a = collective_time("all_to_all", e_a * T * dispatch_copies(m, ep, r_ep) * h, ep,
+                              r_ep, cl)
         ep_f_raw, ep_b_raw = 2 * a2a, 2 * a2a
     else:
         ep_f_raw = ep_b_raw = np.zeros_like(tp)
@@ -485,15 +490,25 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         e_b = ep_b_raw if moe else 0.0
         rc_ep = np.where(rc == 2, e_f, 0.0)
         rc_cp = np.where(rc == 2, cp_f, 0.0)
+        if moe and job.ep_overlap:
+            # DualPipe-style: a forward chunk of one micro-batch runs beside a backward chunk of
+            # another, so each layer's all-to-alls hide behind the other chunk's compute
+            x_f = np.maximum(0.0, e_f - bw)
+            x_b = np.maximum(0.0, e_b + rc_ep - fw)
+        else:
+            x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
+        cp_raw = cp_f_raw + cp_b_raw + np.where(rc == 2, cp_f_raw, 0.0)
         return {
             "compute": fw + bw + rcx,
             "tp": tp_exp * (tp_f + tp_b + tp_rc),
             "cp": cp_f + cp_b + rc_cp,
-            "ep": ep_exp * (e_f + e_b + rc_ep),
-            "fwd": fw + tp_exp * tp_f + cp_f + ep_exp * e_f,
-            "bwd": bw + rcx + tp_exp * (tp_b + tp_rc) + cp_b + rc_cp + ep_exp * (e_b + rc_ep),
-            "raw_comm": tp_f + tp_b + tp_rc + cp_f_raw + cp_b_raw
-            + np.where(rc == 2, cp_f_raw, 0.0) + (e_f + e_b + rc_ep),
+            "ep": x_f + x_b,
+            "fwd": fw + tp_exp * tp_f + cp_f + x_f,
+            "bwd": bw + rcx + tp_exp * (tp_b + tp_rc) + cp_b + rc_cp + x_b,
+            "raw_comm": tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
+            # communication that runs beside compute (hidden): it slows that compute down
+            "hidden": (1 - tp_exp) * (tp_f + tp_b + tp_rc) + cp_raw - (cp_f + cp_b + rc_cp)
+            + (e_f + e_b + rc_ep) - x_f - x_b,
         }
 
     Ld = layer_time(dense_f, dense_b, rc_dense, False)
@@ -605,7 +620,14 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
 
     compute = mb * slow["compute"]
     tp_t, cp_t, ep_t = mb * slow["tp"], mb * slow["cp"], mb * slow["ep"]
-    step = mb * t_slow + bubble + pp_exposed + dp_exposed + t_opt
+    # compute that runs beside a collective is slowed down (SMs, HBM and power shared with the
+    # communication kernels): sigma x the hidden communication time, added to the step
+    sigma = float(ov["compute_slowdown"])
+    hidden_layer = np.where(one, ms.n_dense * Ld["hidden"] + ms.n_moe * Lm["hidden"],
+                            n_slow * np.maximum(Ld["hidden"], Lm["hidden"]))
+    hidden = (mb * hidden_layer + (pp_raw - pp_exposed) + np.maximum(0.0, dp_raw - dp_exposed))
+    t_ov = sigma * hidden
+    step = mb * t_slow + bubble + pp_exposed + dp_exposed + t_opt + t_ov
     bubble_lower = (pp - 1) / vpp * slow["compute"]
     lower = compute + bubble_lower + t_opt
     raw_layer = np.where(one, ms.n_dense * Ld["raw_comm"] + ms.n_moe * Lm["raw_comm"],
@@ -632,6 +654,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "pp_s": pp_exposed,
         "dp_s": dp_exposed,
         "bubble_s": bubble,
+        "overlap_s": t_ov,
         "optimizer_s": t_opt,
         "tp_raw_s": mb * n_slow * (tp_f + tp_b + tp_rc),
         "pp_raw_s": pp_raw,
@@ -658,7 +681,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         # traffic per step per GPU on each tier, for the explanation
         "tp_bytes": mb * n_slow * 10 * (tp - 1) / tp * act_bytes * (1 + (rc == 2) * 0.4),
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
-        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T * m.top_k * h if m.is_moe
+        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T * h
+        * dispatch_copies(m, ep, ranks_per_node(tp * cp, ep, dom)) if m.is_moe
         else np.zeros_like(step),
         "pp_bytes": np.where(pp > 1, 2 * vpp * mb * pp_msg, 0.0),
         "dp_bytes": np.where(group > 1, (group - 1) / group * np.where(
@@ -700,7 +724,8 @@ class PlanRow:
 def breakdown(v: dict[str, Any]) -> dict[str, float]:
     return {"compute": v["compute_s"], "tp_exposed": v["tp_s"], "cp_exposed": v["cp_s"],
             "ep_exposed": v["ep_s"], "pp_exposed": v["pp_s"], "dp_exposed": v["dp_s"],
-            "bubble": v["bubble_s"], "optimizer": v["optimizer_s"]}
+            "bubble": v["bubble_s"], "optimizer": v["optimizer_s"],
+            "overlap_slowdown": v["overlap_s"]}
 
 
 @dataclass(frozen=True)
@@ -843,7 +868,8 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             note="every GEMM forward + dgrad + wgrad at its shape's efficiency, attention, "
                  "norms/activations as HBM traffic, recompute")
     d.given("exposed TP/SP collectives per micro-batch", "t_tp", v["tp_s"] / mb, "s",
-            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, ring")
+            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
+                 "the collectives engine (NCCL-like choice)")
     d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v["cp_s"] / mb, "s")
     if m.is_moe:
         d.given("MoE all-to-all per micro-batch", "t_ep", v["ep_s"] / mb, "s")
@@ -863,7 +889,13 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                  "the last bucket and any excess stay exposed")
     d.given("optimizer step", "t_opt", v["optimizer_s"], "s",
             note="states read and written once at HBM speed")
-    step = d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt", "s",
+    ov = constants()["overlap"]
+    d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
+            cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])
+    d.given("communication hidden behind compute per step", "t_hid",
+            v["overlap_s"] / ov["compute_slowdown"] if ov["compute_slowdown"] else 0.0, "s")
+    d.calc("overlap slowdown", "t_ov", "sigma * t_hid", "s", check=v["overlap_s"], rel_tol=1e-6)
+    step = d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt + t_ov", "s",
                   check=v["step_time_s"], rel_tol=1e-6)
     d.given("tokens per step", "D", job.tokens_per_step, "token")
     d.calc("throughput", "X", "D / t_step", "token/s", check=v["tokens_per_s"], rel_tol=1e-6)

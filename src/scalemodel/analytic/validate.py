@@ -112,7 +112,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
         raise BadInput("gpus, seq_len and global_batch_seqs are required")
     prec = (row.get("precision") or "bf16").strip()
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
-                   attention=(row.get("attention") or "flash").strip())
+                   attention=(row.get("attention") or "flash").strip(),
+                   ep_overlap=bool(_int(row, "ep_overlap")))
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}

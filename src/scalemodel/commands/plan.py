@@ -74,6 +74,9 @@ def register(sub: Any) -> None:
                    help="scale-out NICs per GPU (default from the GPU spec, 1)")
     t.add_argument("--attention", choices=["flash", "unfused"], default="flash",
                    help="attention kernel: flash (fused, default) or unfused (scores in HBM)")
+    t.add_argument("--ep-overlap", action="store_true",
+                   help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
+                        "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
     t.add_argument("--mem-fraction", type=fraction, default=None,
                    help="fraction of HBM a step may fill (default 0.9)")
     t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> Any:
     job = make_job(m, seq_len=args.seq_len, global_batch_tokens=tok,
                    global_batch_seqs=args.global_batch, precision=args.precision,
                    optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
-                   attention=args.attention)
+                   attention=args.attention, ep_overlap=args.ep_overlap)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)

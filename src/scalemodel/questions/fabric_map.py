@@ -17,7 +17,10 @@ PROMPT = (
 )
 
 DEFAULTS = {"model": "llama-3-70b", "tp": 8, "pp": 4, "dp": 16, "seq_len": 4096, "micro_batch": 1,
-            "batch": 1024, "intra": "nvlink4", "inter": "ndr-400", "gpus_per_node": 8}
+            "batch": 1024, "intra": "nvlink4", "inter": "ndr-400", "gpus_per_node": 8,
+            "gpu": None}
+# the GPU whose NVLink generation a fabric names (for the planned layout when --gpu is not given)
+_GPU_OF_LINK = {"nvlink3": "a100-sxm-80gb", "nvlink4": "h100-sxm", "nvlink5": "b200"}
 
 
 def _on(fab: Any, coll: str, size: int, nbytes: float, where: str) -> float:
@@ -107,9 +110,40 @@ def build(opts: dict[str, Any]) -> Report:
                       for k, v in cmp.items()],
             "exposed_time_per_step_s": base_exposed,
             "exposed_time_per_step_tp_across_nodes_s": swap_exposed}
+    s3 = _planned(o, m.id, lay, data)
     return Report(f"fabric-map: {m.id} TP{lay.tp} PP{lay.pp} DP{lay.dp}",
                   (Section("Three traffic profiles, two tiers", text=text, headlines=tuple(heads),
-                           tables=(tab,)), s2), data, question=PROMPT,
+                           tables=(tab,)), s2, s3), data, question=PROMPT,
                   assumptions=(f"Fabric: {fab.describe()}.",
-                               "Megatron rank order; ZeRO-1; bf16; recomputation not counted."),
+                               "Megatron rank order; ZeRO-1; bf16; recomputation not counted.",
+                               f"Planned layout: {data['planned_gpu']} GPUs, the same model, "
+                               "sequence, global batch and fabric, every layout searched."),
                   followups=followups)
+
+
+def _planned(o: dict[str, Any], model: str, lay: TrainLayout, data: dict[str, Any]) -> Section:
+    """Section 3: the training planner's fastest layout for the same job on the same fabric."""
+    from ..errors import BadInput
+    from .plan_sections import planned_layout_section
+
+    gpu = o["gpu"] or _GPU_OF_LINK.get(o["intra"], "h100-sxm")
+    n = lay.tp * lay.pp * lay.dp
+    data["planned_gpu"] = gpu
+    head = f"3. The planner's layout for this job on {n:,} x {gpu} (scalemodel plan train)"
+    try:
+        sec, plan = planned_layout_section(
+            model, gpu, n, seq_len=lay.seq_len, global_batch_tokens=lay.global_batch * lay.seq_len,
+            heading=head, gpus_per_node=int(o["gpus_per_node"]), inter=o["inter"])
+    except BadInput as e:
+        data["planned_layout"] = None
+        return Section(head, text=f"The planner found no layout: {e}")
+    data["planned_layout"] = plan
+    b = plan["best"]
+    given = (f"The layout asked about (TP{lay.tp} PP{lay.pp} DP{lay.dp}) puts TP "
+             + ("inside" if lay.tp <= int(o["gpus_per_node"]) else "across")
+             + f" the {o['gpus_per_node']}-GPU NVLink domain; the planner's winner uses "
+             f"TP{b['tp']} x CP{b['cp']} "
+             + ("inside it" if b["tp"] * b["cp"] <= int(o["gpus_per_node"]) else "across it")
+             + f" and PP{b['pp']} x DP{b['dp']} over the NICs. ")
+    return Section(sec.heading, text=given + sec.text, headlines=sec.headlines,
+                   tables=sec.tables)

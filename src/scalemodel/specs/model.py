@@ -65,6 +65,8 @@ class ModelSpec:
     moe_every: int = 1
     moe_offset: int = 0  # layer i is MoE when (i + moe_offset) % moe_every == 0 (and past the dense ones)
     router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias
+    expert_groups: int = 0  # n_group: experts split into groups (DeepSeek: one per node)
+    groups_per_token: int = 0  # topk_group: a token's experts lie in at most this many groups
     mtp_layers: int = 0  # multi-token-prediction modules (not counted in the main model)
     source: str = ""
     origin: str = "bundled"
@@ -197,6 +199,8 @@ def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         first_dense_layers=_get(cfg, "first_k_dense_replace", where, 0),
         moe_every=_get(cfg, "moe_layer_freq", where, 1),
         router_bias=cfg.get("topk_method") == "noaux_tc",
+        expert_groups=int(cfg.get("n_group") or 0),
+        groups_per_token=int(cfg.get("topk_group") or 0),
         mtp_layers=int(cfg.get("num_nextn_predict_layers", 0) or 0),
     )
     return d
