@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "kv": "scalemodel.commands.kv",
     "memory": "scalemodel.commands.memory",
     "roofline": "scalemodel.commands.roofline",
+    "moe": "scalemodel.commands.moe",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",

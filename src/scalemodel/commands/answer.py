@@ -27,6 +27,9 @@ def register(sub: Any) -> None:
     g.add_argument("--gpus", type=positive_int, help="total GPUs")
     g.add_argument("--optimizer", help="optimizer id (adam, adam-8bit, sgd, ...)")
     g.add_argument("--mem-fraction", type=fraction, help="usable fraction of HBM")
+    g.add_argument("--tpot-ms", type=float, help="TPOT SLA in ms (moe-latency-layout)")
+    g.add_argument("--ttft-ms", type=float, help="TTFT SLA in ms (moe-latency-layout)")
+    g.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (moe)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
@@ -38,4 +41,8 @@ _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "mi
 def run(args: argparse.Namespace) -> Any:
     from ..questions import build_answer
 
-    return build_answer(args.id, {k: getattr(args, k) for k in _KEYS})
+    opts = {k: getattr(args, k) for k in _KEYS}
+    opts["skew"] = args.skew
+    opts["tpot_s"] = args.tpot_ms / 1e3 if args.tpot_ms else None
+    opts["ttft_s"] = args.ttft_ms / 1e3 if args.ttft_ms else None
+    return build_answer(args.id, opts)

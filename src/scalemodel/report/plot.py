@@ -92,3 +92,24 @@ def bars(path: str, *, title: str, labels: Sequence[str], series: dict[str, Sequ
     fig.savefig(p)
     plt.close(fig)
     return p
+
+
+def curves(path: str, *, title: str, x: Sequence[float],
+           series: Sequence[tuple[str, Sequence[float]]], xlabel: str,
+           ylabel: str = "") -> Path:
+    """Line curves over a shared x axis (e.g. router load metrics over training steps)."""
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (name, ys) in enumerate(series):
+        ax.plot(list(x), list(ys), color=f"C{i}", lw=1.5, label=name)
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
