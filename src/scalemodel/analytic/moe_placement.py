@@ -329,9 +329,8 @@ def validate(weight: np.ndarray, slots: int, gpus: int, nodes: int, groups: int,
                        "the same number of slots")
     if gpus % nodes:
         raise BadInput(f"--gpus: {gpus} is not divisible by --nodes {nodes}")
-    if groups:
-        if e % groups:
-            raise BadInput(f"--groups: {groups} does not divide the {e} experts")
+    if groups and e % groups:
+        raise BadInput(f"--groups: {groups} does not divide the {e} experts")
     if keep_groups:
         if not groups:
             raise BadInput("--keep-groups-on-node needs --groups")

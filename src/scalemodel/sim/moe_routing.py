@@ -247,10 +247,12 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     for cf in capacity_factors:
         d, pad = capacity_overflow(eload, cf, eval_tokens * k)
         csweep.append({"capacity_factor": cf, "dropped_fraction": d, "padding_fraction": pad})
+    routed = cfg.steps * T + eval_tokens
     bsweep = []
     for bs in batch_sizes:
         draws = max(1, min(64, eval_tokens * 4 // bs))
         xb, _ = world.draw(bs * draws)
+        routed += bs * draws
         _, _, sb = _route(xb, W, b, cfg)
         per = sb.reshape(draws, bs * k)
         loads = np.bincount((per + E * np.arange(draws)[:, None]).ravel(),
@@ -267,6 +269,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
             raise BadInput(f"region {name!r}: traffic mix needs {cfg.clusters} non-negative "
                            "weights with a positive sum")
         xr, _ = world.draw(eval_tokens, m / m.sum())
+        routed += eval_tokens
         _, _, sr = _route(xr, W, b, cfg)
         lr_ = np.bincount(sr.ravel(), minlength=E).astype(np.float64)
         e_r, m_r = load_stats(lr_)
@@ -277,7 +280,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
         config=cfg.__dict__.copy(), load_entropy=ent, load_entropy_max=float(np.log(E)),
         max_over_mean_load=mom, dropped_fraction=dropped, padding_fraction=padding,
         experts_used=int((load > 0).sum()), history=history, capacity_sweep=csweep,
-        batch_sweep=bsweep, region_mix=rmix, routing_decisions=cfg.steps * T,
+        batch_sweep=bsweep, region_mix=rmix, routing_decisions=routed,
         extra={"final_bias_range": float(b.max() - b.min()) if cfg.balance == "bias" else 0.0,
                "router_weight_norm": float(np.linalg.norm(W))},
     )
