@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "comm": "scalemodel.commands.comm",
     "plan": "scalemodel.commands.plan",
     "validate": "scalemodel.commands.validate",
+    "moe": "scalemodel.commands.moe",
     "questions": "scalemodel.commands.questions",
     "answer": "scalemodel.commands.answer",
     "specs": "scalemodel.commands.specs",

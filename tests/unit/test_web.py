@@ -29,7 +29,9 @@ def test_index_lists_all_questions_with_status(client):
 
     for q in BANK:
         assert f"/questions/{q.id}" in html
-    assert "DeepSeek" in html and "xAI" in html and "planned" in html and "answered" in html
+    assert "DeepSeek" in html and "xAI" in html
+    for status in {q.status for q in BANK}:  # whatever the statuses are today, each is shown
+        assert status in html
 
 
 def test_question_page_recomputes_with_the_form(client, capsys):

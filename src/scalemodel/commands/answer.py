@@ -59,6 +59,9 @@ def register(sub: Any) -> None:
     p.add_argument("--live", action="store_true",
                    help="answers built on real runs (hang-triage, slowdown-triage): run them "
                         "again here instead of reading the bundled recordings")
+    g.add_argument("--tpot-ms", type=float, help="TPOT SLA in ms (moe-latency-layout)")
+    g.add_argument("--ttft-ms", type=float, help="TTFT SLA in ms (moe-latency-layout)")
+    g.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (moe)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
@@ -73,4 +76,8 @@ _KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "mi
 def run(args: argparse.Namespace) -> Any:
     from ..questions import build_answer
 
-    return build_answer(args.id, {k: getattr(args, k) for k in _KEYS})
+    opts = {k: getattr(args, k) for k in _KEYS}
+    opts["skew"] = args.skew
+    opts["tpot_s"] = args.tpot_ms / 1e3 if args.tpot_ms else None
+    opts["ttft_s"] = args.ttft_ms / 1e3 if args.ttft_ms else None
+    return build_answer(args.id, opts)

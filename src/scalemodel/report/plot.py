@@ -152,3 +152,11 @@ def two_panels(path: str, draw_a: Any, draw_b: Any) -> Path:
     draw_a(str(p))
     draw_b(str(p.with_name(p.stem + "-gantt" + p.suffix)))
     return p
+
+
+def shared_x_curves(path: str, *, title: str, x: Sequence[float],
+                    series: Sequence[tuple[str, Sequence[float]]], xlabel: str,
+                    ylabel: str = "") -> Path:
+    """Line curves over one shared x axis (e.g. router load metrics over training steps)."""
+    return curves(path, title=title, xlabel=xlabel, ylabel=ylabel,
+                  lines=[(name, list(x), list(ys)) for name, ys in series])

@@ -1,0 +1,277 @@
+"""scalemodel moe route|place|serve|global: MoE routing, expert placement, serving, global serving."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_gpu, add_model, add_output, positive_int, tokens
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return v
+
+
+def _pos_float(text: str) -> float:
+    v = _nonneg_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "moe", help="MoE routing simulator, expert placement, latency-SLA serving, global serving",
+        description="Mixture-of-experts as a systems problem. route: a learnable router trained "
+        "on clustered tokens (collapse and balancing, capacity drops, serving imbalance). place: "
+        "replicate and place experts from a loads CSV (compared with EPLB). serve: attention "
+        "TP/DP, EP and redundant experts per phase under TPOT/TTFT SLAs. global: regions, "
+        "regional skew, cross-region hops and KV bytes over the WAN.")
+    ms = p.add_subparsers(dest="moe_command", metavar="SUBCOMMAND", required=True)
+
+    r = ms.add_parser("route", help="router training simulation: collapse and balancing")
+    r.add_argument("--experts", type=positive_int, default=64, help="routed experts (default 64)")
+    r.add_argument("--top-k", type=positive_int, default=2, help="experts per token (default 2)")
+    r.add_argument("--balance", choices=["none", "aux", "zloss", "bias"], default="none",
+                   help="none, Switch aux loss, aux + ST-MoE z-loss, DeepSeek-V3 bias (default none)")
+    r.add_argument("--steps", type=positive_int, default=500, help="gradient steps (default 500)")
+    r.add_argument("--tokens", type=positive_int, default=4096, help="tokens per step (default 4096)")
+    r.add_argument("--clusters", type=positive_int, default=16, help="token clusters (default 16)")
+    r.add_argument("--score", choices=["softmax", "sigmoid"], default=None,
+                   help="router scores (default: sigmoid with --balance bias, else softmax)")
+    r.add_argument("--capacity-factor", type=_pos_float, default=1.25,
+                   help="expert capacity = cf x tokens x k / E (default 1.25)")
+    r.add_argument("--aux-coef", type=_nonneg_float, default=1e-2, help="alpha (default 1e-2)")
+    r.add_argument("--z-coef", type=_nonneg_float, default=1e-3, help="c_z (default 1e-3)")
+    r.add_argument("--gamma", type=_nonneg_float, default=1e-3, help="bias speed (default 1e-3)")
+    r.add_argument("--seed", type=int, default=0)
+    add_output(r, plot=True)
+    r.set_defaults(run=run_route)
+
+    q = ms.add_parser("place", help="replicate and place experts (EPLB-compatible input)")
+    q.add_argument("--loads", required=True, metavar="FILE.csv",
+                   help="one row per layer, one column per expert, non-negative loads")
+    q.add_argument("--slots", type=positive_int, required=True, help="physical expert slots")
+    q.add_argument("--gpus", type=positive_int, required=True, help="GPUs")
+    q.add_argument("--nodes", type=positive_int, default=1, help="nodes (default 1)")
+    q.add_argument("--groups", type=positive_int, default=None, help="expert groups")
+    q.add_argument("--keep-groups-on-node", action="store_true",
+                   help="every replica of a group's experts stays on the group's node")
+    q.add_argument("--top-k", type=positive_int, default=8,
+                   help="experts per token, for cross-node traffic (default 8)")
+    q.add_argument("--hidden", type=positive_int, default=7168,
+                   help="hidden size, for cross-node bytes (default 7168)")
+    add_output(q)
+    q.set_defaults(run=run_place)
+
+    s = ms.add_parser("serve", help="layout per phase under TPOT / TTFT SLAs")
+    add_model(s, default="deepseek-v3")
+    add_gpu(s, default="h800")
+    s.add_argument("--tpot-ms", type=_pos_float, default=50.0, help="TPOT SLA, p99 (default 50)")
+    s.add_argument("--ttft-ms", type=_pos_float, default=2000.0, help="TTFT SLA, p99 (default 2000)")
+    s.add_argument("--context", type=tokens, default=None,
+                   help="decode KV length (default 4989, DeepSeek's production mean)")
+    s.add_argument("--prompt", type=tokens, default=4096, help="prompt tokens (default 4096)")
+    s.add_argument("--dtype", default="fp8", help="weights and GEMMs (default fp8)")
+    s.add_argument("--kv-dtype", default="bf16", help="KV cache (default bf16)")
+    s.add_argument("--skew", type=_nonneg_float, default=None,
+                   help="Zipf exponent of expert popularity (default 0.6)")
+    s.add_argument("--gpus-per-node", type=positive_int, default=8)
+    s.add_argument("--no-overlap", action="store_true", help="no micro-batch overlap")
+    s.add_argument("--draws", type=positive_int, default=256, help="Monte Carlo draws (default 256)")
+    add_output(s)
+    s.set_defaults(run=run_serve)
+
+    g = ms.add_parser("global", help="regions, regional skew, cross-region hops, KV over the WAN")
+    add_model(g, default="deepseek-v3")
+    g.add_argument("--regions", metavar="FILE.toml", default=None,
+                   help="regions, shares, rtt_s, wan_bytes_per_s (default: bundled example)")
+    g.add_argument("--prefill-tokens-per-s", type=_pos_float, default=None,
+                   help="prefill throughput of one node for recompute (default: DeepSeek's 73.7k)")
+    g.add_argument("--tpot-ms", type=_pos_float, default=50.0)
+    g.add_argument("--step-ms", type=_pos_float, default=30.0,
+                   help="local decode step time (default 30 ms)")
+    g.add_argument("--skew", type=_nonneg_float, default=1.0, help="Zipf exponent (default 1)")
+    g.add_argument("--slots", type=positive_int, default=288)
+    g.add_argument("--gpus", type=positive_int, default=144)
+    g.add_argument("--kv-dtype", default="bf16")
+    add_output(g)
+    g.set_defaults(run=run_global)
+
+
+# --- route ------------------------------------------------------------------------------------
+
+
+def run_route(args: argparse.Namespace) -> Any:
+    from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
+    from ..sim.moe_routing import RouterConfig, simulate
+
+    if args.top_k > args.experts:
+        raise BadInput(f"--top-k: {args.top_k} is more than --experts {args.experts}")
+    cfg = RouterConfig(experts=args.experts, top_k=args.top_k, balance=args.balance,
+                       steps=args.steps, tokens_per_step=args.tokens, clusters=args.clusters,
+                       score=args.score or "", capacity_factor=args.capacity_factor,
+                       aux_coef=args.aux_coef, z_coef=args.z_coef, gamma=args.gamma,
+                       seed=args.seed)
+    res = simulate(cfg)
+    h = res.history
+    marks = sorted({0, len(h) // 10, len(h) // 4, len(h) // 2, len(h) - 1})
+    sec = [
+        Section(f"Router training: {args.experts} experts, top-{args.top_k}, balance "
+                f"{args.balance}, {res.config['score']} scores",
+                text=("Load entropy is in nats (ln E when perfectly uniform); max/mean is the "
+                      "busiest expert's load over the mean. Collapse: entropy falls and max/mean "
+                      "rises as favoured experts learn faster and attract more tokens."),
+                headlines=(Headline("final load entropy", res.load_entropy, "nat"),
+                           Headline("entropy if uniform (ln E)", res.load_entropy_max, "nat"),
+                           Headline("final max / mean load", res.max_over_mean_load),
+                           Headline(f"dropped at capacity factor {args.capacity_factor:g}",
+                                    res.dropped_fraction),
+                           Headline("experts used in the last step", res.experts_used))),
+        Section("", tables=(Table("load over training", ("step", "entropy (nat)", "max/mean",
+                                                         "dropped"),
+                                  tuple((h[i]["step"], h[i]["load_entropy"],
+                                         h[i]["max_over_mean_load"], h[i]["dropped_fraction"])
+                                        for i in marks)),
+                            Table("capacity factor (trained router, fresh tokens)",
+                                  ("capacity factor", "dropped fraction", "padding fraction"),
+                                  tuple((c["capacity_factor"], c["dropped_fraction"],
+                                         c["padding_fraction"]) for c in res.capacity_sweep)),
+                            Table("serving, no drops: imbalance vs batch",
+                                  ("tokens in batch", "max/mean (mean)", "max/mean (p99)"),
+                                  tuple((b["batch_tokens"], b["max_over_mean_load_mean"],
+                                         b["max_over_mean_load_p99"]) for b in res.batch_sweep)),
+                            Table("serving: per-region traffic mix",
+                                  ("region", "entropy (nat)", "max/mean"),
+                                  tuple((r["region"], r["load_entropy"], r["max_over_mean_load"])
+                                        for r in res.region_mix)))),
+    ]
+
+    def draw(path: str) -> None:
+        from ..report.plot import shared_x_curves
+
+        shared_x_curves(path, title=f"router load, balance={args.balance}",
+                        x=[e["step"] for e in h],
+                        series=[("max/mean load", [e["max_over_mean_load"] for e in h]),
+                                ("load entropy (nat)", [e["load_entropy"] for e in h])],
+                        xlabel="step")
+
+    return Report(f"scalemodel moe route: balance {args.balance}", tuple(sec), res.to_dict(),
+                  plot=draw)
+
+
+# --- place ------------------------------------------------------------------------------------
+
+
+def run_place(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from ..analytic.moe_placement import place, read_loads_csv
+    from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
+
+    path = Path(args.loads)
+    if not path.is_file():
+        raise BadInput(f"--loads: no such file {args.loads!r}")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise BadInput(f"--loads: {args.loads} is not a text CSV file") from None
+    w = read_loads_csv(text)
+    res = place(w, slots=args.slots, gpus=args.gpus, nodes=args.nodes, groups=args.groups or 0,
+                keep_groups=args.keep_groups_on_node, top_k=args.top_k, hidden=args.hidden)
+    heads = [Headline("imbalance before (static layout)", res.imbalance_before),
+             Headline("imbalance after (ours)", res.imbalance_after),
+             Headline("lower bound for this slot budget", res.lower_bound)]
+    if res.eplb_hierarchical is not None:
+        heads.append(Headline("EPLB hierarchical", res.eplb_hierarchical))
+    if res.eplb_global is not None:
+        heads.append(Headline("EPLB global", res.eplb_global))
+    heads += [Headline("node imbalance before -> after",
+                       f"{res.node_imbalance_before:.3f} -> {res.node_imbalance_after:.3f}"),
+              Headline("other nodes reached per token per layer (before -> after)",
+                       f"{res.remote_nodes_per_token_before:.2f} -> "
+                       f"{res.remote_nodes_per_token_after:.2f}"),
+              Headline("cross-node dispatch bytes per token (all layers, FP8)",
+                       res.cross_node_bytes_per_token_after, "B")]
+    pl = res.per_layer
+    rows = tuple((i, pl["imbalance_before"][i], pl["imbalance_after"][i], pl["lower_bound"][i],
+                  *( [pl["eplb_hierarchical"][i]] if "eplb_hierarchical" in pl else []),
+                  *( [pl["eplb_global"][i]] if "eplb_global" in pl else []))
+                 for i in range(min(res.layers, 16)))
+    cols = ("layer", "before", "after", "bound",
+            *(("EPLB hier.",) if "eplb_hierarchical" in pl else ()),
+            *(("EPLB global",) if "eplb_global" in pl else ()))
+    text = (f"{res.layers} layers x {res.experts} experts into {res.slots} slots on {res.gpus} "
+            f"GPUs ({res.slots // res.gpus} per GPU) in {res.nodes} nodes"
+            + (", groups kept on their node" if res.keep_groups_on_node else "")
+            + ". Imbalance = max GPU load / mean GPU load, tokens spread evenly over an expert's "
+            "replicas (as EPLB assumes); the bound is max(mean, t*) with t* the smallest "
+            "per-replica load that fits the slots.")
+    return Report("scalemodel moe place", (
+        Section("Expert placement", text=text, headlines=tuple(heads)),
+        Section("", tables=(Table("per layer (first 16)", cols, rows),)),
+    ), res.to_dict())
+
+
+# --- serve ------------------------------------------------------------------------------------
+
+
+def run_serve(args: argparse.Namespace) -> Any:
+    from ..analytic.moe_serving import plan
+    from ..derive import Headline, Report, Section, Table
+    from ..specs import get_gpu, get_model
+
+    m = get_model(args.model)
+    gpu = get_gpu(args.gpu)
+    res = plan(m, gpu, tpot_s=args.tpot_ms / 1e3, ttft_s=args.ttft_ms / 1e3,
+               context=args.context, prompt=args.prompt, dtype_name=args.dtype,
+               kv_dtype=args.kv_dtype, skew=args.skew, gpus_per_node=args.gpus_per_node,
+               overlap=not args.no_overlap, draws=args.draws)
+    secs = []
+    for ph in ("prefill", "decode"):
+        pp = getattr(res, ph)
+        if pp is None:
+            secs.append(Section(f"{ph}: no layout meets the SLA",
+                                text="Relax the SLA, use more memory-efficient dtypes or a "
+                                     "larger GPU."))
+            continue
+        lat = (Headline("TPOT p50 / p99", f"{pp.tpot_p50_s * 1e3:.1f} / {pp.tpot_p99_s * 1e3:.1f} ms")
+               if ph == "decode" else
+               Headline("TTFT p50 / p99", f"{pp.ttft_p50_s * 1e3:.0f} / {pp.ttft_p99_s * 1e3:.0f} ms"))
+        secs.append(Section(
+            f"{ph}: attention TP{pp.attention['tp']} x DP{pp.attention['dp']}, EP{pp.ep}, "
+            f"{pp.redundant_experts} redundant experts, {pp.gpus} GPUs",
+            headlines=(Headline("tokens per GPU per forward", pp.tokens_per_gpu, "token"),
+                       Headline("tokens/s per GPU", pp.tokens_per_s_per_gpu, "token/s"),
+                       lat, Headline("all-to-all per layer p99 (dispatch + combine)",
+                                     pp.alltoall_p99_s, "s")),
+            tables=(Table("per-layer timeline on the busiest GPU",
+                          ("part", "time (s)"),
+                          tuple((k, v) for k, v in pp.breakdown_s.items())),
+                    Table("memory per GPU", ("part", "bytes"),
+                          tuple((k, v) for k, v in pp.memory_bytes_per_gpu.items())))))
+    secs.append(Section("Sanity anchor: DeepSeek's published deployment",
+                        text="Prefill 4 nodes EP32, decode 18 nodes EP144; ~73.7k input tokens/s "
+                             "(cache hits included) and ~14.8k output tokens/s per H800 node.",
+                        derivation=res.derivation))
+    return Report(f"scalemodel moe serve: {m.id} on {gpu.id}", tuple(secs), res.to_dict())
+
+
+# --- global -----------------------------------------------------------------------------------
+
+
+def run_global(args: argparse.Namespace) -> Any:
+    from ..questions.moe_global_serving import build
+
+    return build({"model": args.model, "regions": args.regions,
+                  "prefill_tokens_per_s": args.prefill_tokens_per_s, "tpot_s": args.tpot_ms / 1e3,
+                  "step_s": args.step_ms / 1e3, "skew": args.skew, "slots": args.slots,
+                  "gpus": args.gpus, "kv_dtype": args.kv_dtype})

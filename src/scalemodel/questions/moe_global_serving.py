@@ -1,0 +1,125 @@
+"""moe-global-serving: regional expert skew, replication per region, cross-region hops, and what
+a global KV cache can mean in bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analytic.kv import model_kv_bytes_per_token
+from ..analytic.moe_global import (
+    default_regions,
+    expert_placement_by_region,
+    kv_transfer,
+    max_rtt_for_expert_hop,
+    regions_from_table,
+)
+from ..analytic.moe_serving import constant
+from ..derive import Derivation, Headline, Report, Section, Table
+from ..specs import get_model
+from ..specs.sources import all_sources, cite, read_user_toml
+
+PROMPT = (
+    "Hundreds of experts and users on every continent: where do experts live, how do you route "
+    "around regional skew, when does a cross-region hop break the SLA, and what can a 'global "
+    "KV cache' mean?"
+)
+
+DEFAULTS = {"model": "deepseek-v3", "regions": None, "prefill_tokens_per_s": None,
+            "tpot_s": 0.05, "step_s": 0.03, "skew": 1.0, "slots": 288, "gpus": 144,
+            "kv_dtype": "bf16", "compare_model": "llama-3-70b"}
+
+
+def build(opts: dict[str, Any]) -> Report:
+    o = DEFAULTS | {k: v for k, v in opts.items() if v is not None and k in DEFAULTS}
+    m = get_model(o["model"])
+    regs = (regions_from_table(read_user_toml(o["regions"], "--regions"), "--regions")
+            if o["regions"] else default_regions())
+    E = m.n_experts or 256
+    rows = expert_placement_by_region(E, float(o["skew"]), regs, int(o["slots"]), int(o["gpus"]))
+    s1 = Section(
+        "1. Regional skew and expert replication",
+        text=(f"Each region's expert popularity mixes a shared Zipf(s={o['skew']:g}) law with a "
+              f"region-specific one (weight {regs.mix:g}). A deployment balanced for the global "
+              "mix is uneven on one region's traffic; balancing each regional deployment for its "
+              f"own loads recovers it. {o['slots']} slots on {o['gpus']} GPUs per region."),
+        tables=(Table("imbalance (max GPU / mean) of one layer per region",
+                      ("region", "traffic share", "global placement", "regional placement",
+                       "bound", "hottest expert share"),
+                      tuple((r["region"], float(sh), r["imbalance_global_placement"],
+                             r["imbalance_regional_placement"], r["lower_bound"],
+                             r["hottest_expert_share"])
+                            for r, sh in zip(rows, regs.shares / regs.shares.sum(), strict=True))),),
+    )
+    moe_layers = m.n_moe_layers or m.n_layers
+    d = Derivation("cross-region expert hop")
+    d.given("TPOT budget", "T", o["tpot_s"], "s")
+    d.given("local decode step", "t_step", o["step_s"], "s")
+    d.given("MoE layers a token crosses", "L_moe", moe_layers, "1", m.source)
+    hop = d.calc("largest RTT per layer hop that fits", "RTT_max", "max(0, (T - t_step) / L_moe)",
+                 "s", check=max_rtt_for_expert_hop(o["tpot_s"], o["step_s"], moe_layers))
+    min_rtt = float(np.min(regs.rtt_s[regs.rtt_s > 0])) if (regs.rtt_s > 0).any() else 0.0
+    s2 = Section(
+        "2. When a cross-region hop breaks the SLA",
+        text=(f"An expert in another region costs one round trip per MoE layer. The budget leaves "
+              f"{hop * 1e3:.2f} ms per layer; the closest pair of regions is "
+              f"{min_rtt * 1e3:.0f} ms apart, so experts must be complete in every region and "
+              "cross-region routing can only move whole requests (one RTT added to TTFT)."),
+        derivation=d,
+    )
+    x_pref = float(o["prefill_tokens_per_s"] or constant("prefill_tokens_per_node_s")[0])
+    prefixes = np.array([1024, 4096, 8192, 32768, 131072])
+    far = float(regs.rtt_s.max())
+    kvs = {}
+    cmp_models = [m] + ([get_model(o["compare_model"])] if o["compare_model"] != m.id else [])
+    for mod in cmp_models:
+        kvs[mod.id] = kv_transfer(mod, prefix_tokens=prefixes, rtt_s=far,
+                                  wan_bytes_per_s=regs.wan_bytes_per_s,
+                                  prefill_tokens_per_s=x_pref, kv_dtype=o["kv_dtype"])
+    krows = []
+    for mid, k in kvs.items():
+        for i, n in enumerate(prefixes):
+            krows.append((mid, int(n), k["prefix_bytes"][i], k["fetch_s"][i], k["recompute_s"][i]))
+    s3 = Section(
+        "3. What a global KV cache can and cannot mean",
+        text=(f"Fetching a cached prefix across the farthest pair ({far * 1e3:.0f} ms RTT, "
+              f"{regs.wan_bytes_per_s * 8 / 1e9:.0f} Gb/s WAN) vs recomputing it at "
+              f"{x_pref:,.0f} tokens/s per node. Fetch wins only beyond the break-even length and "
+              "only when the WAN moves KV bytes faster than prefill produces them. Replicating "
+              "popular prefixes (system prompts, documents) to every region ahead of time costs "
+              "their bytes once per region; session affinity costs one RTT per request; "
+              "per-token KV never crosses regions inside a decode step."),
+        headlines=tuple(Headline(f"{mid}: break-even prefix (fetch beats recompute)",
+                                 k["breakeven_prefix_tokens"], "token") for mid, k in kvs.items())
+        + tuple(Headline(f"{mid}: WAN bandwidth at which fetching always wins",
+                         k["wan_bytes_per_s_needed_to_beat_recompute"], "B/s")
+                for mid, k in kvs.items()),
+        tables=(Table("fetch vs recompute", ("model", "prefix tokens", "prefix bytes",
+                                            "fetch (s)", "recompute (s)"), tuple(krows)),),
+    )
+    kvb = model_kv_bytes_per_token(m, o["kv_dtype"])
+    followups = (
+        ("Why not one global pool of experts?",
+         f"A per-layer hop must fit in {hop * 1e3:.2f} ms; any inter-region RTT is far above it."),
+        ("Which experts get extra replicas per region?",
+         "The region's own hot experts: its regional placement reaches "
+         f"{rows[0]['imbalance_regional_placement']:.2f} vs {rows[0]['imbalance_global_placement']:.2f} "
+         f"with the global one in {rows[0]['region']}."),
+        ("How big is one cached 32k prefix?",
+         f"{kvb * 32768 / 1e9:.2f} GB for {m.id} ({kvb:,.0f} B/token, {o['kv_dtype']})."),
+        ("When is session affinity better than replication?",
+         "When prefixes are private to a user (chat history): one RTT per request is cheaper "
+         "than copying every session's KV to every region."),
+        ("What would change with FP8 KV?",
+         "Half the bytes: the break-even prefix shortens and the WAN bandwidth needed halves."),
+    )
+    assumptions = (f"Regions, shares, RTTs and WAN bandwidth from {cite(regs.source) if regs.source in all_sources() else regs.source}.",
+                   "Expert popularity: Zipf law per layer with a regional component.",
+                   "Recompute at the published DeepSeek prefill rate per node unless overridden.")
+    data = {"question": "moe-global-serving", "options": {k: v for k, v in o.items()},
+            "regions": list(regs.names), "shares": regs.shares.tolist(),
+            "rtt_s": regs.rtt_s.tolist(), "placement_by_region": rows,
+            "max_rtt_per_layer_hop_s": hop, "kv": kvs}
+    return Report(f"moe-global-serving: {m.id}", (s1, s2, s3), data, question=PROMPT,
+                  assumptions=assumptions, followups=followups)

@@ -1,0 +1,292 @@
+"""A learnable MoE router trained by gradient steps on clustered synthetic tokens (numpy).
+
+What is simulated (all vectorised over the tokens of a step):
+
+* Tokens: C clusters (topics) with centres in d dimensions; a token is its cluster centre plus
+  Gaussian noise. A traffic mix (weights over clusters) says how often each cluster occurs.
+* Router: logits z = x W over E experts; scores are a softmax (Switch, Mixtral) or a sigmoid
+  (DeepSeek-V3); each token goes to the top-k scores (plus a bias in ``bias`` mode, which
+  only changes the selection, never the gate value).
+* Why collapse happens (Shazeer et al. 2017, "rich get richer"): an expert that receives more
+  tokens trains faster and becomes more useful. We model the experts' usefulness with a
+  learning curve, q_e = 1 - exp(-n_e / tau), where n_e counts (with a slow decay) the tokens the
+  expert processed, shared across clusters by ``general`` and specific to the token's cluster
+  otherwise. The router's task loss rewards gate mass on useful experts,
+  L_task = -(1/T) sum_t sum_{e in top-k(t)} g_{t,e} q_{e,c(t)},
+  so the gradient pushes each token's logits toward the experts that already get most tokens.
+* Balancing: Switch's auxiliary loss alpha E sum_i f_i P_i (f_i: share of routed copies,
+  P_i: mean router probability; Fedus et al. 2022), ST-MoE's router z-loss
+  c_z mean_t (logsumexp z_t)^2 (Zoph et al. 2022) on top of the auxiliary loss, or
+  DeepSeek-V3's auxiliary-loss-free bias: b_i moved by gamma toward balance after every step.
+
+Load metrics per step: the entropy of the load share (in nats; ln E when perfectly uniform),
+max load / mean load, and with capacity factor cf the fraction of routed copies that overflow
+capacity = ceil(cf T k / E) and the padding waste of the capacity buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+
+BALANCE = ("none", "aux", "zloss", "bias")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    experts: int = 64
+    top_k: int = 2
+    balance: str = "none"
+    steps: int = 500
+    tokens_per_step: int = 4096
+    clusters: int = 16
+    dim: int = 32
+    score: str = ""  # softmax or sigmoid; empty: sigmoid for bias (DeepSeek-V3), else softmax
+    lr: float = 1.0
+    task_gain: float = 0.04  # weight of the task loss's gradient relative to the balancing terms
+    aux_coef: float = 1e-2  # Switch Transformer's alpha
+    z_coef: float = 1e-3  # ST-MoE's c_z
+    gamma: float = 1e-3  # DeepSeek-V3's bias update speed
+    capacity_factor: float = 1.25
+    tau: float = 2000.0  # tokens for an expert's usefulness to reach 1 - 1/e
+    general: float = 0.7  # share of an expert's learning that helps every cluster
+    noise: float = 1.0  # token spread around its cluster centre
+    seed: int = 0
+
+    def resolved(self) -> RouterConfig:
+        """The config with the router type filled in: each balancing method with the router it
+        was published with (bias: DeepSeek-V3's sigmoid; the losses: Switch's softmax)."""
+        if self.score:
+            return self
+        from dataclasses import replace
+
+        return replace(self, score="sigmoid" if self.balance == "bias" else "softmax")
+
+    def check(self) -> None:
+        if self.balance not in BALANCE:
+            raise BadInput(f"--balance: {self.balance!r} is not one of {', '.join(BALANCE)}")
+        if self.score not in ("softmax", "sigmoid"):
+            raise BadInput(f"--score: {self.score!r} is not softmax or sigmoid")
+        for name in ("experts", "top_k", "steps", "tokens_per_step", "clusters", "dim"):
+            v = getattr(self, name)
+            if not isinstance(v, int | np.integer) or v < 1:
+                raise BadInput(f"--{name.replace('_', '-')}: must be a whole number >= 1, got {v}")
+        if self.top_k > self.experts:
+            raise BadInput(f"--top-k: {self.top_k} is more than --experts {self.experts}")
+        if self.capacity_factor <= 0:
+            raise BadInput(f"--capacity-factor: must be positive, got {self.capacity_factor}")
+        for name in ("lr", "aux_coef", "z_coef", "gamma", "tau", "noise"):
+            if getattr(self, name) < 0:
+                raise BadInput(f"--{name.replace('_', '-')}: must not be negative")
+        if not 0 <= self.general <= 1:
+            raise BadInput("--general: must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class RoutingResult:
+    """Result of ``simulate``; keys load_entropy, max_over_mean_load, history and
+    dropped_fraction are fixed by the issue."""
+
+    config: dict[str, Any]
+    load_entropy: float
+    load_entropy_max: float
+    max_over_mean_load: float
+    dropped_fraction: float
+    padding_fraction: float
+    experts_used: int
+    history: list[dict[str, float]]
+    capacity_sweep: list[dict[str, float]]
+    batch_sweep: list[dict[str, float]]
+    region_mix: list[dict[str, Any]]
+    routing_decisions: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "extra"} | self.extra
+
+
+# --- pieces -----------------------------------------------------------------------------------
+
+
+def load_stats(load: np.ndarray) -> tuple[float, float]:
+    """(entropy of the load share in nats, max / mean) of a load vector over experts."""
+    tot = load.sum()
+    if tot <= 0:
+        return 0.0, 0.0
+    p = load / tot
+    nz = p[p > 0]
+    return float(-(nz * np.log(nz)).sum()), float(load.max() / load.mean())
+
+
+def capacity_overflow(load: np.ndarray, capacity_factor: float, copies: int) -> tuple[float, float]:
+    """(dropped fraction, padding fraction) with capacity = ceil(cf x copies / E) per expert.
+
+    dropped = sum_e max(0, load_e - cap) / copies; padding = sum_e (cap - min(load_e, cap)) /
+    (E cap): the buffer slots that carry no token."""
+    e = load.size
+    cap = int(np.ceil(capacity_factor * copies / e))
+    dropped = np.maximum(load - cap, 0).sum() / copies
+    padding = (cap - np.minimum(load, cap)).sum() / (e * cap) if cap > 0 else 0.0
+    return float(dropped), float(padding)
+
+
+def _topk(scores: np.ndarray, k: int) -> np.ndarray:
+    if k == scores.shape[1]:
+        return np.broadcast_to(np.arange(k), scores.shape).copy()
+    return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    m = z.max(axis=1, keepdims=True)
+    ez = np.exp(np.maximum(z - m, np.float32(-30.0)))  # tiny shares set to ~1e-13: no subnormal arithmetic
+    return ez / ez.sum(axis=1, keepdims=True)
+
+
+@dataclass
+class _World:
+    centres: np.ndarray
+    mix: np.ndarray
+    rng: np.random.Generator
+    noise: float
+
+    def draw(self, n: int, mix: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mix = self.mix if mix is None else mix
+        c = np.searchsorted(np.cumsum(mix), self.rng.random(n) * mix.sum())
+        c = np.minimum(c, mix.size - 1)
+        x = self.rng.standard_normal((n, self.centres.shape[1]), dtype=np.float32)
+        x *= self.noise
+        x += self.centres[c]
+        return x, c
+
+
+def _route(x: np.ndarray, W: np.ndarray, b: np.ndarray, cfg: RouterConfig
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    z = x @ W
+    s = _softmax(z) if cfg.score == "softmax" else 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+    sel = _topk(s + b if cfg.balance == "bias" else s, cfg.top_k)
+    return z, s, sel
+
+
+def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
+             batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096, 16384),
+             capacity_factors: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
+             eval_tokens: int = 16384) -> RoutingResult:
+    """Train the router for ``cfg.steps`` steps and measure load, drops and serving imbalance."""
+    cfg = cfg.resolved()
+    cfg.check()
+    rng = np.random.default_rng(cfg.seed)
+    E, k, T = cfg.experts, cfg.top_k, cfg.tokens_per_step
+    centres = rng.standard_normal((cfg.clusters, cfg.dim))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    centres = (2.0 * centres).astype(np.float32)
+    mix = rng.dirichlet(np.full(cfg.clusters, 2.0))
+    world = _World(centres, mix, rng, cfg.noise)
+    W = 0.01 * rng.standard_normal((cfg.dim, E), dtype=np.float32)
+    b = np.zeros(E)
+    n_general = np.zeros(E)
+    n_cluster = np.zeros((E, cfg.clusters))
+    decay = 0.98  # per step: what experts learnt long ago fades (they keep being trained)
+    rows = np.arange(T)[:, None]
+    history: list[dict[str, float]] = []
+    load = np.zeros(E)
+    for step in range(cfg.steps):
+        x, c = world.draw(T)
+        z, s, sel = _route(x, W, b, cfg)
+        load = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
+        ent, mom = load_stats(load)
+        dropped, _ = capacity_overflow(load, cfg.capacity_factor, T * k)
+        history.append({"step": step, "load_entropy": ent, "max_over_mean_load": mom,
+                        "dropped_fraction": dropped})
+        # usefulness of each selected expert for this token's cluster
+        learnt = cfg.general * n_general[:, None] + (1 - cfg.general) * n_cluster
+        q = 1.0 - np.exp(-learnt / cfg.tau)  # (E, C)
+        qsel = q[sel, c[:, None]]  # (T, k)
+        mask = np.zeros((T, E), dtype=np.float32)
+        # gradient of the task loss with respect to the logits, averaged over tokens
+        gsel = s[rows, sel]
+        if cfg.score == "softmax":
+            mask[rows, sel] = qsel * gsel  # top-k picks of one token are distinct
+            gz = -cfg.task_gain * (mask - s * (qsel * gsel).sum(axis=1, keepdims=True)) / T
+        else:
+            mask[rows, sel] = qsel * gsel * (1 - gsel)
+            gz = -cfg.task_gain * mask / T
+        f = load / (T * k)
+        if cfg.balance in ("aux", "zloss") and cfg.aux_coef > 0:
+            if cfg.score == "softmax":
+                p = s
+                fac = 1.0
+            else:
+                p = s / s.sum(axis=1, keepdims=True)
+                fac = 1.0 - s
+            gz += cfg.aux_coef * E / T * fac * p * (f[None, :] - (p * f[None, :]).sum(1, keepdims=True))
+        if cfg.balance == "zloss" and cfg.z_coef > 0:
+            m = z.max(axis=1, keepdims=True)
+            lse = m + np.log(np.exp(z - m).sum(axis=1, keepdims=True))
+            gz += cfg.z_coef * 2.0 / T * lse * _softmax(z)
+        W -= np.float32(cfg.lr) * (x.T @ gz.astype(np.float32))
+        if cfg.balance == "bias":
+            b += cfg.gamma * np.sign(load.mean() - load)
+        # experts learn from the tokens they process
+        n_general = decay * n_general + load
+        n_cluster *= decay
+        n_cluster += np.bincount((sel * cfg.clusters + c[:, None]).ravel(),
+                                 minlength=E * cfg.clusters).reshape(E, cfg.clusters)
+
+    ent, mom = load_stats(load)
+    dropped, padding = capacity_overflow(load, cfg.capacity_factor, T * k)
+
+    # capacity factors and serving-time measurements with the trained router
+    xe, _ = world.draw(eval_tokens)
+    _, _, sel = _route(xe, W, b, cfg)
+    eload = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
+    csweep = []
+    for cf in capacity_factors:
+        d, pad = capacity_overflow(eload, cf, eval_tokens * k)
+        csweep.append({"capacity_factor": cf, "dropped_fraction": d, "padding_fraction": pad})
+    routed = cfg.steps * T + eval_tokens
+    bsweep = []
+    for bs in batch_sizes:
+        draws = max(1, min(64, eval_tokens * 4 // bs))
+        xb, _ = world.draw(bs * draws)
+        routed += bs * draws
+        _, _, sb = _route(xb, W, b, cfg)
+        per = sb.reshape(draws, bs * k)
+        loads = np.bincount((per + E * np.arange(draws)[:, None]).ravel(),
+                            minlength=draws * E).reshape(draws, E).astype(np.float64)
+        mom_b = loads.max(axis=1) / loads.mean(axis=1)
+        # no drops at serving: the capacity every expert must be provisioned for is the max
+        bsweep.append({"batch_tokens": bs, "max_over_mean_load_mean": float(mom_b.mean()),
+                       "max_over_mean_load_p99": float(np.quantile(mom_b, 0.99))})
+    regs = regions if regions is not None else default_regions(cfg.clusters, cfg.seed)
+    rmix = []
+    for name, m in regs.items():
+        m = np.asarray(m, dtype=np.float64)
+        if m.size != cfg.clusters or (m < 0).any() or m.sum() <= 0:
+            raise BadInput(f"region {name!r}: traffic mix needs {cfg.clusters} non-negative "
+                           "weights with a positive sum")
+        xr, _ = world.draw(eval_tokens, m / m.sum())
+        routed += eval_tokens
+        _, _, sr = _route(xr, W, b, cfg)
+        lr_ = np.bincount(sr.ravel(), minlength=E).astype(np.float64)
+        e_r, m_r = load_stats(lr_)
+        rmix.append({"region": name, "load_entropy": e_r, "max_over_mean_load": m_r,
+                     "dropped_fraction_at_cf": capacity_overflow(lr_, cfg.capacity_factor,
+                                                                 eval_tokens * k)[0]})
+    return RoutingResult(
+        config=cfg.__dict__.copy(), load_entropy=ent, load_entropy_max=float(np.log(E)),
+        max_over_mean_load=mom, dropped_fraction=dropped, padding_fraction=padding,
+        experts_used=int((load > 0).sum()), history=history, capacity_sweep=csweep,
+        batch_sweep=bsweep, region_mix=rmix, routing_decisions=routed,
+        extra={"final_bias_range": float(b.max() - b.min()) if cfg.balance == "bias" else 0.0,
+               "router_weight_norm": float(np.linalg.norm(W))},
+    )
+
+
+def default_regions(clusters: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Three regions whose users favour different topics (Dirichlet mixes, concentration 0.5)."""
+    rng = np.random.default_rng(seed + 1)
+    return {name: rng.dirichlet(np.full(clusters, 0.5)) for name in ("americas", "europe", "asia")}
