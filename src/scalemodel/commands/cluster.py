@@ -178,5 +178,16 @@ def run(args: argparse.Namespace) -> Any:
                                         "preemptions"), team_rows),)),
     )
     rep = Report(f"scalemodel cluster simulate --policy {r.policy}", sections, r.to_dict(),
-                 plot=(lambda path: sr.plot(r, path)))
+                 plot=(lambda path: _plot_timeline(r, path)))
     return rep
+
+
+def _plot_timeline(r: Any, path: str) -> None:
+    from ..report.plot import cluster_timeline
+
+    t0 = r.series[0][0]
+    cluster_timeline(path, title=f"{r.policy} on {r.workload}: utilisation {r.utilization:.1%}, "
+                                 f"fragmentation {r.fragmentation_mean:.1%}",
+                     hours=[(t - t0) / 3600 for t, _, _ in r.series],
+                     allocated=[a / r.capacity_gpus for _, a, _ in r.series],
+                     unusable=[f / r.capacity_gpus for _, _, f in r.series])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commands.reliability import blast_report
 from ..sim.checkpoint import blast_study
+from ..views.reliability import blast_report
 
 PROMPT = ("One synchronous training job on 16,384 GPUs (TP 8, PP 16, DP 128). Which faults take "
           "down a rank, a tensor-parallel group, a pipeline or the whole job; what does each cost "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commands.reliability import checkpoint_report
 from ..sim.checkpoint import checkpoint_study
+from ..views.reliability import checkpoint_report
 
 PROMPT = ("Something fails every few hours on a 16,384-GPU run (Llama 3: 466 interruptions in "
           "54 days). How often do you checkpoint, what goodput do you get, and what else do you "

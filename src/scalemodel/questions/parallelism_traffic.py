@@ -29,7 +29,7 @@ def _layout(o: dict[str, Any], **kw: Any) -> TrainLayout:
 
 
 def build(opts: dict[str, Any]) -> Report:
-    from ..commands.comm import traffic_report
+    from ..views.comm import traffic_report
 
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
     m = get_model(o["model"])

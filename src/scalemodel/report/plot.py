@@ -160,3 +160,23 @@ def shared_x_curves(path: str, *, title: str, x: Sequence[float],
     """Line curves over one shared x axis (e.g. router load metrics over training steps)."""
     return curves(path, title=title, xlabel=xlabel, ylabel=ylabel,
                   lines=[(name, list(x), list(ys)) for name, ys in series])
+
+
+def cluster_timeline(path: str, *, title: str, hours: Sequence[float],
+                     allocated: Sequence[float], unusable: Sequence[float]) -> Path:
+    """A scheduler replay over time: allocated share of capacity, and the share that is free but
+    unusable by the job at the head of the queue (fragmentation)."""
+    p = _check_path(path)
+    plt = _pyplot()
+    fig, ax = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    ax[0].step(hours, allocated, where="post", lw=0.8)
+    ax[0].set_ylabel("allocated / capacity")
+    ax[0].set_ylim(0, 1.02)
+    ax[1].step(hours, unusable, where="post", lw=0.8, color="tab:red")
+    ax[1].set_ylabel("free but unusable\nby the head / capacity")
+    ax[1].set_xlabel("hours since the first submission")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(p, dpi=130)
+    plt.close(fig)
+    return p

@@ -152,25 +152,3 @@ def write_usage(r: SimResult, wl: Workload, path: str | Path, sku: str,
                         "", gpus, json.dumps({"end": state, "policy": r.policy})))
     return p
 
-
-def plot(r: SimResult, path: str) -> Path:
-    from ...report.plot import _check_path, _pyplot
-
-    p = _check_path(path)
-    plt = _pyplot()
-    ts = [(t - r.series[0][0]) / 3600 for t, _, _ in r.series]
-    fig, ax = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
-    ax[0].step(ts, [a / r.capacity_gpus for _, a, _ in r.series], where="post", lw=0.8)
-    ax[0].set_ylabel("allocated / capacity")
-    ax[0].set_ylim(0, 1.02)
-    ax[1].step(ts, [f / r.capacity_gpus for _, _, f in r.series], where="post", lw=0.8,
-               color="tab:red")
-    ax[1].set_ylabel("free but unusable\nby the head / capacity")
-    ax[1].set_xlabel("hours since the first submission")
-    fig.suptitle(f"{r.policy} on {r.workload}: utilisation {r.utilization:.1%}, "
-                 f"fragmentation {r.fragmentation_mean:.1%}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return p
-
