@@ -19,6 +19,9 @@ STOPS = [
     ("Why is batch-1 decode memory-bound, and from which batch is it not?",
      ["roofline", "--gpu", "h100-sxm", "--model", "llama-3-70b", "--decode", "--batch", "1",
       "--context", "1"]),
+    ("How long does a 1 GiB gradient all-reduce take on one 8 x H100 node, and which algorithm "
+     "would NCCL pick?", ["comm", "cost", "--collective", "all-reduce", "--ranks", "8", "--bytes",
+                          "1GiB", "--link", "nvlink4"]),
     ("Which questions does scalemodel answer?", ["questions"]),
 ]
 
@@ -29,8 +32,9 @@ def run() -> int:
         rc = main(argv)
         if rc:
             return rc
-    print("\nNext: scalemodel answer kv-cache | training-memory | roofline, and "
-          "scalemodel <command> --help.")
+    print("\nNext: scalemodel answer ID (scalemodel questions lists them), scalemodel plan train "
+          "--model llama-3-70b --gpu h100-sxm --gpus 64 --global-batch-tokens 4M, scalemodel serve, "
+          "and scalemodel <command> --help.")
     return 0
 
 
