@@ -8,8 +8,9 @@ layout at once with numpy. Memory comes from :func:`scalemodel.analytic.memory.t
 
 * compute: every GEMM of a layer (forward, the two backward GEMMs, recompute) at an efficiency
   that depends on its shape (tile and wave quantization on the SMs, the HBM roofline for thin
-  GEMMs) below a ceiling measured on one large GEMM; attention at a FlashAttention efficiency;
-  norms, activations and the loss as HBM traffic;
+  GEMMs) below a ceiling measured on one large GEMM; attention at the FlashAttention efficiency
+  of the length each call sees (smaller under context parallelism); norms, residuals,
+  activations, rotary, dropout masks, fp8 casts and the fp32 loss as HBM traffic;
 * TP/SP, CP and EP collectives per layer, the pipeline bubble (p - 1) / v and send/recv, the
   DP gradient reduction and ZeRO gathers overlapped with compute where the framework does so;
 * the optimizer step as HBM traffic.
@@ -182,9 +183,60 @@ def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf1
     return 2.0 * M * N * K / (t * peak)
 
 
-def attention_efficiency(gpu: GPUSpec) -> float:
+@cache
+def _attention_curves(arch: str) -> dict[str, np.ndarray]:
+    """Fractions of the 16-bit peak by call length: forward/backward, causal/full (see
+    planner.toml [attention]). Hopper and later use the H100 measurements; Ampere scales their
+    shape to the A100 maxima of the FlashAttention-2 paper."""
     a = constants()["attention"]
-    return float(a.get(gpu.arch, a["default"]))
+    fc = np.asarray(a["h100_fa2_fwd_causal"], dtype=np.float64)
+    ff = np.asarray(a["h100_fa2_fwd_full"], dtype=np.float64)
+    bf = np.asarray(a["h100_fa2_bwd_full"], dtype=np.float64)
+    if arch == "ampere":
+        fwd_full = a["a100_fwd_max"] * ff / ff[-1]
+        bwd_full = a["a100_bwd_max"] * bf / bf[-1]
+    else:
+        fwd_full = ff / a["h100_peak_tflops"]
+        bwd_full = bf / a["h100_peak_tflops"]
+    mask = fc / ff  # what the causal mask costs at each length
+    return {"x": np.log2(np.asarray(a["lengths"], dtype=np.float64)),
+            "fwd_full": fwd_full, "fwd_causal": fwd_full * mask,
+            "bwd_full": bwd_full, "bwd_causal": bwd_full * mask}
+
+
+def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = True,
+                         backward: bool = False) -> Any:
+    """Fraction of the 16-bit peak a FlashAttention call of ``length`` tokens reaches
+    (FLOPs counted as the planner counts them: causal half, backward 2.5x the forward)."""
+    c = _attention_curves(gpu.arch)
+    y = c[("bwd_" if backward else "fwd_") + ("causal" if causal else "full")]
+    x = np.log2(np.maximum(np.asarray(length, dtype=np.float64), 1.0))
+    slope = (y[1] - y[0]) / (c["x"][1] - c["x"][0])
+    short = np.maximum(y[0] + slope * (x - c["x"][0]),
+                       constants()["attention"]["short_floor"] * y[0])
+    out = np.where(x < c["x"][0], short, np.interp(x, c["x"], y))
+    return out if out.ndim else float(out)
+
+
+def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
+                        gpu: GPUSpec) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the FlashAttention calls of one layer on one rank.
+
+    ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
+    of S tokens. With load-balanced CP (2 cp chunks) a rank runs one causal call of S/cp tokens
+    (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
+    geometric-mean length S / (cp sqrt 2). The backward executes 2.5x the forward FLOPs.
+    """
+    cp = np.asarray(cp, dtype=np.float64)
+    diag_l = S / cp
+    off_l = S / (cp * math.sqrt(2.0))
+    share = 1.0 / cp
+    f = (flops_fwd * share / attention_efficiency(gpu, diag_l)
+         + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False))
+    b = 2.5 * (flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
+               + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False,
+                                                                  backward=True))
+    return f / peak16, b / peak16
 
 
 # --- collectives: priced by the collectives engine (analytic/collectives.py) ---------------------
@@ -415,22 +467,32 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     # attention projections and core (FlashAttention: causal half executed, backward 2.5x)
     af1, ab1 = gemm3(T, ms.attn_in_n / tp, h)
     af2, ab2 = gemm3(T, h, ms.attn_out_k / tp)
+    ng = constants()["nongemm"]
     if job.attention == "flash":
         core_flops = 2 * b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
-        attn_eff = attention_efficiency(gpu)
-        core_f = core_flops / (peak16 * attn_eff)
-        core_b = 2.5 * core_f
-    else:  # unfused: two batched GEMMs per head over the whole s x s score matrix, and the
-        # scores written, softmaxed (and dropped out) in HBM; backward twice the forward
+        core_f, core_b = attention_core_time(core_flops, S, cp, peak16, gpu)
+        # ring attention (CP): each of the cp - 1 extra calls merges its partial output into the
+        # running result forward, and accumulates dq, dk, dv backward (online-softmax merge)
+        merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * T / tp
+        cp_merge_f = merge * ms.v_dim / hbm
+        cp_merge_b = merge * (ms.qk_dim + ms.kv_dim) / hbm
+        core_f = core_f + cp_merge_f
+        core_b = core_b + cp_merge_b
+    else:  # unfused: two batched GEMMs per head over the whole s x s score matrix (their own
+        # roofline pays for writing scores and reading probabilities), plus the fused
+        # scale-mask-softmax and dropout passes over the scores in HBM
         heads = m.n_heads / tp
         sl = S / cp
         dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
         qk_f, qk_b = gemm3(sl, S, dq)
         av_f, av_b = gemm3(sl, dv, S)
-        per_score = 2 + 4 + (5 if m.dropout else 0) + 2
-        ew_s = b * heads * sl * S * per_score / hbm
-        core_f = b * heads * (qk_f + av_f) + ew_s
-        core_b = b * heads * (qk_b + av_b) + 2 * ew_s
+        per_f = ng["unfused_fwd_bytes_per_score"] + (ng["unfused_dropout_fwd_bytes"]
+                                                     if m.dropout else 0)
+        per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
+                                                     if m.dropout else 0)
+        scores = b * heads * sl * S
+        core_f = b * heads * (qk_f + av_f) + scores * per_f / hbm
+        core_b = b * heads * (qk_b + av_b) + scores * per_b / hbm
     # elementwise traffic per layer, forward (norms, residuals, activation function, rotary)
     sp_div = np.where(tp > 1, tp, 1.0)
 
@@ -439,10 +501,33 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
                           + (3 if ms.up_k == 2 else 2) * width / tp
                           + 2 * (ms.qk_dim + ms.v_dim) / tp)
 
+    mask_b = float(ng["dropout_mask_bytes"]) * 2 * T * h / sp_div if m.dropout else 0.0
+    fp8 = job.precision == "fp8"
+
+    def cast_bytes(width: float, copies: float) -> tuple[Any, Any]:
+        """fp8 cast + transpose of every GEMM input (forward) and output gradient (backward):
+        QKV and up/gate read the gathered h, the output projection v/tp, the down projection
+        width/tp; ``copies`` = token copies entering the MLP (top_k for routed experts)."""
+        if not fp8:
+            return 0.0, 0.0
+        cb = float(ng["fp8_cast_bytes"])
+        fin = T * (h + ms.v_dim / tp + copies * h + width / tp)
+        bout = T * (ms.attn_in_n / tp + h + ms.up_k * width / tp + copies * h)
+        return cb * fin, cb * bout
+
+    def nongemm(width: float, copies: float = 1.0) -> tuple[Any, Any]:
+        """Seconds of memory-bound kernels per layer (forward, backward): norms, residual adds,
+        the activation function and rotary (backward twice the forward), dropout masks, fp8
+        casts."""
+        cf, cb_ = cast_bytes(width, copies)
+        ew = ew_bytes(width)
+        return (ew + mask_b + cf) / hbm, (2 * ew + mask_b + cb_) / hbm
+
     # dense and MoE layer compute (forward, backward), seconds per micro-batch
     df_, db_ = mlp(T, ms.ffn)
-    dense_f = af1 + af2 + core_f + df_ + ew_bytes(ms.ffn) / hbm
-    dense_b = ab1 + ab2 + core_b + db_ + 2 * ew_bytes(ms.ffn) / hbm
+    ng_df, ng_db = nongemm(ms.ffn)
+    dense_f = af1 + af2 + core_f + df_ + ng_df
+    dense_b = ab1 + ab2 + core_b + db_ + ng_db
     if m.is_moe:
         n_local = m.n_experts / ep
         Me = T * m.top_k / n_local  # tokens per local expert (balanced routing)
@@ -450,8 +535,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
         rf, rb = gemm3(T, float(m.n_experts), h)
         width = m.top_k * ms.moe_ffn + ms.shared_ffn
-        moe_f = af1 + af2 + core_f + ef + sf + rf + ew_bytes(width) / hbm
-        moe_b = ab1 + ab2 + core_b + eb + sb + rb + 2 * ew_bytes(width) / hbm
+        ng_mf, ng_mb = nongemm(width, m.top_k + (1 if ms.shared_ffn else 0))
+        moe_f = af1 + af2 + core_f + ef + sf + rf + ng_mf
+        moe_b = ab1 + ab2 + core_b + eb + sb + rb + ng_mb
     else:
         moe_f = moe_b = np.zeros_like(dense_f)
     # recompute: full repeats the forward, selective repeats the attention core
@@ -513,6 +599,13 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
 
     Ld = layer_time(dense_f, dense_b, rc_dense, False)
     Lm = layer_time(moe_f, moe_b, rc_moe, True) if m.is_moe else Ld
+    # of the compute: attention kernels and memory-bound kernels (shown in the derivation)
+    attn_l = core_f + core_b + np.where(rc >= 1, core_f, 0.0)
+    Ld = {**Ld, "attn": attn_l, "ng": ng_df + ng_db + np.where(rc == 2, ng_df, 0.0)}
+    if m.is_moe:
+        Lm = {**Lm, "attn": attn_l, "ng": ng_mf + ng_mb + np.where(rc == 2, ng_mf, 0.0)}
+    else:
+        Lm = Ld
 
     # --- stages: uneven split, the slowest stage sets the pace ---
     keys = np.stack([pp, vpp], axis=1).astype(np.int64)
@@ -530,15 +623,17 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         return np.where(one, whole, n * big)
 
     head_f, head_b = gemm3(T, m.vocab / tp, h)
-    loss_bytes = 4 * T * m.vocab / tp * 2  # fp32 logits read and written by the loss
-    head_fw = head_f + loss_bytes / hbm
-    head_bw = head_b + loss_bytes / hbm
+    # the loss over the vocabulary: unfused fp32 passes over every logit (planner.toml [nongemm])
+    logits = T * m.vocab / tp
+    head_fw = head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / hbm
+    head_bw = head_b + logits * float(ng["loss_bwd_bytes_per_logit"]) / hbm
     parts = ("compute", "tp", "cp", "ep")
     first = {k: stage(nf, k) for k in parts}
     last = {k: stage(nl, k) for k in parts}
     mid = {k: np.where(nm > 0, stage(nm, k), 0.0) for k in parts}
     last["compute"] = last["compute"] + head_fw + head_bw
     first["compute"] = np.where(one, first["compute"] + head_fw + head_bw, first["compute"])
+    loss_ng = logits * float(ng["loss_fwd_bytes_per_logit"] + ng["loss_bwd_bytes_per_logit"]) / hbm
     t_first = sum(first[k] for k in parts)
     t_last = np.where(one, t_first, sum(last[k] for k in parts))
     t_mid = sum(mid[k] for k in parts)
@@ -617,8 +712,15 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     # --- optimizer step: read and write the states, read gradients, write weights ---
     p_opt = np.asarray(mem["optimizer"]) / opt.bytes_per_param
     t_opt = p_opt * (2 * opt.bytes_per_param + 2 * e_w) / hbm
+    if fp8:  # bf16 weights cast (and transposed) to fp8 once per step (Transformer Engine)
+        t_opt = t_opt + (dense_local + exp_local) * float(ng["fp8_weight_cast_bytes"]) / hbm
 
     compute = mb * slow["compute"]
+    has_head = one | (which == 2)
+    attn_s = mb * np.where(one, m.n_layers * attn_l, n_slow * attn_l)
+    ng_s = mb * (np.where(one, ms.n_dense * Ld["ng"] + ms.n_moe * Lm["ng"],
+                          n_slow * np.maximum(Ld["ng"], Lm["ng"]))
+                 + np.where(has_head, loss_ng, 0.0))
     tp_t, cp_t, ep_t = mb * slow["tp"], mb * slow["cp"], mb * slow["ep"]
     # compute that runs beside a collective is slowed down (SMs, HBM and power shared with the
     # communication kernels): sigma x the hidden communication time, added to the step
@@ -648,6 +750,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "lower_s": lower,
         "upper_s": upper,
         "compute_s": compute,
+        "attention_s": attn_s,
+        "nongemm_s": ng_s,
         "tp_s": tp_t,
         "cp_s": cp_t,
         "ep_s": ep_t,
@@ -863,10 +967,34 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             e_mlp, "1", cite(g["tile_source"]),
             note="tile padding and wave quantization on "
                  f"{gpu.sm_count} SMs, or the HBM roofline when thin")
+    if job.attention == "flash":
+        a = constants()["attention"]
+        src = a["a100_source"] if gpu.arch == "ampere" else a["h100_source"]
+        S, cp = job.seq_len, lay["cp"]
+        d.given(f"FlashAttention forward efficiency, causal call of {S // cp:,} tokens", "eta_af",
+                attention_efficiency(gpu, S / cp), "1", cite(src),
+                note=a["a100_note"] if gpu.arch == "ampere" else a["h100_note"])
+        d.given("FlashAttention backward efficiency, same call", "eta_ab",
+                attention_efficiency(gpu, S / cp, backward=True), "1", cite(src))
+        if cp > 1:
+            d.given(f"unmasked ring-attention calls ({S / cp / math.sqrt(2):,.0f}-token "
+                    "geometric mean), forward efficiency", "eta_ar",
+                    attention_efficiency(gpu, S / cp / math.sqrt(2), causal=False), "1",
+                    cite(a["cp_source"]), note=a["cp_note"])
     d.given(f"compute per micro-batch on the slowest ({stage}) stage", "t_c",
             v["compute_s"] / mb, "s",
             note="every GEMM forward + dgrad + wgrad at its shape's efficiency, attention, "
-                 "norms/activations as HBM traffic, recompute")
+                 "memory-bound kernels, recompute")
+    ng = constants()["nongemm"]
+    d.given("  of which attention kernels", "t_att", v["attention_s"] / mb, "s",
+            note="causal half of the score FLOPs at the efficiencies above; backward 2.5x"
+            if job.attention == "flash" else "unfused: batched GEMMs and score passes in HBM")
+    d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",
+            v["nongemm_s"] / mb, "s", cite(ng["loss_source"]),
+            note="norms, residual adds, activation function, rotary, dropout masks, fp8 casts "
+                 f"and the loss ({ng['loss_fwd_bytes_per_logit']} + "
+                 f"{ng['loss_bwd_bytes_per_logit']} bytes per logit) at "
+                 f"{g['hbm_efficiency']} of {gpu.hbm_bytes_per_s / 1e12:.2f} TB/s")
     d.given("exposed TP/SP collectives per micro-batch", "t_tp", v["tp_s"] / mb, "s",
             note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
                  "the collectives engine (NCCL-like choice)")
