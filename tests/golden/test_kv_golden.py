@@ -49,8 +49,12 @@ def test_capacity_by_hand():
     """vLLM-style budget: memory x utilization - weights - reserve, in whole 16-token blocks."""
     m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
     r = kv_report(m, gpu=g, context=8192, tp=1, reserve_bytes=0.0, utilization=0.9)
-    weights = 8_030_261_248 * 2  # exact parameter count x 2 bytes (bf16)
-    budget = g.hbm_bytes * 0.9 - weights
+    hbm = 81_559 * 2**20  # nvidia-smi "81559MiB" on an H100 80GB HBM3 (sources.toml)
+    assert g.hbm_bytes == hbm
+    # meta-llama/Meta-Llama-3-8B: 8,030,261,248 parameters (Hugging Face safetensors metadata,
+    # shown as 8.03B), x 2 bytes in bf16
+    weights = 8_030_261_248 * 2
+    budget = hbm * 0.9 - weights
     per_tok = 2 * 32 * 8 * 128 * 2  # 131,072 B
     tokens = int(budget // (per_tok * 16)) * 16
     assert r.max_tokens == tokens

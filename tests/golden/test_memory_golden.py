@@ -15,16 +15,31 @@ from scalemodel.specs import get_model
 GPT3 = "gpt3-175b"  # MHA, plain 4h MLP, dropout: the layer the paper's equations describe
 
 
-@pytest.mark.parametrize("tp, sp, rc", [(1, False, 0), (8, False, 0), (8, True, 0), (8, True, 1),
-                                        (8, True, 2), (1, False, 2), (4, False, 1)])
+# Korthikanti et al. 2022, Table 2: activation bytes per layer, written out here (s, b, h, a, t)
+TABLE_2 = {
+    # (tp, sp, recompute): closed form
+    (1, False, 0): lambda s, b, h, a, t: s * b * h * (34 + 5 * a * s / h),
+    (8, False, 0): lambda s, b, h, a, t: s * b * h * (10 + 24 / t + 5 * a * s / (h * t)),
+    (8, True, 0): lambda s, b, h, a, t: s * b * h / t * (34 + 5 * a * s / h),
+    (8, True, 1): lambda s, b, h, a, t: s * b * h / t * 34,
+    (4, False, 1): lambda s, b, h, a, t: s * b * h * (10 + 24 / t),
+    (8, True, 2): lambda s, b, h, a, t: 2 * s * b * h / t,
+    (1, False, 2): lambda s, b, h, a, t: 2 * s * b * h,
+}
+
+
+@pytest.mark.parametrize("tp, sp, rc", sorted(TABLE_2))
 def test_per_layer_activations_match_paper(tp, sp, rc):
-    """Korthikanti et al. 2022: eq. 2 (34sbh + 5as^2b), Table 2 (TP, SP, selective, full)."""
+    """Korthikanti et al. 2022: eq. 2 and Table 2 (TP, SP, selective, full recompute)."""
     m = get_model(GPT3)
     sm = static_model(m)
     s, b = 2048, 1
     got = float(act_per_layer(sm.dense, s, b, m.n_heads, m.n_kv_heads, tp, sp, rc, False))
-    want = korthikanti_per_layer(s, b, m.hidden, m.n_heads, tp, sp, ["none", "selective", "full"][rc])
+    want = TABLE_2[(tp, sp, rc)](s, b, m.hidden, m.n_heads, tp)
     assert got == pytest.approx(want, rel=1e-12)
+    # the library's closed forms (used by the answers) agree with the table too
+    assert korthikanti_per_layer(s, b, m.hidden, m.n_heads, tp, sp,
+                                 ["none", "selective", "full"][rc]) == pytest.approx(want, rel=1e-12)
 
 
 def test_closed_form_written_out():

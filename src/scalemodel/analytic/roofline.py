@@ -10,8 +10,9 @@ Costs counted here (e = bytes per element):
 
 * GEMM (M x K) @ (K x N): 2 M N K FLOPs; e (M K + K N + M N) bytes (each operand once).
 * Attention over s_q queries and s_kv keys, H heads of dim d: 4 s_q s_kv H d FLOPs (Q K^T and
-  P V), halved for a causal prefill. Fused kernels move Q, K, V and O once; unfused ones also
-  write and read the score and probability matrices (4 passes over H s_q s_kv elements).
+  P V), halved for a causal prefill by fused kernels that skip masked blocks. Fused kernels move
+  Q, K, V and O once; unfused ones compute the whole score matrix and also write and read the
+  scores and probabilities (4 passes over H s_q s_kv elements).
 * A model's decode step at batch B, context C: FLOPs 2 x (matmul weights per token) x B +
   attention 4 C H d_qk-ish per token per layer; bytes = weights read once + the B x C KV cache
   read. For MoE the weights read are the experts that the batch touches in expectation.
@@ -133,15 +134,18 @@ def attention(gpu: GPUSpec, *, batch: int, q_len: int, kv_len: int, heads: int, 
     d.given("K/V heads", "H_kv", kv_heads, "1")
     d.given("head dim", "d", head_dim, "1")
     d.given(f"bytes per {e.name} element", "e", e.bytes, "B", e.source)
-    mask = 0.5 if causal and q_len == kv_len and q_len > 1 else 1.0
-    d.given("causal fraction of the score matrix computed", "c", mask, "1")
+    # a fused kernel skips the blocks above the diagonal; an unfused one computes and stores the
+    # whole s_q x s_kv matrix and masks it afterwards
+    mask = 0.5 if fused and causal and q_len == kv_len and q_len > 1 else 1.0
+    d.given("causal fraction of the score matrix computed", "c", mask, "1",
+            note="fused kernels skip masked blocks; unfused ones compute the full matrix")
     d.calc("FLOPs (Q K^T and P V)", "F", "4 * B * s_q * s_kv * H * d * c", "FLOP")
     io = "e * B * (2 * s_q * H * d + 2 * s_kv * H_kv * d)"
     if fused:
         d.calc("bytes (Q, O once; K, V once)", "Q", io, "B", bound="lower")
     else:
         d.calc("bytes (Q, K, V, O + scores and probabilities written and read)", "Q",
-               io + " + 4 * e * B * H * s_q * s_kv * c", "B", bound="lower")
+               io + " + 4 * e * B * H * s_q * s_kv", "B", bound="lower")
     return _place(d, gpu, e.name, "attention", None, {"fused": fused}, e.name)
 
 
