@@ -21,8 +21,10 @@ placed with our planner (``moe_placement``) with R redundant slots; each Monte C
 n x EP x k copies multinomially, spreads each expert's copies evenly over its replicas and takes
 the busiest GPU. Per-token latency sums independent layers; p50 and p99 over draws.
 
-The all-to-all cost sits behind :func:`alltoall_time_s` (alpha-beta with links.toml figures)
-so that it can be replaced by the collectives engine (scalemodel.analytic.collectives).
+Every collective (the TP all-reduce, dispatch and combine) is priced by the collectives engine
+(scalemodel.analytic.collectives); :func:`alltoall_time_s` adds DeepEP's two kernel families on
+top of it: per-expert (low-latency, decode) and node-limited (normal kernels, prefill: one copy
+per token and node over the NIC, then NVLink fan-out).
 """
 
 from __future__ import annotations
@@ -275,7 +277,7 @@ def layout_stats(E: int, k: int, groups: int, groups_per_token: int, ep: int, re
     per = np.diff(np.linspace(0, draws, patterns + 1).astype(int))
     plans, wts, means, noises, imb = [], [], [], [], []
     lo = 0
-    for i, row in enumerate(pop):
+    for row in pop:
         if placement == "groups-on-node":
             plan = _grouped_plan(row, slots, groups, nodes, ep)
         else:
