@@ -14,7 +14,7 @@ from scalemodel.sim.moe_routing import RouterConfig, simulate
 
 
 def main() -> None:
-    for bal in ("none", "aux", "bias"):
+    for bal in ("none", "aux", "zloss", "bias"):
         cfg = RouterConfig(experts=64, top_k=2, balance=bal, steps=500, tokens_per_step=4096)
         t, c = time.perf_counter(), time.process_time()
         r = simulate(cfg)
@@ -33,6 +33,15 @@ def main() -> None:
               f"{dt:.2f} s; before {r.imbalance_before:.3f}, ours {r.imbalance_after:.3f}, "
               f"EPLB hier {r.eplb_hierarchical or float('nan'):.3f}, "
               f"EPLB global {r.eplb_global or float('nan'):.3f}, bound {r.lower_bound:.3f}")
+    from scalemodel.analytic.moe_serving import plan
+    from scalemodel.specs import get_gpu, get_model
+
+    t, c = time.perf_counter(), time.process_time()
+    p = plan(get_model("deepseek-v3"), get_gpu("h800"), tpot_s=0.05, ttft_s=2.0)
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    print(f"serve deepseek-v3 on h800 (full search, 1-40 nodes): {dt:.2f} s wall ({dc:.2f} s CPU); "
+          f"prefill EP{p.prefill.ep} {p.prefill.tokens_per_s_per_gpu:,.0f} tok/s/GPU, "
+          f"decode EP{p.decode.ep} {p.decode.tokens_per_s_per_gpu:,.0f} tok/s/GPU")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ def test_route_cli_json_keys(capsys):
     (["moe", "place", "--slots", "18", "--gpus", "4"], "divisible"),
     (["moe", "place", "--slots", "16", "--gpus", "4"], "negative"),
     (["moe", "serve", "--model", "llama-3-8b"], "not a mixture-of-experts"),
+    (["moe", "serve", "--dispatch", "magic"], "--dispatch"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tmp_path, argv, needle):
     f = tmp_path / "l.csv"
@@ -152,3 +153,19 @@ def test_global_cli_json(capsys):
     # fetch beats recompute past the break-even length: check the arithmetic
     n = ds["breakeven_prefix_tokens"]
     assert 0.2 + n * 70272 / 12.5e9 == pytest.approx(n / 73700, rel=1e-9)
+
+
+def test_node_limited_dispatch_cheaper_than_per_expert_in_prefill():
+    # the same layout priced with both kernel families: one copy per node over the NIC (with
+    # DeepSeek-V3's 4-of-8 group limit and groups on nodes) moves fewer bytes than k copies
+    from scalemodel.analytic.moe_serving import Knobs, _model, grid
+    from scalemodel.specs import get_gpu, get_model
+
+    mm = _model(get_model("deepseek-v3"), "bf16")
+    out = {}
+    for mode in ("node-limited", "per-expert"):
+        kb = Knobs(gpu=get_gpu("h800"), weight_bytes=1.0, draws=16, dispatch=mode)
+        g = grid(mm, kb, phase="prefill", ep=32, redundant=32, placement="groups-on-node",
+                 tps=[1], sizes=[4096], context=4096, prompt=4096)
+        out[mode] = float(np.median(g["a2a"]))
+    assert out["node-limited"] < out["per-expert"]

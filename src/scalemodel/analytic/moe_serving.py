@@ -21,21 +21,23 @@ placed with our planner (``moe_placement``) with R redundant slots; each Monte C
 n x EP x k copies multinomially, spreads each expert's copies evenly over its replicas and takes
 the busiest GPU. Per-token latency sums independent layers; p50 and p99 over draws.
 
-The all-to-all cost sits behind :func:`alltoall_time_s` (alpha-beta with links.toml figures)
-so that it can be replaced by the collectives engine (scalemodel.analytic.collectives).
+Every collective (the TP all-reduce, dispatch and combine) is priced by the collectives engine
+(scalemodel.analytic.collectives); :func:`alltoall_time_s` adds DeepEP's two kernel families on
+top of it: per-expert (low-latency, decode) and node-limited (normal kernels, prefill: one copy
+per token and node over the NIC, then NVLink fan-out).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from ..derive import Derivation
 from ..errors import BadInput
-from ..specs import GPUSpec, ModelSpec, dtype, get_link
+from ..specs import GPUSpec, ModelSpec, dtype
 from ..specs.sources import cite, load_toml
 from .kv import model_kv_bytes_per_token
 from .moe_placement import _global_plan
@@ -53,33 +55,90 @@ def constant(name: str) -> tuple[float, str]:
     return float(t["value"]), cite(t["source"])
 
 
-# --- the all-to-all, alpha-beta ----------------------------------------------------------------
+# --- the all-to-all, priced by the collectives engine ------------------------------------------
+
+DISPATCH_MODES = ("auto", "node-limited", "per-expert")
 
 
-def alltoall_time_s(send_bytes: Any, recv_bytes: Any, ranks: int, ranks_per_node: int,
-                    gpu: GPUSpec) -> Any:
-    """Time of one all-to-all step (dispatch or combine) for one GPU, vectorised over bytes.
+def serving_fabric(gpu: GPUSpec, gpus_per_node: int) -> Any:
+    """The collectives engine's fabric for a GPU type: its scale-up link (at the GPU's own rate,
+    e.g. H800's reduced NVLink) inside a node, its NICs (gpus.toml) across nodes."""
+    return _fabric(gpu.id, gpus_per_node, gpu.scale_up_bytes_per_s or None)
 
-    A share (ranks - ranks_per_node) / ranks of the traffic (uniform destinations) crosses the
-    GPU's scale-out NIC, the rest its scale-up link; the two proceed in parallel and the larger
-    of send and receive volume counts (full duplex). Time = overhead + link latency +
-    max(remote bytes / (NIC bandwidth x measured efficiency), local bytes / scale-up bandwidth).
-    Replace with scalemodel.analytic.collectives once merged.
-    """
-    over, _ = constant("alltoall_overhead_s")
-    vol = np.maximum(send_bytes, recv_bytes)
+
+@cache
+def _fabric(gpu_id: str, gpus_per_node: int, up: float | None) -> Any:
+    from ..specs import get_gpu
+    from .collectives import make_fabric
+
+    ic = get_gpu(gpu_id).interconnect
+    return make_fabric(ic.get("scale_up_link") or "pcie5", ic.get("scale_out_link") or "ndr-400",
+                       gpus_per_node=gpus_per_node, nics_per_gpu=float(ic.get("nics_per_gpu", 1)),
+                       intra_bytes_per_s=up)
+
+
+def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarray:
+    """Engine price of a direct all-to-all (per-rank buffer ``nbytes``, nccl-tests convention),
+    the fastest protocol per query; zero for one rank or no bytes."""
+    from .collectives import price_best
+
+    S = np.asarray(nbytes, dtype=np.float64)
     if ranks <= 1:
-        return np.zeros_like(np.asarray(vol, dtype=np.float64))
-    rpn = min(ranks_per_node, ranks)
-    remote = (ranks - rpn) / ranks
-    local = (rpn - 1) / ranks
-    out_link = gpu.interconnect.get("scale_out_link", "ndr-400")
-    ln = get_link(out_link)
-    nic_bw = ln.bytes_per_s_per_direction * float(ln.extra.get("efficiency_measured", 1.0))
-    nic_bw *= float(gpu.interconnect.get("nics_per_gpu", 1))
-    up_bw = gpu.scale_up_bytes_per_s or ln.bytes_per_s_per_direction
-    lat = ln.latency_s if remote > 0 else 0.6e-6
-    return over + lat + np.maximum(vol * remote / nic_bw, vol * local / up_bw)
+        return np.zeros(S.shape)
+    uq, inv = np.unique(S.ravel(), return_inverse=True)
+    t = price_best("all-to-all", uq, ranks, ranks_per_node, fabric=fabric,
+                   algorithms=("direct",)).time_s
+    return np.where(S > 0, np.asarray(t)[inv].reshape(S.shape), 0.0)
+
+
+def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
+                    mode: str = "per-expert", nic_copies: Any = None,
+                    bytes_per_copy_each: Any = None) -> np.ndarray:
+    """One dispatch or combine on the busiest GPU, vectorised over ``copies``.
+
+    ``per-expert`` (DeepEP's low-latency kernels, decode): each of a token's copies goes
+    straight to its expert's GPU; ``copies`` = the larger of what the GPU sends and receives.
+    Priced as one direct all-to-all over ``ep`` ranks with NVLink for peers in the node and the
+    NIC for the rest (the engine's mixed case). DeepEP's EP8 and EP16 low-latency rates (98 and
+    63 GB/s) exceed one 400 Gb/s NIC, so in-node peers do not go through the NIC.
+
+    ``node-limited`` (DeepEP's normal kernels, prefill; DeepSeek-V3's node-limited routing):
+    one copy per token and target node crosses the network on the GPU's rail (``nic_copies``,
+    sent or received, the larger), then NVLink fans it out to the GPUs holding the experts
+    (``copies``, deduplicated per GPU). The two stages are pipelined: the slower one counts.
+    Each stage is an engine all-to-all: over the N nodes of the rail (one rank per node) and
+    over the p GPUs of the node. ``bytes_per_copy_each`` (optional) gives a byte size per row
+    of a stacked ``copies`` (dispatch and combine priced in one call).
+    """
+    p = fabric.gpus_per_node
+    if bytes_per_copy_each is not None:
+        bytes_per_copy = np.asarray(bytes_per_copy_each, dtype=np.float64).reshape(
+            (-1,) + (1,) * (np.ndim(copies) - 1))
+    vol = np.asarray(copies, dtype=np.float64) * bytes_per_copy
+    if ep <= 1:
+        return np.zeros(vol.shape)
+    if mode == "per-expert" or ep <= p:
+        return _a2a(vol, ep, min(ep, p), fabric)
+    if mode != "node-limited":
+        raise BadInput(f"--dispatch: {mode!r} is not one of {', '.join(DISPATCH_MODES[1:])}")
+    nodes = -(-ep // p)
+    nic = np.asarray(nic_copies, dtype=np.float64) * bytes_per_copy
+    # the rail all-to-all sends (N-1)/N of its per-rank buffer to other nodes
+    t_nic = _a2a(nic * nodes / (nodes - 1), nodes, 1, fabric)
+    t_nvl = _a2a(vol, p, p, fabric)
+    return np.maximum(t_nic, t_nvl)
+
+
+def allreduce_time_s(nbytes: Any, ranks: Any, fabric: Any) -> np.ndarray:
+    """Attention TP all-reduce inside a node, priced by the engine (NCCL's best choice);
+    vectorised over ``nbytes`` and ``ranks`` (broadcast); zero for one rank."""
+    from .collectives import price_best
+
+    S, n = np.broadcast_arrays(np.asarray(nbytes, dtype=np.float64),
+                               np.asarray(ranks, dtype=np.float64))
+    n = np.maximum(n, 1.0)
+    t = price_best("all-reduce", S, n, np.minimum(n, fabric.gpus_per_node), fabric=fabric).time_s
+    return np.where((n > 1) & (S > 0), np.asarray(t), 0.0)
 
 
 # --- model pieces -------------------------------------------------------------------------------
@@ -100,6 +159,8 @@ class _Model:
     kv_tok_layer: float  # KV bytes per token per layer
     kv_split: int  # how many ways TP can split the KV (1 for MLA, n_kv_heads for GQA)
     P_embed_head: float
+    groups: int = 0  # n_group: expert groups of the router (0: none)
+    groups_per_token: int = 0  # topk_group: groups one token may use
 
 
 def _model(m: ModelSpec, kv_dtype: str) -> _Model:
@@ -120,10 +181,15 @@ def _model(m: ModelSpec, kv_dtype: str) -> _Model:
         kv_tok_layer=kv_tok / m.n_layers,
         kv_split=1 if m.kv_lora_rank else max(1, m.n_kv_heads),
         P_embed_head=float(pc.embedding + pc.lm_head),
+        groups=m.expert_groups if m.expert_groups and m.n_experts % m.expert_groups == 0 else 0,
+        groups_per_token=m.groups_per_token,
     )
 
 
 # --- Monte Carlo of the routed load --------------------------------------------------------------
+
+PLACEMENTS = ("global", "groups-on-node")
+EXACT_COPIES_PER_EXPERT = 10  # below this mean, draw the multinomial itself (normal approx. off)
 
 
 def zipf_popularity(E: int, s: float, patterns: int, seed: int) -> np.ndarray:
@@ -133,30 +199,143 @@ def zipf_popularity(E: int, s: float, patterns: int, seed: int) -> np.ndarray:
     return np.stack([p[rng.permutation(E)] for _ in range(patterns)])
 
 
+@dataclass(frozen=True)
+class LayoutStats:
+    """What the routing Monte Carlo needs about one (EP, redundant experts, placement).
+
+    For pattern i (a per-layer popularity ``pop[i]``, placed as ``plans[i]``: the logical
+    expert of every slot, slot s on GPU s // slots per GPU), an expert's copies are spread
+    evenly over its replicas (EPLB's model), so GPU g receives the sum over its slots of
+    count_e / replicas_e. ``mean[i]`` is that sum for expected shares and ``noise[i]`` for
+    Z sqrt(p (1 - p)), Z standard normals shared by every layout (common random numbers: two
+    layouts are compared on the same draws)."""
+
+    pop: np.ndarray
+    plans: tuple[np.ndarray, ...]
+    weights: tuple[np.ndarray, ...]  # 1 / replicas of the slot's expert
+    mean: np.ndarray  # (patterns, ep)
+    noise: tuple[np.ndarray, ...]  # per pattern (draws of that pattern, ep)
+    imbalance: float  # max / mean GPU load of the placement, expected shares
+
+    def gpu_sum(self, i: int, per_expert: np.ndarray) -> np.ndarray:
+        """Per-GPU sums of per-expert values (..., E) under pattern i's placement."""
+        ep = self.mean.shape[1]
+        x = per_expert[..., self.plans[i]] * self.weights[i]
+        return x.reshape(x.shape[:-1] + (ep, -1)).sum(axis=-1)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    sa = np.sort(a, axis=1)
+    return 1 + (np.diff(sa, axis=1) != 0).sum(axis=1)
+
+
+def fanout(pop: np.ndarray, plan: np.ndarray, *, k: int, groups: int, groups_per_token: int,
+           ep: int, gpus_per_node: int, rng: np.random.Generator, tokens: int = 1024
+           ) -> tuple[float, float]:
+    """(distinct GPUs, distinct other nodes) one token's dispatch reaches, sampled.
+
+    A token on a random GPU picks ``groups_per_token`` of the router's ``groups`` expert groups
+    (when the model limits them; DeepSeek-V3: 4 of 8) in proportion to group popularity, then
+    k experts inside them in proportion to expert popularity, without replacement
+    (Plackett-Luce: the k largest of w_i / X_i with X_i standard exponential); each pick goes to
+    one of the expert's replicas at random."""
+    E = pop.size
+    spg = plan.size // ep
+    cnt = np.bincount(plan, minlength=E)
+    order = np.argsort(plan, kind="stable")
+    first = np.cumsum(cnt) - cnt
+    score = pop.astype(np.float32)[None, :] / rng.standard_exponential((tokens, E),
+                                                                         dtype=np.float32)
+    if groups and 0 < groups_per_token < groups:
+        gs = E // groups
+        gsc = (pop.reshape(groups, gs).sum(axis=1).astype(np.float32)[None, :]
+               / rng.standard_exponential((tokens, groups), dtype=np.float32))
+        keep = np.argpartition(-gsc, groups_per_token - 1, axis=1)[:, :groups_per_token]
+        allowed = np.zeros((tokens, groups), dtype=np.float32)
+        allowed[np.arange(tokens)[:, None], keep] = 1.0
+        score *= np.repeat(allowed, gs, axis=1)
+    sel = np.argpartition(-score, k - 1, axis=1)[:, :k] if k < E else np.tile(np.arange(E),
+                                                                               (tokens, 1))
+    rep = np.minimum((rng.random(sel.shape) * cnt[sel]).astype(np.int64), cnt[sel] - 1)
+    gpu = order[first[sel] + rep] // spg
+    node = gpu // gpus_per_node
+    src = rng.integers(0, ep, tokens) // gpus_per_node
+    d_node = _distinct(node) - (node == src[:, None]).any(axis=1)
+    return float(_distinct(gpu).mean()), float(d_node.mean())
+
+
 @cache
-def _plans(E: int, s: float, ep: int, redundant: int, patterns: int, seed: int
-           ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def layout_stats(E: int, k: int, groups: int, groups_per_token: int, ep: int, redundant: int,
+                 placement: str, gpus_per_node: int, s: float, *, draws: int = 256,
+                 patterns: int = 4, seed: int = 0) -> LayoutStats:
+    from .moe_placement import _grouped_plan
+
     pop = zipf_popularity(E, s, patterns, seed)
-    plans = tuple(_global_plan(row, E + redundant, ep) for row in pop)
-    return pop, plans
+    slots = E + redundant
+    nodes = -(-ep // gpus_per_node)
+    z = np.random.default_rng(seed + 7).standard_normal((draws, E))
+    per = np.diff(np.linspace(0, draws, patterns + 1).astype(int))
+    plans, wts, means, noises, imb = [], [], [], [], []
+    lo = 0
+    for row in pop:
+        if placement == "groups-on-node":
+            plan = _grouped_plan(row, slots, groups, nodes, ep)
+        else:
+            plan = _global_plan(row, slots, ep)
+        plans.append(plan)
+        wts.append(1.0 / np.bincount(plan, minlength=E)[plan])
+    st = LayoutStats(pop, tuple(plans), tuple(wts), np.zeros((patterns, ep)), (), 0.0)
+    for i, row in enumerate(pop):
+        means.append(st.gpu_sum(i, row))
+        noises.append(st.gpu_sum(i, z[lo:lo + per[i]] * np.sqrt(row * (1 - row))))
+        lo += per[i]
+        imb.append(means[-1].max() * ep)
+    return LayoutStats(pop, tuple(plans), tuple(wts), np.stack(means), tuple(noises),
+                       float(np.mean(imb)))
 
 
-@lru_cache(maxsize=4096)
-def recv_tail(E: int, k: int, ep: int, redundant: int, tokens_per_gpu: int, s: float, *,
-              draws: int = 256, patterns: int = 4, seed: int = 0) -> np.ndarray:
-    """Routed copies received by the busiest GPU, one value per draw (draws of layers)."""
-    pop, plans = _plans(E, s, ep, redundant, patterns, seed)
-    rng = np.random.default_rng(seed + 7)
-    n_copies = tokens_per_gpu * ep * k
-    out = np.empty(draws)
-    per = draws // patterns
-    for i, (p, plan) in enumerate(zip(pop, plans, strict=True)):
-        cnt = np.bincount(plan, minlength=E)
-        cnts = rng.multinomial(n_copies, p, size=per if i < patterns - 1 else draws - per * i)
-        piece = cnts[:, plan] / cnt[plan]
-        gpu = piece.reshape(piece.shape[0], ep, -1).sum(axis=2)
-        out[i * per: i * per + piece.shape[0]] = gpu.max(axis=1)
-    return out
+@cache
+def layout_fanout(E: int, k: int, groups: int, groups_per_token: int, ep: int, redundant: int,
+                  placement: str, gpus_per_node: int, s: float, *, draws: int = 256,
+                  patterns: int = 4, seed: int = 0) -> tuple[float, float]:
+    """Mean over the popularity patterns of :func:`fanout` for a layout's placements."""
+    st = layout_stats(E, k, groups, groups_per_token, ep, redundant, placement, gpus_per_node, s,
+                      draws=draws, seed=seed) if patterns == 4 else layout_stats(
+        E, k, groups, groups_per_token, ep, redundant, placement, gpus_per_node, s, draws=draws,
+        patterns=patterns, seed=seed)
+    rng = np.random.default_rng(seed + 3)
+    r = [fanout(row, plan, k=k, groups=groups, groups_per_token=groups_per_token, ep=ep,
+                gpus_per_node=gpus_per_node, rng=rng) for row, plan in zip(st.pop, st.plans,
+                                                                             strict=True)]
+    return float(np.mean([a for a, _ in r])), float(np.mean([b for _, b in r]))
+
+
+def recv_tail(st: LayoutStats, copies: np.ndarray, *, seed: int = 0, gpus_per_node: int = 8
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(busiest GPU's routed copies, busiest node / mean node), shape (sizes, draws).
+
+    ``copies``: routed copies in one step over the whole EP group (tokens x EP x k). A draw is
+    one layer's routing of those copies: multinomial over the experts, drawn exactly when an
+    expert expects fewer than 10 copies and by its normal approximation (mean n p, variance
+    n p (1 - p), shared draws) above that."""
+    copies = np.atleast_1d(np.asarray(copies, dtype=np.float64))
+    E = st.pop.shape[1]
+    ep = st.mean.shape[1]
+    nodes = max(1, ep // gpus_per_node)
+    out, node_imb = [], []
+    for c in copies:
+        if c < EXACT_COPIES_PER_EXPERT * E:
+            rng = np.random.default_rng([seed, int(c)])
+            loads = np.concatenate([st.gpu_sum(i, rng.multinomial(int(c), p, size=nz.shape[0]))
+                                    for i, (p, nz) in enumerate(zip(st.pop, st.noise,
+                                                                    strict=True))])
+        else:
+            loads = np.concatenate([c * m + np.sqrt(c) * nz
+                                    for m, nz in zip(st.mean, st.noise, strict=True)])
+        out.append(loads.max(axis=1))
+        nl = loads[:, :nodes * gpus_per_node].reshape(loads.shape[0], nodes, -1).sum(axis=2)
+        node_imb.append(nl.max(axis=1) / np.maximum(nl.mean(axis=1), 1e-300))
+    return np.stack(out), np.stack(node_imb)
 
 
 # --- one configuration --------------------------------------------------------------------------
@@ -194,7 +373,7 @@ class PhasePlan:
 class Knobs:
     gpu: GPUSpec
     weight_bytes: float
-    dispatch_bytes: float = 1.0
+    dispatch_bytes: float = 1.0 + 4.0 / 128  # FP8 values + one FP32 scale per 128 channels
     combine_bytes: float = 2.0
     kv_dtype: str = "bf16"
     compute_dtype: str = "fp8"
@@ -203,106 +382,192 @@ class Knobs:
     overlap: bool = True
     draws: int = 256
     seed: int = 0
+    dispatch: str = "auto"
+
+    def mode(self, phase: str) -> str:
+        """auto follows DeepEP: normal (node-limited) kernels for prefill, low-latency
+        (per-expert RDMA) kernels for decode."""
+        if self.dispatch != "auto":
+            return self.dispatch
+        return "node-limited" if phase == "prefill" else "per-expert"
 
 
-def evaluate(mm: _Model, kb: Knobs, *, phase: str, tp: int, ep: int, redundant: int,
-             tokens_per_gpu: int, context: int, prompt: int) -> PhasePlan:
-    """Timeline, tail and memory of one (phase, tp, ep, redundant, tokens per GPU) choice."""
+def _dispatch_bytes() -> float:
+    g, _ = constant("fp8_scale_group")
+    return 1.0 + 4.0 / g
+
+
+def grid(mm: _Model, kb: Knobs, *, phase: str, ep: int, redundant: int, placement: str,
+         tps: Any, sizes: Any, context: int, prompt: int) -> dict[str, Any]:
+    """Timeline, tail and memory of every (attention TP, tokens per GPU) for one layout; arrays
+    of shape (len(tps), len(sizes)) (and a trailing draws axis for the per-draw ones)."""
     gpu = kb.gpu
+    fab = serving_fabric(gpu, kb.gpus_per_node)
     eff_c, _ = constant("compute_efficiency")
     eff_m, _ = constant("memory_efficiency")
     util, _ = constant("memory_utilization")
     peak = gpu.peak_flop_per_s(kb.compute_dtype) * eff_c
     bw = gpu.hbm_bytes_per_s * eff_m
-    n = tokens_per_gpu
-    e_w = kb.weight_bytes
-    kv_l = mm.kv_tok_layer
-    # attention per layer on one GPU (group of tp GPUs handles tp * n tokens)
-    proj_f = 2 * mm.P_attn * n  # tp * n tokens x P_attn / tp
+    tp = np.asarray(tps, dtype=np.float64)[:, None]
+    n = np.asarray(sizes, dtype=np.float64)[None, :]
+    e_w, kv_l = kb.weight_bytes, mm.kv_tok_layer
+    split = np.minimum(tp, mm.kv_split)
+    # attention per layer on one GPU (a group of tp GPUs handles tp x n tokens)
+    proj_f = 2 * mm.P_attn * n
     proj_b = mm.P_attn * e_w / tp
     if phase == "decode":
-        seqs = n * tp  # sequences in the group; each GPU holds its share of KV heads
         core_f = mm.attn_flops_per_ctx * context * n
-        kv_b = seqs * context * kv_l / min(tp, mm.kv_split)
+        kv_b = n * tp * context * kv_l / split
         ctx_len = context
     else:
         core_f = mm.attn_flops_per_ctx * n * prompt / 2  # causal: half the score matrix
-        kv_b = n * kv_l  # written once
+        kv_b = n * kv_l + 0 * tp  # written once
         ctx_len = prompt
-    t_attn = max((proj_f + core_f) / peak, (proj_b + kv_b) / bw)
-    t_tp = 0.0
-    if tp > 1:
-        up = gpu.scale_up_bytes_per_s or 1e11
-        t_tp = 2 * (tp - 1) / tp * (n * tp) * mm.h * 2 / up + 2 * (tp - 1) * 0.6e-6
-    t_shared = max(2 * mm.P_shared * n / peak, mm.P_shared * e_w / bw) if mm.P_shared else 0.0
-    t_dense = max(2 * mm.P_dense_mlp * n / peak, mm.P_dense_mlp * e_w / bw)
-    # routed experts: the busiest GPU
+    t_attn = np.maximum((proj_f + core_f) / peak, (proj_b + kv_b) / bw)
+    t_tp = _tp_allreduce(gpu.id, kb.gpus_per_node, gpu.scale_up_bytes_per_s or None,
+                         tuple(int(t) for t in np.asarray(tps)), tuple(int(x) for x in sizes),
+                         mm.h)
+    t_shared = (np.maximum(2 * mm.P_shared * n / peak, mm.P_shared * e_w / bw)
+                if mm.P_shared else 0.0 * n)
+    t_dense = np.maximum(2 * mm.P_dense_mlp * n / peak, mm.P_dense_mlp * e_w / bw)
+    # routed experts and the all-to-all on the busiest GPU, per draw
+    st = layout_stats(mm.E, mm.k, mm.groups, mm.groups_per_token, ep, redundant, placement,
+                      kb.gpus_per_node, kb.skew, draws=kb.draws, seed=kb.seed)
     slots_per_gpu = (mm.E + redundant) // ep
-    recv = recv_tail(mm.E, mm.k, ep, redundant, n, kb.skew, draws=kb.draws, seed=kb.seed)
+    nn = np.asarray(sizes, dtype=np.float64)
+    recv, node_imb = recv_tail(st, nn * ep * mm.k, seed=kb.seed, gpus_per_node=kb.gpus_per_node)
     t_exp = np.maximum(2 * mm.P_x * recv / peak, slots_per_gpu * mm.P_x * e_w / bw)
-    send = n * mm.k * mm.h
-    t_disp = alltoall_time_s(send * kb.dispatch_bytes, recv * mm.h * kb.dispatch_bytes, ep,
-                             kb.gpus_per_node, gpu)
-    t_comb = alltoall_time_s(send * kb.combine_bytes, recv * mm.h * kb.combine_bytes, ep,
-                             kb.gpus_per_node, gpu)
-    comp = t_attn + t_tp + t_shared + t_exp
-    comm = t_disp + t_comb
+    mode = kb.mode(phase)
+    send = nn[:, None] * mm.k
+    vol, nic, fan = np.maximum(send, recv), None, (float(mm.k), 0.0)
+    if mode == "node-limited" and ep > 1:
+        fan = layout_fanout(mm.E, mm.k, mm.groups, mm.groups_per_token, ep, redundant,
+                            placement, kb.gpus_per_node, kb.skew, draws=kb.draws, seed=kb.seed)
+        vol = vol * fan[0] / mm.k  # one copy per (token, GPU)
+        nic = nn[:, None] * fan[1] * np.maximum(1.0, node_imb)  # one per (token, other node)
+    # dispatch (FP8 + scales) and combine (BF16) priced together
+    both = alltoall_time_s(np.stack([vol, vol]), 1.0, ep, fab, mode=mode,
+                           bytes_per_copy_each=np.array([mm.h * kb.dispatch_bytes,
+                                                         mm.h * kb.combine_bytes]),
+                           nic_copies=None if nic is None else np.stack([nic, nic]))
+    t_disp, t_comb = both[0], both[1]
+    comp = (t_attn + t_tp + t_shared)[:, :, None] + t_exp[None]
+    comm = (t_disp + t_comb)[None]
     layer = np.maximum(comp, comm) if kb.overlap else comp + comm
     dense_layer = t_attn + t_tp + t_dense
-    head = max(2 * mm.P_embed_head / 2 * n / peak, mm.P_embed_head / 2 * e_w / bw)
-    # per token: independent draws per layer; sum L_moe layers by resampling the layer times
+    # the output head: every token in decode, only each prompt's last token in prefill
+    logits = n if phase == "decode" else np.maximum(1.0, np.ceil(n / prompt))
+    head = np.maximum(mm.P_embed_head * logits / peak, mm.P_embed_head / 2 * e_w / bw)
+    # per token: L_moe layers drawn independently (resampled draws), as a count matrix
     rng = np.random.default_rng(kb.seed + 11)
-    idx = rng.integers(0, layer.size, size=(kb.draws, mm.L_moe))
-    step = layer[idx].sum(axis=1) + (mm.L - mm.L_moe) * dense_layer + head
+    D = recv.shape[1]
+    idx = rng.integers(0, D, size=(D, mm.L_moe))
+    step = layer[..., idx].sum(axis=-1) + ((mm.L - mm.L_moe) * dense_layer + head)[:, :, None]
     a2a = t_disp + t_comb
-    a2a_tok = a2a[idx].sum(axis=1)
-    # memory per GPU
-    nonexp = (mm.L * mm.P_attn / tp + mm.L_moe * mm.P_shared + (mm.L - mm.L_moe) * mm.P_dense_mlp
-              + mm.P_embed_head / tp) * e_w
+    a2a_tok = a2a[..., idx].sum(axis=-1)
+    nonexp = (mm.L * mm.P_attn / tp + mm.L_moe * mm.P_shared
+              + (mm.L - mm.L_moe) * mm.P_dense_mlp + mm.P_embed_head / tp) * e_w
     exp_b = mm.L_moe * slots_per_gpu * mm.P_x * e_w
-    kv_total = (n * tp * ctx_len * kv_l * mm.L / min(tp, mm.kv_split)
-                if phase == "decode" else n * kv_l * mm.L)
-    cap = gpu.hbm_bytes * util
-    fits = nonexp + exp_b + kv_total <= cap
-    p50, p99 = float(np.median(step)), float(np.quantile(step, 0.99))
     if phase == "decode":
-        tpot50, tpot99 = p50, p99
-        ttft50 = ttft99 = float("nan")
-        tput = n / p50
+        kv_total = n * tp * ctx_len * kv_l * mm.L / split
     else:
-        chunks = max(1, -(-prompt // n))
-        ttft50, ttft99 = chunks * p50, chunks * p99
+        kv_total = n * kv_l * mm.L + 0 * tp
+    cap = gpu.hbm_bytes * util
+    q = np.quantile(step, [0.5, 0.99], axis=-1)
+    return {
+        "tp": np.asarray(tps), "sizes": np.asarray(sizes), "mode": mode, "stats": st,
+        "t_attn": t_attn, "t_tp": t_tp, "t_shared": t_shared * np.ones_like(tp),
+        "t_exp": t_exp, "t_disp": t_disp, "t_comb": t_comb, "layer": layer,
+        "dense_layer": dense_layer, "head": head * np.ones_like(tp), "a2a": a2a,
+        "a2a_tok": a2a_tok, "recv": recv, "node_imb": node_imb,
+        "p50": q[0], "p99": q[1], "nonexp": nonexp * np.ones_like(n), "exp_b": exp_b,
+        "kv_total": kv_total, "cap": cap,
+        "fits": (nonexp + exp_b + kv_total <= cap),
+        "chunks": np.maximum(1, np.ceil(prompt / n)) * np.ones_like(tp),
+        "slots_per_gpu": slots_per_gpu, "gpn": kb.gpus_per_node, "fan": fan,
+    }
+
+
+@cache
+def _tp_allreduce(gpu_id: str, gpn: int, up: float | None, tps: tuple[int, ...],
+                  sizes: tuple[int, ...], h: int) -> np.ndarray:
+    """TP all-reduce of a layer's output (BF16, tp x n tokens), (len(tps), len(sizes))."""
+    tp = np.asarray(tps, dtype=np.float64)[:, None]
+    n = np.asarray(sizes, dtype=np.float64)[None, :]
+    return allreduce_time_s(n * tp * h * 2.0, tp, _fabric(gpu_id, gpn, up))
+
+
+def _phase_plan(g: dict[str, Any], mm: _Model, *, phase: str, ep: int, redundant: int,
+                placement: str, i: int, j: int) -> PhasePlan:
+    """The PhasePlan of cell (tp index i, size index j) of a grid."""
+    tp, n = int(g["tp"][i]), int(g["sizes"][j])
+    p50, p99 = float(g["p50"][i, j]), float(g["p99"][i, j])
+    if phase == "decode":
+        tpot50, tpot99, ttft50, ttft99 = p50, p99, float("nan"), float("nan")
+    else:
+        ch = float(g["chunks"][i, j])
         tpot50 = tpot99 = float("nan")
-        tput = n / p50
+        ttft50, ttft99 = ch * p50, ch * p99
+    st: LayoutStats = g["stats"]
+
+    def q(a: np.ndarray, x: float) -> float:
+        return float(np.quantile(a, x))
+
     return PhasePlan(
         phase=phase, attention={"tp": tp, "dp": ep // tp}, ep=ep, redundant_experts=redundant,
-        gpus=ep, tokens_per_gpu=n, tokens_per_s_per_gpu=float(tput),
+        gpus=ep, tokens_per_gpu=n, tokens_per_s_per_gpu=n / p50,
         tpot_p50_s=tpot50, tpot_p99_s=tpot99, ttft_p50_s=ttft50, ttft_p99_s=ttft99,
-        alltoall_p99_s=float(np.quantile(a2a, 0.99)),
-        layer_p50_s=float(np.median(layer)), layer_p99_s=float(np.quantile(layer, 0.99)),
-        breakdown_s={"attention": t_attn, "tp_allreduce": t_tp, "shared_expert": t_shared,
-                     "experts_p50": float(np.median(t_exp)), "experts_p99": float(np.quantile(t_exp, 0.99)),
-                     "dispatch_p99": float(np.quantile(t_disp, 0.99)),
-                     "combine_p99": float(np.quantile(t_comb, 0.99)),
-                     "dense_layer": dense_layer, "head": head,
-                     "alltoall_per_token_p99": float(np.quantile(a2a_tok, 0.99))},
-        memory_bytes_per_gpu={"non_expert_weights": nonexp, "expert_weights": exp_b,
-                              "kv_cache": kv_total, "usable": cap},
-        meets_sla=bool(fits),
-        extra={"recv_copies_p50": float(np.median(recv)), "recv_copies_p99": float(np.quantile(recv, 0.99)),
-               "recv_copies_mean_gpu": n * mm.k, "slots_per_gpu": slots_per_gpu},
+        alltoall_p99_s=q(g["a2a"][j], 0.99),
+        layer_p50_s=q(g["layer"][i, j], 0.5), layer_p99_s=q(g["layer"][i, j], 0.99),
+        breakdown_s={"attention": float(g["t_attn"][i, j]), "tp_allreduce": float(g["t_tp"][i, j]),
+                     "shared_expert": float(g["t_shared"][i, j]),
+                     "experts_p50": q(g["t_exp"][j], 0.5), "experts_p99": q(g["t_exp"][j], 0.99),
+                     "dispatch_p99": q(g["t_disp"][j], 0.99),
+                     "combine_p99": q(g["t_comb"][j], 0.99),
+                     "dense_layer": float(g["dense_layer"][i, j]), "head": float(g["head"][i, j]),
+                     "alltoall_per_token_p99": q(g["a2a_tok"][j], 0.99)},
+        memory_bytes_per_gpu={"non_expert_weights": float(g["nonexp"][i, j]),
+                              "expert_weights": float(g["exp_b"]),
+                              "kv_cache": float(g["kv_total"][i, j]), "usable": float(g["cap"])},
+        meets_sla=bool(g["fits"][i, j]),
+        extra={"recv_copies_p50": q(g["recv"][j], 0.5), "recv_copies_p99": q(g["recv"][j], 0.99),
+               "recv_copies_mean_gpu": n * mm.k, "slots_per_gpu": g["slots_per_gpu"],
+               "placement": placement, "dispatch": g["mode"],
+               "gpus_per_token": g["fan"][0], "remote_nodes_per_token": g["fan"][1],
+               "placement_imbalance": st.imbalance, "nodes": -(-ep // g["gpn"])},
     )
+
+
+def evaluate(mm: _Model, kb: Knobs, *, phase: str, tp: int, ep: int, redundant: int,
+             tokens_per_gpu: int, context: int, prompt: int, placement: str = "global"
+             ) -> PhasePlan:
+    """Timeline, tail and memory of one (phase, tp, ep, redundant, tokens per GPU) choice."""
+    g = grid(mm, kb, phase=phase, ep=ep, redundant=redundant, placement=placement, tps=[tp],
+             sizes=[tokens_per_gpu], context=context, prompt=prompt)
+    return _phase_plan(g, mm, phase=phase, ep=ep, redundant=redundant, placement=placement,
+                       i=0, j=0)
 
 
 # --- the search ----------------------------------------------------------------------------------
 
-NODE_COUNTS = (1, 2, 4, 8, 12, 16, 18, 24, 32, 36, 40)
+MAX_NODES = 40
+PREFILL_SIZES = (1024, 1448, 2048, 2896, 4096, 5793, 8192, 11585, 16384)
+DECODE_SIZES = tuple(int(round(8 * 2 ** (i / 4))) for i in range(0, 29))  # 8 .. 1149
 
 
 def _redundancy_options(E: int, ep: int) -> list[int]:
     base = (-E) % ep
     opts = [base, base + ep]
     return [r for r in opts if r <= E]
+
+
+def _placements(mm: _Model, ep: int, gpus_per_node: int) -> list[str]:
+    nodes = -(-ep // gpus_per_node)
+    out = ["global"]
+    if (mm.groups and 1 < nodes <= mm.groups and mm.groups % nodes == 0
+            and ep % gpus_per_node == 0):
+        out.append("groups-on-node")
+    return out
 
 
 @dataclass(frozen=True)
@@ -329,10 +594,12 @@ class ServingPlan:
 def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: int | None = None,
          prompt: int = 4096, dtype_name: str = "fp8", kv_dtype: str = "bf16",
          skew: float | None = None, gpus_per_node: int = 8, overlap: bool = True,
-         draws: int = 256, seed: int = 0, node_counts: tuple[int, ...] = NODE_COUNTS
-         ) -> ServingPlan:
+         draws: int = 256, seed: int = 0, node_counts: tuple[int, ...] | None = None,
+         dispatch: str = "auto") -> ServingPlan:
     if tpot_s <= 0 or ttft_s <= 0:
         raise BadInput("--tpot-ms and --ttft-ms must be positive")
+    if dispatch not in DISPATCH_MODES:
+        raise BadInput(f"--dispatch: {dispatch!r} is not one of {', '.join(DISPATCH_MODES)}")
     mm = _model(m, kv_dtype)
     e = dtype(dtype_name)
     if e.name not in gpu.flop_per_s:
@@ -341,35 +608,48 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
     s = float(skew if skew is not None else constant("default_skew")[0])
     if s < 0:
         raise BadInput("--skew must be 0 or more")
-    kb = Knobs(gpu=gpu, weight_bytes=e.bytes, kv_dtype=kv_dtype, compute_dtype=e.name,
-               gpus_per_node=gpus_per_node, skew=s, overlap=overlap, draws=draws, seed=seed)
+    kb = Knobs(gpu=gpu, weight_bytes=e.bytes, dispatch_bytes=_dispatch_bytes(),
+               kv_dtype=kv_dtype, compute_dtype=e.name, gpus_per_node=gpus_per_node, skew=s,
+               overlap=overlap, draws=draws, seed=seed, dispatch=dispatch)
+    node_counts = node_counts or tuple(range(1, MAX_NODES + 1))
     cands: dict[str, list[dict[str, Any]]] = {"prefill": [], "decode": []}
     best: dict[str, PhasePlan | None] = {"prefill": None, "decode": None}
+    best_key: dict[str, tuple[float, int]] = {}
     tps = [t for t in (1, 2, 4, 8) if t <= gpus_per_node]
-    for phase, sizes in (("prefill", (1024, 2048, 4096, 8192, 16384)),
-                         ("decode", (8, 16, 32, 64, 96, 128, 192, 256, 384, 512))):
+    for phase, sizes in (("prefill", PREFILL_SIZES), ("decode", DECODE_SIZES)):
+        sla = tpot_s if phase == "decode" else ttft_s
         for nodes in node_counts:
             ep = nodes * gpus_per_node
             for red in _redundancy_options(mm.E, ep):
-                for tp in tps:
-                    for n in sizes:
-                        if phase == "decode" and n * tp < tp:
-                            continue
-                        pp = evaluate(mm, kb, phase=phase, tp=tp, ep=ep, redundant=red,
-                                      tokens_per_gpu=n, context=ctx, prompt=prompt)
-                        lat = pp.tpot_p99_s if phase == "decode" else pp.ttft_p99_s
-                        ok = pp.meets_sla and lat <= (tpot_s if phase == "decode" else ttft_s)
-                        row = {"nodes": nodes, "ep": ep, "redundant_experts": red, "tp": tp,
-                               "tokens_per_gpu": n, "fits_memory": pp.meets_sla,
-                               "latency_p99_s": lat, "tokens_per_s_per_gpu": pp.tokens_per_s_per_gpu,
-                               "meets_sla": ok}
-                        cands[phase].append(row)
-                        if not ok:
-                            continue
-                        cur = best[phase]
-                        key = (pp.tokens_per_s_per_gpu, -pp.gpus)
-                        if cur is None or key > (cur.tokens_per_s_per_gpu * (1 + 1e-9), -cur.gpus):
-                            best[phase] = pp
+                for place in _placements(mm, ep, gpus_per_node):
+                    sz = list(sizes)
+                    if phase == "decode":  # also the largest batch that fits memory, per TP
+                        sz = sorted(set(sz) | set(_decode_fill(mm, kb, ep, red, tps, ctx)))
+                    g = grid(mm, kb, phase=phase, ep=ep, redundant=red, placement=place,
+                             tps=tps, sizes=sz, context=ctx, prompt=prompt)
+                    lat = g["p99"] * (g["chunks"] if phase == "prefill" else 1.0)
+                    tput = np.asarray(sz, dtype=np.float64)[None, :] / g["p50"]
+                    ok = g["fits"] & (lat <= sla)
+                    for i, t in enumerate(tps):
+                        row_ok = np.nonzero(ok[i])[0]
+                        j = (int(row_ok[np.argmax(tput[i, row_ok])]) if row_ok.size
+                             else int(np.argmin(lat[i])))
+                        cands[phase].append({
+                            "nodes": nodes, "ep": ep, "redundant_experts": red,
+                            "placement": place, "tp": t, "tokens_per_gpu": int(sz[j]),
+                            "fits_memory": bool(g["fits"][i, j]), "latency_p99_s": float(lat[i, j]),
+                            "tokens_per_s_per_gpu": float(tput[i, j]),
+                            "meets_sla": bool(ok[i, j])})
+                    if not ok.any():
+                        continue
+                    flat = np.where(ok, tput, -np.inf)
+                    i, j = np.unravel_index(int(np.argmax(flat)), flat.shape)
+                    key = (float(tput[i, j]), -ep)
+                    cur = best_key.get(phase)
+                    if cur is None or key > (cur[0] * (1 + 1e-9), cur[1]):
+                        best_key[phase] = key
+                        best[phase] = _phase_plan(g, mm, phase=phase, ep=ep, redundant=red,
+                                                  placement=place, i=int(i), j=int(j))
     d = Derivation(f"MoE serving plan for {m.id} on {gpu.id}")
     d.given("TPOT SLA (p99)", "T_tpot", tpot_s, "s")
     d.given("TTFT SLA (p99)", "T_ttft", ttft_s, "s")
@@ -379,6 +659,8 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
             constant("compute_efficiency")[1])
     d.given("HBM efficiency", "eta_m", constant("memory_efficiency")[0], "1",
             constant("memory_efficiency")[1])
+    d.given("dispatch bytes per hidden element (FP8 + FP32 scale per tile)", "b_d",
+            kb.dispatch_bytes, "B", constant("fp8_scale_group")[1])
     anchors = {}
     for ph, key in (("prefill", "prefill_tokens_per_node_s"), ("decode", "decode_tokens_per_node_s")):
         v, src = constant(key)
@@ -391,6 +673,23 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
                    note="roofline times are lower bounds, so ratios above 1 are expected")
     return ServingPlan(m.id, gpu.id, tpot_s, ttft_s, best["prefill"], best["decode"], cands, d,
                        anchors)
+
+
+def _decode_fill(mm: _Model, kb: Knobs, ep: int, redundant: int, tps: list[int], ctx: int
+                 ) -> list[int]:
+    """Per attention TP, the most sequences per GPU whose KV fits next to the weights."""
+    util, _ = constant("memory_utilization")
+    cap = kb.gpu.hbm_bytes * util
+    out = []
+    for tp in tps:
+        nonexp = (mm.L * mm.P_attn / tp + mm.L_moe * mm.P_shared
+                  + (mm.L - mm.L_moe) * mm.P_dense_mlp + mm.P_embed_head / tp) * kb.weight_bytes
+        exp_b = mm.L_moe * ((mm.E + redundant) // ep) * mm.P_x * kb.weight_bytes
+        per = tp * ctx * mm.kv_tok_layer * mm.L / min(tp, mm.kv_split)
+        n = int((cap - nonexp - exp_b) // per)
+        if n >= 1:
+            out.append(n)
+    return out
 
 
 def ep_vs_tp_bytes(m: ModelSpec, tokens: int, tp: int, ep: int, weight_bytes: float = 1.0

@@ -85,6 +85,10 @@ def register(sub: Any) -> None:
     s.add_argument("--gpus-per-node", type=positive_int, default=8)
     s.add_argument("--no-overlap", action="store_true", help="no micro-batch overlap")
     s.add_argument("--draws", type=positive_int, default=256, help="Monte Carlo draws (default 256)")
+    s.add_argument("--dispatch", default="auto",
+                   help="all-to-all kernels: auto (DeepEP's choice: node-limited normal kernels "
+                        "for prefill, per-expert low-latency kernels for decode), node-limited, "
+                        "per-expert")
     add_output(s)
     s.set_defaults(run=run_serve)
 
@@ -234,7 +238,7 @@ def run_serve(args: argparse.Namespace) -> Any:
     res = plan(m, gpu, tpot_s=args.tpot_ms / 1e3, ttft_s=args.ttft_ms / 1e3,
                context=args.context, prompt=args.prompt, dtype_name=args.dtype,
                kv_dtype=args.kv_dtype, skew=args.skew, gpus_per_node=args.gpus_per_node,
-               overlap=not args.no_overlap, draws=args.draws)
+               overlap=not args.no_overlap, draws=args.draws, dispatch=args.dispatch)
     secs = []
     for ph in ("prefill", "decode"):
         pp = getattr(res, ph)
@@ -248,11 +252,15 @@ def run_serve(args: argparse.Namespace) -> Any:
                Headline("TTFT p50 / p99", f"{pp.ttft_p50_s * 1e3:.0f} / {pp.ttft_p99_s * 1e3:.0f} ms"))
         secs.append(Section(
             f"{ph}: attention TP{pp.attention['tp']} x DP{pp.attention['dp']}, EP{pp.ep}, "
-            f"{pp.redundant_experts} redundant experts, {pp.gpus} GPUs",
+            f"{pp.redundant_experts} redundant experts, {pp.gpus} GPUs ({pp.extra['nodes']} "
+            f"nodes), {pp.extra['placement']} placement, {pp.extra['dispatch']} dispatch",
             headlines=(Headline("tokens per GPU per forward", pp.tokens_per_gpu, "token"),
                        Headline("tokens/s per GPU", pp.tokens_per_s_per_gpu, "token/s"),
                        lat, Headline("all-to-all per layer p99 (dispatch + combine)",
-                                     pp.alltoall_p99_s, "s")),
+                                     pp.alltoall_p99_s, "s"),
+                       Headline("GPUs / other nodes one token's dispatch reaches",
+                                f"{pp.extra['gpus_per_token']:.2f} / "
+                                f"{pp.extra['remote_nodes_per_token']:.2f}")),
             tables=(Table("per-layer timeline on the busiest GPU",
                           ("part", "time (s)"),
                           tuple((k, v) for k, v in pp.breakdown_s.items())),

@@ -68,7 +68,10 @@ def build(opts: dict[str, Any]) -> Report:
          "x above the published figures is the expected direction."),
     )
     assumptions = ("Roofline times at assumed GEMM and HBM efficiencies (moe.toml).",
-                   "All-to-all: alpha-beta with links.toml (NIC and NVLink), DeepEP-like.",
+                   "All-to-all and TP all-reduce priced by the collectives engine "
+                   "(analytic/collectives.py); DeepEP's kernels per phase: node-limited "
+                   "(one copy per node over the NIC, NVLink fan-out) in prefill, per-expert "
+                   "RDMA in decode.",
                    "Expert popularity Zipf(s) per layer, balanced by our placement planner.")
     return Report(f"moe-latency-layout: {m.id} on {gpu.id}", tuple(secs), res.to_dict(),
                   question=PROMPT, assumptions=assumptions, followups=followups)

@@ -135,15 +135,34 @@ def capacity_overflow(load: np.ndarray, capacity_factor: float, copies: int) -> 
 
 
 def _topk(scores: np.ndarray, k: int) -> np.ndarray:
-    if k == scores.shape[1]:
+    """Indices of the k largest scores per row (any order among them). Small k: repeated
+    argmax with masking (k passes over the row, no partition); else argpartition."""
+    T, E = scores.shape
+    if k == E:
         return np.broadcast_to(np.arange(k), scores.shape).copy()
-    return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    if k > 4:
+        return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    out = np.empty((T, k), dtype=np.intp)
+    rows = np.arange(T)
+    saved = np.empty((T, k), dtype=scores.dtype)
+    for j in range(k):  # mask the winners in place, then put them back: no copy of the scores
+        a = scores.argmax(axis=1)
+        out[:, j] = a
+        if j < k - 1:
+            saved[:, j] = scores[rows, a]
+            scores[rows, a] = -np.inf
+    for j in range(k - 1):
+        scores[rows, out[:, j]] = saved[:, j]
+    return out
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def _softmax(z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     m = z.max(axis=1, keepdims=True)
-    ez = np.exp(np.maximum(z - m, np.float32(-30.0)))  # tiny shares set to ~1e-13: no subnormal arithmetic
-    return ez / ez.sum(axis=1, keepdims=True)
+    ez = np.subtract(z, m, out=out)
+    np.maximum(ez, np.float32(-30.0), out=ez)  # tiny shares set to ~1e-13: no subnormal arithmetic
+    np.exp(ez, out=ez)
+    ez /= ez.sum(axis=1, keepdims=True)
+    return ez
 
 
 @dataclass
@@ -153,14 +172,37 @@ class _World:
     rng: np.random.Generator
     noise: float
 
-    def draw(self, n: int, mix: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    pool: np.ndarray | None = None
+    pool_at: int = 0
+
+    def draw(self, n: int, mix: np.ndarray | None = None, out: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """n tokens: cluster c drawn from the mix, x = centre_c + noise. With a noise pool
+        (training), a sixteenth of the pool is redrawn every call (so a noise vector lives 16
+        calls) and tokens take pool rows at random, each paired with a fresh cluster draw."""
         mix = self.mix if mix is None else mix
         c = np.searchsorted(np.cumsum(mix), self.rng.random(n) * mix.sum())
         c = np.minimum(c, mix.size - 1)
-        x = self.rng.standard_normal((n, self.centres.shape[1]), dtype=np.float32)
-        x *= self.noise
+        if out is None:
+            out = np.empty((n, self.centres.shape[1]), dtype=np.float32)
+        if self.pool is None:
+            x = self.rng.standard_normal(dtype=np.float32, out=out)
+            x *= np.float32(self.noise)
+        else:
+            P = self.pool.shape[0]
+            fresh = P // 16
+            lo = self.pool_at
+            new = self.pool[lo:lo + fresh]
+            self.rng.standard_normal(dtype=np.float32, out=new)
+            new *= np.float32(self.noise)
+            self.pool_at = (lo + fresh) % (16 * fresh)
+            x = np.take(self.pool, self.rng.integers(0, P, n), axis=0, out=out)
         x += self.centres[c]
         return x, c
+
+    def use_pool(self, rows: int) -> None:
+        self.pool = self.rng.standard_normal((rows, self.centres.shape[1]), dtype=np.float32)
+        self.pool *= np.float32(self.noise)
 
 
 def _route(x: np.ndarray, W: np.ndarray, b: np.ndarray, cfg: RouterConfig
@@ -185,6 +227,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     centres = (2.0 * centres).astype(np.float32)
     mix = rng.dirichlet(np.full(cfg.clusters, 2.0))
     world = _World(centres, mix, rng, cfg.noise)
+    world.use_pool(16 * max(1, T // 4))  # training tokens reuse noise rows (see _World.draw)
     W = 0.01 * rng.standard_normal((cfg.dim, E), dtype=np.float32)
     b = np.zeros(E)
     n_general = np.zeros(E)
@@ -193,9 +236,28 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     rows = np.arange(T)[:, None]
     history: list[dict[str, float]] = []
     load = np.zeros(E)
+    gain = np.float32(cfg.task_gain / T)
+    A = np.float32(cfg.aux_coef * E / T) if cfg.balance in ("aux", "zloss") else np.float32(0)
+    Z = np.float32(cfg.z_coef * 2.0 / T) if cfg.balance == "zloss" else np.float32(0)
+    lr = np.float32(cfg.lr)
+    xbuf = np.empty((T, cfg.dim), dtype=np.float32)
+    sbuf = np.empty((T, E), dtype=np.float32)
     for step in range(cfg.steps):
-        x, c = world.draw(T)
-        z, s, sel = _route(x, W, b, cfg)
+        x, c = world.draw(T, out=xbuf)
+        z = x @ W
+        if cfg.score == "softmax":
+            m = z.max(axis=1, keepdims=True)
+            s = np.subtract(z, m, out=sbuf)
+            np.maximum(s, np.float32(-30.0), out=s)
+            np.exp(s, out=s)
+            se = s.sum(axis=1, keepdims=True)
+            s *= np.float32(1.0) / se
+        else:
+            s = np.negative(np.clip(z, -30, 30, out=sbuf), out=sbuf)
+            np.exp(s, out=s)
+            s += np.float32(1.0)
+            np.reciprocal(s, out=s)
+        sel = _topk(s + b.astype(np.float32) if cfg.balance == "bias" else s, k)
         load = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
         ent, mom = load_stats(load)
         dropped, _ = capacity_overflow(load, cfg.capacity_factor, T * k)
@@ -203,31 +265,34 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
                         "dropped_fraction": dropped})
         # usefulness of each selected expert for this token's cluster
         learnt = cfg.general * n_general[:, None] + (1 - cfg.general) * n_cluster
-        q = 1.0 - np.exp(-learnt / cfg.tau)  # (E, C)
+        q = (1.0 - np.exp(-learnt / cfg.tau)).astype(np.float32)  # (E, C)
         qsel = q[sel, c[:, None]]  # (T, k)
-        mask = np.zeros((T, E), dtype=np.float32)
-        # gradient of the task loss with respect to the logits, averaged over tokens
         gsel = s[rows, sel]
+        f = (load / (T * k)).astype(np.float32)
+        # gradient of the losses with respect to the logits, averaged over tokens: a dense part
+        # s * (row_t + col_e) and the task term on the k selected entries of each row
         if cfg.score == "softmax":
-            mask[rows, sel] = qsel * gsel  # top-k picks of one token are distinct
-            gz = -cfg.task_gain * (mask - s * (qsel * gsel).sum(axis=1, keepdims=True)) / T
+            a = qsel * gsel
+            row = gain * a.sum(axis=1)
+            if A:
+                row -= A * (s @ f)
+            if Z:  # z-loss: d/dz (logsumexp z)^2 = 2 lse softmax(z), and softmax(z) = s here
+                row += Z * (m[:, 0] + np.log(se[:, 0]))
+            gz = row[:, None] + (A * f)[None, :] if A else np.repeat(row[:, None], E, axis=1)
+            gz *= s
+            gz[rows, sel] -= gain * a
         else:
-            mask[rows, sel] = qsel * gsel * (1 - gsel)
-            gz = -cfg.task_gain * mask / T
-        f = load / (T * k)
-        if cfg.balance in ("aux", "zloss") and cfg.aux_coef > 0:
-            if cfg.score == "softmax":
-                p = s
-                fac = 1.0
-            else:
+            gz = np.zeros((T, E), dtype=np.float32)
+            gz[rows, sel] = -gain * qsel * gsel * (1 - gsel)
+            if A:
                 p = s / s.sum(axis=1, keepdims=True)
-                fac = 1.0 - s
-            gz += cfg.aux_coef * E / T * fac * p * (f[None, :] - (p * f[None, :]).sum(1, keepdims=True))
-        if cfg.balance == "zloss" and cfg.z_coef > 0:
-            m = z.max(axis=1, keepdims=True)
-            lse = m + np.log(np.exp(z - m).sum(axis=1, keepdims=True))
-            gz += cfg.z_coef * 2.0 / T * lse * _softmax(z)
-        W -= np.float32(cfg.lr) * (x.T @ gz.astype(np.float32))
+                gz += A * (1.0 - s) * p * (f[None, :] - (p @ f)[:, None])
+            if Z:
+                mz = z.max(axis=1, keepdims=True)
+                ez = np.exp(z - mz)
+                sz = ez.sum(axis=1, keepdims=True)
+                gz += Z * (mz + np.log(sz)) * (ez / sz)
+        W -= lr * (x.T @ gz)
         if cfg.balance == "bias":
             b += cfg.gamma * np.sign(load.mean() - load)
         # experts learn from the tokens they process
@@ -236,6 +301,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
         n_cluster += np.bincount((sel * cfg.clusters + c[:, None]).ravel(),
                                  minlength=E * cfg.clusters).reshape(E, cfg.clusters)
 
+    world.pool = None  # evaluation: fresh noise for every token
     ent, mom = load_stats(load)
     dropped, padding = capacity_overflow(load, cfg.capacity_factor, T * k)
 
