@@ -30,7 +30,7 @@ NEW_INPUTS: dict[str, list[str]] = {
     "nccl-topology": ["bytes=64MiB", "bytes=1GiB", "nodes=8"],
     "roce-vs-ib": ["gpus=4096", "gpus=32768", "a2a_share=0.3"],
     "moe-latency-layout": ["skew=0.8", "skew=1.2", "context=8192"],
-    "moe-global-serving": ["gpus=288", "skew=0.8", "slots=320"],
+    "moe-global-serving": ["gpus=288", "skew=0.8", "kv_dtype=fp8"],
     "moe-routing": ["tokens=2000", "tokens=1536", "tokens=3072"],
     "gpu-hierarchy": ["grid=2000", "block=128", "regs=64"],
     "memory-hierarchy": ["gpu=a100-sxm-80gb", "gpu=h200", "gpu=b200"],
@@ -40,9 +40,9 @@ NEW_INPUTS: dict[str, list[str]] = {
     "billing": [],
     "blast-radius": ["gpus=8192", "gpus=4096", "gpus=2048"],
     "checkpoint-failures": ["gpus=16000", "gpus=8192", "gpus=32768"],
-    "hang-triage": ["scenario=missing-rank", "scenario=order-mismatch&ranks=8"],
+    "hang-triage": ["ranks=8", "ranks=2", "ranks=6"],
     "slowdown-triage": [],
-    "cluster-scheduler": ["seed=1", "nodes=8", "nodes=32"],
+    "cluster-scheduler": ["nodes=24", "nodes=8", "nodes=32"],
     "scale-scoping": ["days=20", "gpus=2048", "tokens=2T"],
     "resume-walk": ["days=12", "gpus=1024", "tokens=3T"],
 }
@@ -80,6 +80,22 @@ def once(c, url: str) -> tuple[float, int]:
     t = time.perf_counter()
     r = c.get(url)
     return time.perf_counter() - t, r.status_code
+
+
+def check_inputs(app) -> None:
+    """Every new input must be a field of the question's form (an ignored one would only
+    measure the cache)."""
+    import importlib
+
+    from scalemodel.questions import BANK
+
+    st = app.extensions["scalemodel"]
+    flags = {f.dest for f in st.fields["answer"]}
+    for q in BANK:
+        defaults = getattr(importlib.import_module(q.module), "DEFAULTS", None) or {}
+        used = {kv.split("=")[0] for s in NEW_INPUTS[q.id] for kv in s.split("&")}
+        if used - (set(defaults) & flags):
+            raise SystemExit(f"{q.id}: {sorted(used - set(defaults))} is not on its form")
 
 
 def bench_pages(c, base: str, inputs: dict[str, list[str]], planner: set[str], quick: bool,
@@ -132,6 +148,7 @@ def main() -> None:
     app = create_app(data_dir=data)  # imports the question modules (preload)
     startup = time.perf_counter() - t
     c = app.test_client()
+    check_inputs(app)
     print(f"app start-up (import + create_app, question modules preloaded): "
           f"{startup * 1000:.0f} ms (target 2000 ms)")
     t = time.perf_counter()
