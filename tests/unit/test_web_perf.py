@@ -185,3 +185,14 @@ def test_blas_threads_left_alone_when_the_user_set_them(monkeypatch):
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     assert one_blas_thread() == "left as set by the environment"
+
+
+def test_classic_answer_is_pinned_and_shared_with_a_default_form(client):
+    st = client.application.extensions["scalemodel"]
+    client.get("/questions/memory-hierarchy")
+    key = st.classic_key("memory-hierarchy")
+    assert key in st.results._pinned
+    hits = st.results.hits
+    assert client.get("/questions/memory-hierarchy?gpu=h100-sxm").status_code == 200
+    assert st.results.hits == hits + 1
+    assert st.classic_key("no-such-question") is None

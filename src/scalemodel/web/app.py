@@ -79,8 +79,13 @@ class Study:
         return ns, key_of(path, ns, named_file), fields
 
     def classic_key(self, qid: str) -> Any:
-        """The cache key of a question's answer with its classic inputs."""
+        """The cache key of a question's answer with its classic inputs (None for an id that is
+        not in the bank: the table holds at most one entry per question)."""
+        from ..questions import BANK
+
         if qid not in self._classic:
+            if all(q.id != qid for q in BANK):
+                return None
             self._classic[qid] = self.prepare("answer", {"id": qid}, strict=False)[1]
         return self._classic[qid]
 
