@@ -94,7 +94,8 @@ class Study:
         """Parse and bound ``values``, run the command (or take the kept result): the Report and
         its cache key (None when it is not kept).
 
-        A question's answer with its classic inputs (however the form spelled them) has a cost
+        A question's answer with its classic inputs (the question page leaves out the fields
+        still at their classic values) has a cost
         fixed by the question, not chosen by the request: it runs without the time limit
         (moe-routing trains four routers: 8-13 s on 2 cores, near the 20 s default on a busy
         machine) and its result is pinned in the cache: computed once, at its first request."""
@@ -222,7 +223,11 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
         values = {f.dest: given.get(f.dest, _default_text(defaults.get(f.dest))) for f in fields}
         report, status, errors, error = None, 200, {}, None
         try:
-            rep, key = st.run_keyed("answer", {"id": qid, **given}, strict=False)
+            # a field left at its classic value is the classic input: the untouched form then
+            # shares the classic answer's cache entry (the question fills in its DEFAULTS)
+            changed = {k: v for k, v in given.items()
+                       if v.strip() != _default_text(defaults.get(k))}
+            rep, key = st.run_keyed("answer", {"id": qid, **changed}, strict=False)
             report = report_view(rep, st.svg(rep, key))
         except FieldError as e:
             status, error = 400, str(e)
