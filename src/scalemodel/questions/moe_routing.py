@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..derive import Headline, Report, Section, Table
+from ..errors import BadInput
 from ..sim.moe_routing import RouterConfig, simulate
 
 PROMPT = (
@@ -19,6 +20,10 @@ DEFAULTS = {"experts": 64, "top_k": 2, "steps": 400, "tokens": 2048, "seed": 0}
 
 def build(opts: dict[str, Any]) -> Report:
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None and k in DEFAULTS}
+    if isinstance(o["tokens"], float):  # `answer --tokens` parses counts such as 2k as floats
+        if not o["tokens"].is_integer():
+            raise BadInput(f"--tokens: tokens per step must be a whole number, got {o['tokens']:g}")
+        o["tokens"] = int(o["tokens"])
     runs = {}
     for bal in ("none", "aux", "zloss", "bias"):
         runs[bal] = simulate(RouterConfig(experts=o["experts"], top_k=o["top_k"], balance=bal,

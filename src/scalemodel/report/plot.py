@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from . import svg
 
 
 def _pyplot() -> Any:
@@ -14,6 +15,9 @@ def _pyplot() -> Any:
         import matplotlib
 
         matplotlib.use("Agg")
+        if svg.inline_active():  # the web app: text stays text (escaped), stable ids
+            matplotlib.rcParams["svg.hashsalt"] = "scalemodel"
+            matplotlib.rcParams["svg.fonttype"] = "none"
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the environment
         raise BadInput("--plot needs matplotlib: pip install 'scalemodel[plot]'") from None
@@ -44,6 +48,9 @@ def roofline(
     ``curve``: intensities and attainable rates along a sweep (e.g. decode batch sizes).
     """
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.roofline(p, title=title, bandwidth=bandwidth, roofs=roofs, points=points,
+                            curve=curve)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5))
     xs = [2.0**k for k in range(-4, 16)]
@@ -78,6 +85,8 @@ def bars(path: str, *, title: str, labels: Sequence[str], series: dict[str, Sequ
          ylabel: str) -> Path:
     """Stacked bars (e.g. memory per GPU by component for several layouts)."""
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.bars(p, title=title, labels=labels, series=series, ylabel=ylabel)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 2), 5))
     bottom = [0.0] * len(labels)
@@ -98,6 +107,8 @@ def gantt(path: str, *, title: str, ops: Sequence[tuple[int, int, str, float, fl
           stages: int) -> Path:
     """A pipeline schedule: one row per stage, one box per (micro-batch, forward/backward)."""
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.gantt(p, title=title, ops=ops, stages=stages)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 0.45 * stages + 1.8))
     for s, i, kind, t0, t1 in ops:
@@ -122,6 +133,9 @@ def curves(path: str, *, title: str, xlabel: str, ylabel: str,
            marks: Sequence[tuple[str, float]] = (), logx: bool = False) -> Path:
     """Lines (label, xs, ys), scatter points (label, xs, ys) and labelled vertical marks."""
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.curves(p, title=title, xlabel=xlabel, ylabel=ylabel, lines=lines,
+                          points=points, marks=marks, logx=logx)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (lab, xs, ys) in enumerate(lines):
@@ -149,8 +163,12 @@ def two_panels(path: str, draw_a: Any, draw_b: Any) -> Path:
     """Save two figures side by side as one file: ``draw_a(path)`` and ``draw_b(path)`` each
     write a file; the second gets a ``-gantt`` suffix next to the first."""
     p = _check_path(path)
+    second = p.with_name(p.stem + "-gantt" + p.suffix)
     draw_a(str(p))
-    draw_b(str(p.with_name(p.stem + "-gantt" + p.suffix)))
+    draw_b(str(second))
+    if svg.wanted(p):  # inline: one picture, the second panel under the first
+        svg.stack(p, [p, second])
+        second.unlink()
     return p
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import svg
 from .plot import _check_path, _pyplot
 
 
@@ -13,6 +14,8 @@ def occupancy_curves(path: str, *, title: str, regs: tuple[Any, Any, int],
                      smem: tuple[Any, Any, int]) -> Path:
     """Occupancy vs registers per thread and vs shared memory per block, the chosen point marked."""
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.occupancy_curves(p, title=title, regs=regs, smem=smem)
     plt = _pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, (x, y, mark), label, scale in ((a1, regs, "registers per thread", 1),
@@ -33,6 +36,8 @@ def occupancy_curves(path: str, *, title: str, regs: tuple[Any, Any, int],
 def warp_banks(path: str, *, title: str, panels: Sequence[tuple[str, Sequence[int]]]) -> Path:
     """One row per instruction: lane (x) -> bank (y); stacked marks show a conflict."""
     p = _check_path(path)
+    if svg.wanted(p):  # the web app's inline figure, without matplotlib
+        return svg.warp_banks(p, title=title, panels=panels)
     plt = _pyplot()
     n = max(1, len(panels))
     fig, axes = plt.subplots(n, 1, figsize=(9, 2.6 * n), squeeze=False)

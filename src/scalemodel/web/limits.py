@@ -42,6 +42,19 @@ LIMITS: dict[str, tuple[float, float]] = {
     "block": (1, 4096),
     "days": (1e-3, 3650),
 }
+# per command (and per question for ``answer``): arguments whose memory grows with their value,
+# so a request fails with a clear message instead of allocating gigabytes before the time limit
+COSTS: dict[str, dict[str, tuple[float, float]]] = {
+    "moe/route": {"tokens": (1, 32_768), "experts": (1, 1024), "clusters": (1, 1024),
+                  "steps": (1, 20_000)},
+    "moe/serve": {"draws": (1, 4096)},
+    "gpu/access": {"n": (1, 8192)},
+    "reliability/checkpoint": {"trials": (0, 5000)},
+    "cluster/simulate": {"jobs": (1, 200_000)},
+    "cluster/compare": {"jobs": (1, 200_000)},
+    "answer:moe-routing": {"tokens": (1, 32_768)},
+    "answer:coalescing-transpose": {"n": (1, 8192)},
+}
 GENERIC_INT = 10**9
 GENERIC_FLOAT = 1e30
 MAX_STRING = 500
@@ -109,6 +122,17 @@ def check_bounds(fields: list[Field], ns: argparse.Namespace) -> None:
             if not lo <= x <= hi:
                 raise FieldError(f"{f.label}: must be between {lo:g} and {hi:g} in the web app, "
                                  f"got {x:g}", f.dest)
+
+
+def check_costs(path: str, ns: argparse.Namespace, fields: list[Field]) -> None:
+    """Bound the arguments listed in ``COSTS`` for this command (``answer``: for this question)."""
+    name = f"answer:{getattr(ns, 'id', '')}" if path == "answer" else path
+    labels = {f.dest: f.label for f in fields}
+    for dest, (lo, hi) in COSTS.get(name, {}).items():
+        v = getattr(ns, dest, None)
+        if isinstance(v, int | float) and not isinstance(v, bool) and not lo <= v <= hi:
+            raise FieldError(f"{labels.get(dest, dest)}: must be between {lo:g} and {hi:g} in "
+                             f"the web app, got {v:g}", dest)
 
 
 class TimedOut(Exception):

@@ -6,16 +6,14 @@ import math
 import os
 import re
 import tempfile
-from collections import OrderedDict
 from typing import Any
 
 from markupsafe import Markup
 
 from ..derive import Derivation, Report
+from ..report import svg
 from ..report.render import _cell, _fmt, _pretty_formula
 from ..specs.sources import source
-
-_SVG_CACHE: OrderedDict[str, str] = OrderedDict()
 
 
 class _Cites:
@@ -94,29 +92,31 @@ _PROLOG = re.compile(r"^.*?(?=<svg\b)", re.S)
 _UNSAFE = re.compile(r"<\s*(script|foreignObject|iframe)\b|\son[a-z]+\s*=|javascript:", re.I)
 
 
-def plot_svg(r: Report, key: str) -> str | None:
-    """Draw ``Report.plot`` as SVG text for inline use (cached by ``key``); None without a plot."""
+def plot_svg(r: Report, key: Any, cache: Any = None, *, pin: bool = False) -> str | None:
+    """Draw ``Report.plot`` as SVG text for inline use; None without a plot.
+
+    The figures of ``report.plot`` are drawn by the small SVG writer of ``report.svg`` (no
+    matplotlib: a few milliseconds instead of about a second); a command that draws with
+    matplotlib itself still works, only slower. Kept in ``cache`` under ``key`` when both are
+    given."""
     if r.plot is None:
         return None
-    if key in _SVG_CACHE:
-        _SVG_CACHE.move_to_end(key)
-        return _SVG_CACHE[key]
+    if cache is not None and key is not None:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
     fd, path = tempfile.mkstemp(suffix=".svg")
     os.close(fd)
     try:
-        import matplotlib
-
-        matplotlib.rcParams["svg.hashsalt"] = "scalemodel"
-        matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text (escaped by matplotlib)
-        r.plot(path)
+        with svg.inline():
+            r.plot(path)
         with open(path, encoding="utf-8") as f:
             text = f.read()
     finally:
         os.unlink(path)
     text = _PROLOG.sub("", text, count=1)
-    if _UNSAFE.search(text):  # matplotlib escapes text; refuse anything active all the same
+    if _UNSAFE.search(text):  # every writer escapes its text; refuse anything active all the same
         return None
-    _SVG_CACHE[key] = text
-    while len(_SVG_CACHE) > 64:
-        _SVG_CACHE.popitem(last=False)
+    if cache is not None and key is not None:
+        cache.put(key, text, pin=pin)
     return text
