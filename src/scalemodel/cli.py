@@ -48,7 +48,27 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _HelpOnly:
+    """Accepts any argparse call and builds nothing; records each command's one-line help.
+
+    ``scalemodel --help`` needs only the command names and their help lines, so the other
+    commands' registrations run against this stand-in instead of building real parsers.
+    """
+
+    def __init__(self, log: list[tuple[str, str]] | None = None) -> None:
+        self._log = log
+
+    def add_parser(self, name: str, **kw: object) -> _HelpOnly:
+        if self._log is not None:
+            self._log.append((name, str(kw.get("help", ""))))
+        return _HelpOnly()
+
+    def __getattr__(self, _name: str) -> object:
+        return lambda *a, **k: _HelpOnly()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``only``, that command in full and the others as help lines."""
     p = _Parser(
         prog="scalemodel",
         description="Executable napkin math for ML infrastructure and GPUs. Every command "
@@ -57,14 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"scalemodel {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for _name, mod in COMMANDS.items():
-        importlib.import_module(mod).register(sub)
+    for name, mod in COMMANDS.items():
+        module = importlib.import_module(mod)
+        if only is None or name == only:
+            module.register(sub)
+            continue
+        log: list[tuple[str, str]] = []
+        module.register(_HelpOnly(log))
+        for cmd, text in log:
+            sub.add_parser(cmd, help=text)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(only=chosen if chosen in COMMANDS else "")
+    args = parser.parse_args(words)
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
