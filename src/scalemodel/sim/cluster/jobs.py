@@ -64,6 +64,8 @@ class Workload:
     jobs: tuple[JobSpec, ...]
     rejects: tuple[Reject, ...] = ()
     notes: tuple[str, ...] = ()
+    # where the jobs came from: the file read, or for generated jobs the source key
+    # (sources_scheduler.toml) of the generator's parameters
     source: str = ""
 
 
