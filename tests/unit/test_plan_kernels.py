@@ -77,3 +77,15 @@ def test_gemm_calibration_point_consistency():
     shape = (np.float64(g["anchor_m"]), np.float64(g["anchor_n"]), np.float64(g["anchor_k"]))
     e = gemm_efficiency(*shape, get_gpu(g["anchor_gpu"]))
     assert float(e) == pytest.approx(g["anchor_efficiency"], rel=1e-9)
+
+
+def test_gpu_without_sm_count_is_bad_input():
+    from dataclasses import replace
+
+    from scalemodel.analytic.planner import gemm_efficiency
+    from scalemodel.errors import BadInput
+    from scalemodel.specs import get_gpu
+
+    g = replace(get_gpu("h100-sxm"), sm_count=0)
+    with pytest.raises(BadInput, match="sm_count"):
+        gemm_efficiency(np.float64(4096), np.float64(4096), np.float64(4096), g)
