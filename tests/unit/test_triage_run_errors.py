@@ -41,3 +41,17 @@ def test_a_bug_in_the_analysis_is_not_turned_into_json(fake_run, monkeypatch, tm
     monkeypatch.setattr(ld, "load_dir", broken)
     with pytest.raises(KeyError):
         main(["triage", "run", "--out", str(tmp_path), "--json"])
+
+
+def test_run_parameters_from_run_json():
+    from scalemodel.live.triage_run import run_parameters
+
+    # a recording from before run.json kept its parameters: the command set none of them,
+    # so they are run_scenario's defaults (12 steps, fault from step 5 on the last rank, 4 s)
+    old = run_parameters({"ranks": 4})
+    assert (old["ranks"], old["steps"], old["fault_step"], old["fault_rank"],
+            old["pg_timeout_s"]) == (4, 12, 5, 3, 4.0)
+    new = run_parameters({"ranks": 8, "parameters": {"steps": 20, "fault_step": 7,
+                                                     "fault_rank": 2, "pg_timeout_s": 6.0}})
+    assert (new["ranks"], new["steps"], new["fault_step"], new["fault_rank"],
+            new["pg_timeout_s"]) == (8, 20, 7, 2, 6.0)
