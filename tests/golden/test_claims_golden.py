@@ -9,16 +9,21 @@ from scalemodel.analytic.params import count_params
 from scalemodel.specs import get_model
 
 
-def test_llama3_window_reproduces_its_interruptions():
+def test_interruptions_scale_by_gpu_days_from_llama3():
     # Llama 3 (arXiv 2407.21783, Sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384
-    # H100s. A claim of exactly that window must expect exactly that many.
-    c = check_claim(Claim("llama-3-405b", 16384, "h100-sxm", 15.6e12, 54))
-    assert c.expected_interruptions == pytest.approx(419)
-    # mean time between interruptions 54 d / 419 = 11,135 s; Young (1974): tau = sqrt(2 delta M)
-    # with delta = 60 s gives 1,156 s (the worked example in the reliability reference notes)
-    assert c.mean_time_between_interruptions_s == pytest.approx(54 * 86400 / 419)
-    assert c.checkpoint_interval_s == pytest.approx(math.sqrt(2 * 60 * 54 * 86400 / 419))
-    assert round(c.checkpoint_interval_s) == 1156
+    # H100s, i.e. 419 / (16,384 x 54) = 4.736e-4 per GPU-day. A different window, 8,192 GPUs for
+    # 27 days = 221,184 GPU-days (a quarter of 884,736), expects 419 / 4 = 104.75 interruptions.
+    c = check_claim(Claim("llama-3-405b", 8192, "h100-sxm", 4e12, 27))
+    expected = 419 / (16384 * 54) * 8192 * 27
+    assert expected == pytest.approx(104.75)
+    assert c.expected_interruptions == pytest.approx(expected)
+    # mean time between interruptions 27 d x 86,400 / 104.75 = 22,270 s; Young (1974):
+    # tau = sqrt(2 delta M) with delta = 60 s gives sqrt(2 x 60 x 22,270) = 1,635 s
+    mtbi = 27 * 86400 / expected
+    assert round(mtbi) == 22270
+    assert c.mean_time_between_interruptions_s == pytest.approx(mtbi)
+    assert c.checkpoint_interval_s == pytest.approx(math.sqrt(2 * 60 * mtbi))
+    assert round(c.checkpoint_interval_s) == 1635
 
 
 def test_mfu_by_hand():

@@ -29,12 +29,6 @@ def test_even_split_when_layers_divide():
     assert stage_partition(32, 4) == (8, 8, 8, 8)
 
 
-def test_gemm_anchor_reproduced():
-    # the workplace measurement: 8192^3 bf16 on an H200 at 0.79 of the dense peak
-    e = gemm_efficiency(np.float64(8192), np.float64(8192), np.float64(8192), get_gpu("h200"))
-    assert float(e) == pytest.approx(0.79, rel=1e-9)
-
-
 def test_gemm_wave_quantization_by_hand():
     # 132 SMs, 128x128 tiles: 7 x 19 = 133 tiles need 2 waves (133 / 264 of the SM slots busy);
     # 12 x 11 = 132 tiles fill exactly one wave. Both shapes are compute-bound on an H100.
@@ -90,13 +84,45 @@ def test_palm_model_flops_llama3_8b():
 
 
 def test_memory_uneven_stages_match_planner():
+    """Llama 3 405B on TP8 PP16 DP128, ZeRO-1, full recompute, 16 micro-batches, 7+8x14+7 split.
+
+    Per-GPU terms written out from the HF config (h = 16384, ffn = 53248, 128 heads, 8 KV heads
+    of 128, vocab 128256), bf16 weights and grads (2 + 2 B), Adam K = 12 B sharded over DP 128
+    (Rajbhandari et al. 2020, Sec. 3.1 and 5):
+      one layer, split over TP: attention 2h^2 + 2h(8*128) = 570,425,344, MLP 3h*ffn =
+      2,617,245,696 -> 3,187,671,040 / 8 = 398,458,880, plus 2 RMSNorm vectors 2h = 32,768
+      replicated -> P_l = 398,491,648 params
+      embedding on the first stage: 128256 h / 8 = 262,668,288 params
+      bytes per param: 2 + 2 + 12/128 = 4.09375
+      activations, full recompute with SP: the layer input only, 2 B * s * h / TP =
+      2 * 8192 * 16384 / 8 = 33,554,432 B per layer and micro-batch
+      micro-batches in flight (1F1B): first stage pp = 16, second stage pp - 1 = 15
+    first  = (7 P_l + 262,668,288) * 4.09375 + 7 * 16 * 33,554,432
+    middle = 8 P_l * 4.09375 + 8 * 15 * 33,554,432
+    """
     m = get_model("llama-3-405b")
     sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
     lay = Layout(tp=8, pp=16, dp=128, zero=1, recompute="full", seq_len=8192, stage_layers=sl,
                  microbatches=16)
     r = memory_report(m, lay, fused_attention=True)
-    assert r.heaviest_stage in ("first", "middle", "last")
-    assert r.per_gpu_bytes > 0
+
+    p_layer = (2 * 16384**2 + 2 * 16384 * 8 * 128 + 3 * 16384 * 53248) / 8 + 2 * 16384
+    per_param = 2 + 2 + 12 / 128
+    act_layer = 2 * 8192 * 16384 / 8
+    first = (7 * p_layer + 128256 * 16384 / 8) * per_param + 7 * 16 * act_layer
+    middle = 8 * p_layer * per_param + 8 * 15 * act_layer
+    assert p_layer == 398_491_648
+    assert first < middle
+    assert r.heaviest_stage == "middle"
+    assert r.per_gpu_bytes == pytest.approx(middle, rel=1e-9)
+
+    # the planner prices the same layout with the same memory model
+    job = make_job(m, seq_len=8192, global_batch_tokens=16 * 1024 * 1024)
+    cl = make_cluster("h100-sxm", 16384, inter="roce-400")
+    res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1, "vpp": 1, "zero": 1,
+                           "recompute": "full", "micro_batch": 1})
+    assert res.stage_layers == sl
+    assert res.best.values["memory_per_gpu_bytes"] == pytest.approx(r.per_gpu_bytes, rel=1e-9)
 
 
 def test_1f1b_bubble_is_p_minus_1_slots():
@@ -117,8 +143,21 @@ def test_llama3_405b_within_published_band():
 
 
 def test_validation_rows_all_predicted():
+    """Every row of validation/training_runs.csv (published MFU / TFLOP/s / tokens per second,
+    each row with its source column) is predicted, and the accuracy does not regress.
+
+    Regression guard, not a target: on 2026-11-29 `python -m scalemodel validate` gave a mean
+    absolute error of 19.6% and a largest error of 56.5% (mpt-13b) over 24 rows; the limits
+    below are those values plus about 2 points of margin. Tighten them when the model improves.
+    """
     from pathlib import Path
+
+    from scalemodel.analytic.validate import summary
 
     text = (Path(__file__).resolve().parents[2] / "validation" / "training_runs.csv").read_text()
     results, skipped = validate(text)
-    assert not skipped and len(results) >= 20
+    assert not skipped and len(results) >= 24
+    s = summary(results)
+    assert s["row_count"] == len(results)
+    assert s["mape"] < 0.215
+    assert s["max_ape"] < 0.585

@@ -70,6 +70,10 @@ def test_token_blocks(tokens, blocks_up, blocks_down):
 def test_half_cent_rounding_modes():
     # 2,500 tokens rounded up to 3,000 x $0.002/1K = $0.006 -> 1 cent either way;
     # 5 blocks of 1K at $0.001 = $0.005: half-up 1 cent, half-even 0 cents
+    r25 = raws(("t", "a", "tok", T, "", "2500"))
+    for mode in ("half-up", "half-even"):
+        inv = bill(r25, cat(top={"rounding": mode}))
+        assert inv.lines[0].billed_quantity == 3000 and inv.total_minor == 1
     r = raws(("t", "a", "tok", T, "", "5000"))
     c = {"tok": {"prices": [{"from": "2026-01-01T00:00:00Z", "unit_price": "0.001"}]}}
     assert bill(r, cat(**c)).total_minor == 1

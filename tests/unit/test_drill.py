@@ -15,13 +15,30 @@ def test_json_keys(capsys):
     d = json.loads(capsys.readouterr()[0])
     for k in ("prompt", "parameters", "answer", "unit", "tolerance"):
         assert k in d
-    # the KV formula, written here: 2 (K and V) x layers x KV heads x head dim x bytes x tokens
+    assert d["unit"] == "GB"
+
+
+@pytest.mark.parametrize("seed", [3, 4, 17, 29])  # GQA bf16 and fp8; MLA (deepseek-v3) both
+def test_kv_answer_by_independent_formula(seed):
+    d = make_drill("kv-cache", seed).to_dict()
     p = d["parameters"]
     m = get_model(p["model"])
     e = {"bf16": 2, "fp8": 1}[p["kv_dtype"]]
-    if m.attention != "mla":
-        kv = 2 * m.n_layers * m.n_kv_heads * m.head_dim * e * p["context"] * p["batch"]
-        assert d["answer"] == pytest.approx(kv / 1e9) and d["unit"] == "GB"
+    if m.attention == "mla":
+        # MLA (DeepSeek-V2 paper, Sec. 2.1): one compressed latent of kv_lora_rank plus the
+        # decoupled RoPE key of qk_rope_head_dim per layer and token, shared by all heads
+        per_token = m.n_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * e
+    else:
+        # 2 (K and V) x layers x KV heads x head dim x bytes
+        per_token = 2 * m.n_layers * m.n_kv_heads * m.head_dim * e
+    assert d["answer"] == pytest.approx(per_token * p["context"] * p["batch"] / 1e9)
+    assert d["unit"] == "GB"
+
+
+def test_kv_seeds_cover_both_attention_kinds():
+    kinds = {get_model(make_drill("kv-cache", s).to_dict()["parameters"]["model"]).attention
+             for s in (3, 4, 17, 29)}
+    assert "mla" in kinds and len(kinds) == 2
 
 
 def test_deterministic_in_seed():

@@ -38,6 +38,22 @@ def test_unknown_name_lists_known():
         parse("M + 1").evaluate(ENV)
 
 
-def test_huge_power_does_not_hang():
-    v = parse("9 ** 9 ** 9").evaluate(ENV)  # numpy int64 arithmetic wraps, it does not explode
-    assert np.asarray(v).dtype == np.int64
+@pytest.mark.parametrize("text", [
+    "9 ** 9 ** 9",                      # would wrap silently in int64 arithmetic
+    "2 ** 63", "3037000500 * 3037000500", "4611686018427387903 + 4611686018427387903 + 2",
+    "-4611686018427387903 - 4611686018427387903 - 2", "1 << 62 << 1",
+    "threadIdx.x * 4611686018427387903",  # overflows only for lanes 2 and up
+    "3 ** 40", "-(2 ** 62) - 2 ** 62",  # 1.2e19; and -2**63, which cannot be negated
+])
+def test_int64_overflow_is_bad_input(text):
+    with pytest.raises(BadInput, match="64-bit integer range"):
+        parse(text, "--index").evaluate(ENV)
+
+
+def test_largest_int64_values_still_evaluate():
+    # 2**63 - 1 = 9,223,372,036,854,775,807 is the largest int64; 3037000499**2 just fits
+    assert int(parse("2 ** 62 - 1 + 2 ** 62").evaluate(ENV)) == 2**63 - 1
+    assert int(parse("3037000499 * 3037000499").evaluate(ENV)) == 3037000499**2
+    assert int(parse("-(2 ** 62) + 1 - 2 ** 62").evaluate(ENV)) == -(2**63) + 1
+    assert int(parse("3 ** 39").evaluate(ENV)) == 3**39  # 4.05e18, close to the limit
+    assert int(parse("1 << 62").evaluate(ENV)) == 2**62

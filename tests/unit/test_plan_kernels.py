@@ -1,6 +1,7 @@
 """Invariants of the planner's attention-kernel and memory-bound terms."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,3 +64,28 @@ def test_parts_of_compute_add_up_and_fp8_pays_casts():
     assert f8["nongemm_s"] > bf["nongemm_s"]
     # fp8 GEMMs run at twice the peak, but the memory-bound work does not shrink
     assert f8["compute_s"] > 0.5 * bf["compute_s"]
+
+
+def test_gemm_calibration_point_consistency():
+    """Consistency check, not a golden value: the GEMM curve is calibrated so that its anchor
+    shape (planner.toml [gemm] anchor_*) comes back at anchor_efficiency; this confirms the
+    curve passes through its own calibration point."""
+    from scalemodel.analytic.planner import constants, gemm_efficiency
+    from scalemodel.specs import get_gpu
+
+    g = constants()["gemm"]
+    shape = (np.float64(g["anchor_m"]), np.float64(g["anchor_n"]), np.float64(g["anchor_k"]))
+    e = gemm_efficiency(*shape, get_gpu(g["anchor_gpu"]))
+    assert float(e) == pytest.approx(g["anchor_efficiency"], rel=1e-9)
+
+
+def test_gpu_without_sm_count_is_bad_input():
+    from dataclasses import replace
+
+    from scalemodel.analytic.planner import gemm_efficiency
+    from scalemodel.errors import BadInput
+    from scalemodel.specs import get_gpu
+
+    g = replace(get_gpu("h100-sxm"), sm_count=0)
+    with pytest.raises(BadInput, match="sm_count"):
+        gemm_efficiency(np.float64(4096), np.float64(4096), np.float64(4096), g)

@@ -20,17 +20,10 @@ def test_node_limited_dispatch_from_the_config():
     assert m.expert_groups == 8 and m.groups_per_token == 4
     assert float(dispatch_copies(m, 64, 8)) == 4
     assert float(dispatch_copies(m, 8, 8)) == m.top_k  # inside one domain: every copy
-    mix = get_model("mixtral-8x7b") if _has("mixtral-8x7b") else None
-    if mix is not None:
-        assert float(dispatch_copies(mix, 8, 1)) == mix.top_k
-
-
-def _has(mid: str) -> bool:
-    try:
-        get_model(mid)
-        return True
-    except Exception:  # noqa: BLE001
-        return False
+    # Mixtral 8x7B (bundled; config has no expert groups): every one of its top-2 copies
+    mix = get_model("mixtral-8x7b")
+    assert mix.top_k == 2
+    assert float(dispatch_copies(mix, 8, 1)) == 2
 
 
 def _deepseek(ep_overlap: bool):

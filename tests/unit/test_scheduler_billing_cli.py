@@ -67,7 +67,62 @@ def test_bad_price_file(tmp_path, capsys):
 
 
 def test_answers_build():
+    """The worked example of questions/billing.py, priced by hand from its own RECORDS/CATALOG.
+
+    GPU-hour at $2.49 per 3,600 GPU-s, each GPU billed per started minute, 60 s minimum:
+      g1: 8 GPUs x 30 s -> 8 x 60 s  =   480 GPU-s
+      g2: 8 GPUs x 61 s -> 8 x 120 s =   960 GPU-s
+      g3: 1 GPU 23:50-00:10, the November part only = 600 GPU-s
+      2,040 GPU-s x 2.49 / 3600 = $1.411 -> $1.41 (half-up, one rounding per line)
+    tokens at $0.0025 per started 1K: 1,001 tokens (the duplicate t1 counted once) -> 2,000
+      2 x 0.0025 = $0.005 -> $0.01 (half-up)
+    total $1.42; the tpu-hour record is an unknown SKU and stays unbilled.
+    """
+    from decimal import ROUND_HALF_UP, Decimal
+
     from scalemodel.questions import build_answer
 
+    cent = Decimal("0.01")
+    gpu_s = 8 * 60 + 8 * 120 + 600
+    gpu = (Decimal(gpu_s) * Decimal("2.49") / 3600).quantize(cent, ROUND_HALF_UP)
+    tok = (2 * Decimal("0.0025")).quantize(cent, ROUND_HALF_UP)
+    assert (gpu_s, gpu, tok) == (2040, Decimal("1.41"), Decimal("0.01"))
     r = build_answer("billing", {})
-    assert r.followups and r.data["invoice"]["total"] == "1.42"
+    inv = r.data["invoice"]
+    lines = {ln["sku"]: ln for ln in inv["lines"]}
+    assert lines["gpu-hour"]["billed_quantity"] == str(gpu_s)
+    assert lines["tokens"]["billed_quantity"] == "2000"
+    assert r.followups and inv["total"] == str(gpu + tok) == "1.42"
+
+
+OPENB_HEAD = b"name,num_gpu,gpu_milli,qos,creation_time,deletion_time,scheduled_time\n"
+OURS_HEAD = b"id,submit_s,gpus,duration_s\n"
+
+
+@pytest.mark.parametrize("body", [
+    b"\xff\xfe not text\n",                                  # not UTF-8 in the header
+    OPENB_HEAD + b"p1,1,1000,LS,0,10,\xff\n",                # openb, bad byte in a row
+    OURS_HEAD + b"a,0,1,5\nb,1,1,\xe9\n",                    # our format, bad byte in a row
+    OURS_HEAD + b'a,0,1,"' + b"x" * 200_000 + b'"\n',        # csv.Error: field over the limit
+])
+def test_bad_trace_file_one_line_exit_2(tmp_path, body, capsys):
+    p = tmp_path / "bad.csv"
+    p.write_bytes(body)
+    assert main(["cluster", "simulate", "--trace", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--trace: bad.csv" in err
+    assert "Traceback" not in err
+
+
+def test_unreadable_trace_is_bad_input(tmp_path):
+    from scalemodel.errors import BadInput
+    from scalemodel.sim.cluster.jobs import read_jobs_csv
+    from scalemodel.traces.alibaba_gpu import is_openb, read_openb
+
+    d = tmp_path / "dir.csv"
+    d.mkdir()                       # open() on a folder raises an OSError, even for root
+    for f in (is_openb, read_openb):
+        with pytest.raises(BadInput, match="cannot be read"):
+            f(d)
+    with pytest.raises(BadInput, match="no such file"):
+        read_jobs_csv(d)

@@ -20,27 +20,45 @@ def test_required_ids_present():
     assert set(REQUIRED_MODELS) <= set(specs.model_ids())
 
 
+def _cited(x, path, out):
+    """(path, key) of every source reference in a TOML tree: values of ``source`` and
+    ``*_source`` keys, and of the entries of ``sources`` tables."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            p = f"{path}.{k}"
+            if isinstance(v, str) and (k == "source" or k.endswith("_source")):
+                out.append((p, v))
+            elif k == "sources" and isinstance(v, dict):
+                out += [(f"{p}.{kk}", vv) for kk, vv in v.items() if isinstance(vv, str)]
+                _cited({kk: vv for kk, vv in v.items() if not isinstance(vv, str)}, p, out)
+            else:
+                _cited(v, p, out)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            _cited(v, f"{path}[{i}]", out)
+    return out
+
+
 def test_every_cited_source_exists_with_a_date():
-    from scalemodel.specs.sources import load_toml
+    from scalemodel.specs.sources import data_path, load_toml
 
     known = specs.all_sources()
-    cited = []
-    for _gid, t in load_toml("gpus.toml").items():
-        cited.append(t["source"])
-        cited += list(t.get("sources", {}).values())
-    for t in load_toml("links.toml").values():
-        cited.append(t["source"])
-        cited += list(t.get("sources", {}).values())
-    for t in load_toml("models.toml").values():
-        cited += [t["source"], t["published_params_source"]]
-    num = load_toml("numerics.toml")
-    cited += [v["source"] for v in num["dtypes"].values()]
-    cited += [v["source"] for v in num["optimizers"].values()]
-    cited += [v["source"] for v in num["assumptions"].values()]
-    missing = sorted({c for c in cited if c not in known})
+    files = sorted(p.relative_to(data_path("")).as_posix() for p in data_path("").rglob("*.toml")
+                   if not p.name.startswith("sources"))
+    cited = {f: _cited(load_toml(f), f, []) for f in files}
+    # every data file carries figures with sources (a new file without any is a finding)
+    assert all(cited.values()), [f for f, c in cited.items() if not c]
+    assert {"gpus.toml", "links.toml", "models.toml", "numerics.toml"} <= set(cited)
+    missing = sorted(f"{p} = {k!r}" for c in cited.values() for p, k in c if k not in known)
     assert not missing, missing
     undated = sorted(k for k, s in known.items() if not s.date)
     assert not undated, undated
+
+
+def test_source_walker_finds_nested_references():
+    tree = {"a": {"source": "x", "b_source": "y", "sources": {"*": "z", "f": "w"}},
+            "l": [{"source": "v"}], "note": "source"}
+    assert sorted(k for _, k in _cited(tree, "t", [])) == ["v", "w", "x", "y", "z"]
 
 
 def test_gpu_figures_in_base_units():

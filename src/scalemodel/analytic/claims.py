@@ -341,8 +341,8 @@ def check_claim(c: Claim) -> ClaimCheck:
                        f"({mk['typical_published']:.0%}-{mk['best_published']:.0%})")
     if c.mfu is not None:
         ratio = mfu / c.mfu
-        if not 0.8 <= ratio <= 1.25:
-            lvl = 2 if not 0.5 <= ratio <= 2 else 1
+        if not mk["claimed_agree_low"] <= ratio <= mk["claimed_agree_high"]:
+            lvl = 2 if not mk["claimed_far_low"] <= ratio <= mk["claimed_far_high"] else 1
             level = max(level, lvl)
             reasons.append(f"the claimed MFU {c.mfu:.0%} disagrees with the {pct} that the tokens, "
                            f"GPUs and days imply ({ratio:.2f}x)")

@@ -259,14 +259,15 @@ class LatencyHiding:
 def latency_hiding(gpu: Any, *, bytes_per_load: int = 4, ilp: int = 1,
                    latency_s: float | None = None,
                    cases: tuple[tuple[str, int, int, int, int], ...] = (
-                       ("75% occupancy, one 4-byte load in flight per thread", 256, 40, 4, 1),
-                       ("25% occupancy, four 16-byte loads in flight per thread", 256, 128, 16, 4),
+                       ("one 4-byte load in flight per thread", 256, 40, 4, 1),
+                       ("four 16-byte loads in flight per thread", 256, 128, 16, 4),
                    )) -> LatencyHiding:
     """Warps x ILP needed to hide DRAM and FMA latency, and a high- vs low-occupancy case.
 
-    Each case is (label, threads per block, registers per thread, bytes per load, independent
-    loads per thread); its occupancy comes from the calculator, its achievable bandwidth from
-    Little's law: min(peak, bytes in flight / latency).
+    Each case is (what the threads do, threads per block, registers per thread, bytes per load,
+    independent loads per thread); its occupancy comes from the calculator (and leads the
+    case's label), its achievable bandwidth from Little's law: min(peak, bytes in flight /
+    latency).
     """
     if bytes_per_load not in (1, 2, 4, 8, 16) or ilp < 1:
         raise BadInput("--bytes-per-load must be 1, 2, 4, 8 or 16 and --ilp at least 1")
@@ -302,8 +303,9 @@ def latency_hiding(gpu: Any, *, bytes_per_load: int = 4, ilp: int = 1,
     w_fma = d.calc("warps per SM needed for the FMA pipes (ILP i)", "W_fma",
                    "Q_fma / (w * i)", "warp", bound="lower")
     out = []
-    for label, threads, regs, b, i in cases:
+    for what, threads, regs, b, i in cases:
         occ = occupancy(lim, threads, regs, 0)
+        label = f"{occ.occupancy:.0%} occupancy ({threads} threads x {regs} registers), {what}"
         warps = occ.active_warps_per_sm
         inflight = warps * lim.warp_size * b * i
         bw = min(gpu.hbm_bytes_per_s, inflight * gpu.sm_count / latency_s)

@@ -81,6 +81,8 @@ class SMLimits:
     smem_alloc_unit_bytes: int
     smem_carveouts_bytes: tuple[int, ...]
     barrier_slots_per_block_slot: int
+    reg_alloc_limit_per_thread: int
+    barrier_limit_from_major: int
     example: str = ""
     field_sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -108,7 +110,7 @@ _INT_FIELDS = (
     "regs_per_sm", "max_regs_per_block", "max_regs_per_thread", "reg_alloc_unit",
     "sub_partitions", "smem_per_sm_bytes", "default_smem_per_block_bytes",
     "max_smem_per_block_bytes", "reserved_smem_per_block_bytes", "smem_alloc_unit_bytes",
-    "barrier_slots_per_block_slot",
+    "barrier_slots_per_block_slot", "reg_alloc_limit_per_thread", "barrier_limit_from_major",
 )
 
 # names used by gpus.toml [<id>.sm] -> names here (a GPU's table may override its cc's values)
@@ -240,8 +242,8 @@ def occupancy_arrays(
     regs_warp = _ceil_div(R * ws, lim.reg_alloc_unit) * lim.reg_alloc_unit
     regs_block = regs_warp * wpb
     regs_hw = regs_warp * (_ceil_div(wpb, lim.sub_partitions) * lim.sub_partitions)
-    # cuda_occupancy.h's allocation limit is 256 registers for cc >= 7 (255 usable)
-    reg_cap = 256 if lim.major >= 7 else lim.max_regs_per_thread
+    # cuda_occupancy.h's allocation check (256 for cc >= 7, of which 255 are usable)
+    reg_cap = lim.reg_alloc_limit_per_thread
     regs_fit = (regs_hw <= lim.max_regs_per_block) & (regs_block <= lim.max_regs_per_block) & (
         reg_cap >= R)
     warps_per_sub = (lim.regs_per_sm // lim.sub_partitions) // np.maximum(regs_warp, 1)
@@ -268,7 +270,7 @@ def occupancy_arrays(
     for (_, bit), cap in zip(LIMITERS[:4], (lim_warps, lim_regs, lim_smem, lim_blocks),
                              strict=True):
         mask |= np.where(blocks == cap, bit, 0)
-    if lim.major >= 9 and barriers > 0:
+    if lim.major >= lim.barrier_limit_from_major and barriers > 0:
         lim_bar = np.full_like(T, lim.barrier_slots_per_block_slot * lim.max_blocks_per_sm
                                // barriers)
         blocks = np.minimum(blocks, lim_bar)

@@ -37,6 +37,14 @@ from ..specs.sources import cite, load_toml
 from .memory import RECOMPUTE, StaticModel, stage_partition, stage_shape, static_model, tp_options
 from .memory import training_bytes as _training_bytes
 
+# Tensor-parallel collectives per layer and micro-batch with sequence parallelism, each moving
+# one gathered activation (Korthikanti et al. 2022, Sec. 4.2.2, as Megatron-LM runs it):
+# forward 2 all-gathers + 2 reduce-scatters; backward the mirror 4 plus the inputs re-gathered
+# for the weight gradients.
+# Full recompute repeats the forward ones.
+TP_FWD_COLLECTIVES = 4
+TP_BWD_COLLECTIVES = 6
+
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
 STRATEGIES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -169,7 +177,10 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
     """Seconds for one (M x K) @ (K x N) GEMM: compute at the shape's efficiency or HBM traffic,
     whichever is longer (roofline)."""
     g = constants()["gemm"]
-    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count or 108)
+    if not gpu.sm_count:
+        raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
+                       "the SMs) needs it: add sm_count = N to the GPU's TOML")
+    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count)
     t_c = 2.0 * M * N * K / (peak * eff)
     t_m = elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s * g["hbm_efficiency"])
     return np.maximum(t_c, t_m)
@@ -207,7 +218,8 @@ def _attention_curves(arch: str) -> dict[str, np.ndarray]:
 def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = True,
                          backward: bool = False) -> Any:
     """Fraction of the 16-bit peak a FlashAttention call of ``length`` tokens reaches
-    (FLOPs counted as the planner counts them: causal half, backward 2.5x the forward)."""
+    (FLOPs counted as the planner counts them: causal half, backward
+    ``backward_flop_factor`` x the forward)."""
     c = _attention_curves(gpu.arch)
     y = c[("bwd_" if backward else "fwd_") + ("causal" if causal else "full")]
     x = np.log2(np.maximum(np.asarray(length, dtype=np.float64), 1.0))
@@ -225,7 +237,8 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
     of S tokens. With load-balanced CP (2 cp chunks) a rank runs one causal call of S/cp tokens
     (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
-    geometric-mean length S / (cp sqrt 2). The backward executes 2.5x the forward FLOPs.
+    geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
+    (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
     """
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
@@ -233,7 +246,7 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     share = 1.0 / cp
     f = (flops_fwd * share / attention_efficiency(gpu, diag_l)
          + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False))
-    b = 2.5 * (flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
+    b = constants()["attention"]["backward_flop_factor"] * (flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
                + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False,
                                                                   backward=True))
     return f / peak16, b / peak16
@@ -464,7 +477,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         df, db = gemm3(Mx, h, width / tp)
         return count * (uf + df), count * (ub + db)
 
-    # attention projections and core (FlashAttention: causal half executed, backward 2.5x)
+    # attention projections and core (FlashAttention: causal half executed, backward
+    # backward_flop_factor x the forward)
     af1, ab1 = gemm3(T, ms.attn_in_n / tp, h)
     af2, ab2 = gemm3(T, h, ms.attn_out_k / tp)
     ng = constants()["nongemm"]
@@ -549,8 +563,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     inner_tp = tp <= dom
     act_bytes = e_a * T * h  # a full (gathered) activation of the micro-batch on this rank
     tp_one = collective_time("all_gather", act_bytes, tp, ranks_per_node(1, tp, dom), cl)
-    tp_f = 4 * tp_one  # SP: 2 all-gathers + 2 reduce-scatters forward
-    tp_b = 6 * tp_one  # and backward, with the input re-gathered for the weight gradients
+    tp_f = TP_FWD_COLLECTIVES * tp_one
+    tp_b = TP_BWD_COLLECTIVES * tp_one
     tp_rc = np.where(rc == 2, tp_f, 0.0)
     cp_intra = tp * cp <= dom
     kv_bytes = e_a * b * (S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
@@ -783,7 +797,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "capacity_bytes": np.full_like(step, cap),
         "fits": np.asarray(mem["total"]) <= cap,
         # traffic per step per GPU on each tier, for the explanation
-        "tp_bytes": mb * n_slow * 10 * (tp - 1) / tp * act_bytes * (1 + (rc == 2) * 0.4),
+        "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2)) + TP_BWD_COLLECTIVES)
+        * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
         "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T * h
         * dispatch_copies(m, ep, ranks_per_node(tp * cp, ep, dom)) if m.is_moe
@@ -987,7 +1002,8 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                  "memory-bound kernels, recompute")
     ng = constants()["nongemm"]
     d.given("  of which attention kernels", "t_att", v["attention_s"] / mb, "s",
-            note="causal half of the score FLOPs at the efficiencies above; backward 2.5x"
+            note="causal half of the score FLOPs at the efficiencies above; backward "
+                 f"{constants()['attention']['backward_flop_factor']:g}x"
             if job.attention == "flash" else "unfused: batched GEMMs and score passes in HBM")
     d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",
             v["nongemm_s"] / mb, "s", cite(ng["loss_source"]),

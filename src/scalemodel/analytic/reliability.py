@@ -23,7 +23,7 @@ import numpy as np
 
 from ..derive import Derivation
 from ..errors import BadInput, require_positive
-from ..specs.reliability import FailureProfile
+from ..specs.reliability import FailureProfile, checkpoint_figure
 from ..specs.sources import cite
 
 DAY_S = 86400.0
@@ -31,6 +31,10 @@ MONTH_S = 30.4375 * DAY_S  # a mean Gregorian month
 
 
 # --- failure rates ---------------------------------------------------------------------------------
+
+
+# reliability.toml [checkpoint] keys of the async and in-memory checkpoint figures
+MODE_FIGURES = ("async_stall_fraction", "inmemory_stall_fraction", "inmemory_restart_fraction")
 
 
 def unit_count(domain: str, gpus: Any, gpus_per_node: Any) -> Any:
@@ -204,12 +208,16 @@ def checkpoint_plan(
     requeue_s: float = 0.0,
     interval_s: float | None = None,
     mode: str = "sync",
-    mode_figures: tuple[float, float, float] = (0.04, 0.02, 0.077),
+    mode_figures: tuple[float, float, float] | None = None,
     checkpoint_bytes: float | None = None,
     write_bytes_per_s: float | None = None,
     write_source: str = "",
 ) -> CheckpointResult:
-    """Job MTBF, Young's and Daly's intervals and goodput, with the derivation."""
+    """Job MTBF, Young's and Daly's intervals and goodput, with the derivation.
+
+    ``mode_figures`` (async stall, in-memory stall, in-memory restart fractions) default to
+    reliability.toml [checkpoint]; a figure that differs from the file is shown without source.
+    """
     require_positive("--gpus", gpus, integer=True)
     require_positive("--gpus-per-node", gpus_per_node, integer=True)
     require_positive("--restart-s", restart_s + 1e-300)
@@ -255,19 +263,26 @@ def checkpoint_plan(
         d.given("time to write one checkpoint (synchronous)", "delta_w", checkpoint_write_s, "s")
     d.given("restart after an interruption", "R_0", restart_s, "s")
     d.given("re-queue wait", "Q", requeue_s, "s")
+    spec = [checkpoint_figure(k) for k in MODE_FIGURES]
+    if mode_figures is None:
+        mode_figures = (spec[0].value, spec[1].value, spec[2].value)
+    fig_src = [f.source if v == f.value else "" for f, v in zip(spec, mode_figures, strict=True)]
     modes = checkpoint_modes(checkpoint_write_s, restart_s + requeue_s, *mode_figures)
     m = modes[mode]
     if mode == "sync":
         delta = d.calc("stall per checkpoint (sync: the write)", "delta", "delta_w", "s")
         restart = d.calc("restart cost", "R", "R_0 + Q", "s")
     elif mode == "async":
-        d.given("async stall as a fraction of the write", "f_a", mode_figures[0], "1")
+        d.given("async stall as a fraction of the write", "f_a", mode_figures[0], "1",
+                source=fig_src[0])
         delta = d.calc("stall per checkpoint (async copy to host)", "delta", "f_a * delta_w", "s")
         restart = d.calc("restart cost (+ one write: the newest checkpoint may not be durable)",
                          "R", "R_0 + Q + delta_w", "s")
     else:
-        d.given("in-memory stall as a fraction of the write", "f_m", mode_figures[1], "1")
-        d.given("in-memory restart as a fraction of a storage restart", "f_r", mode_figures[2], "1")
+        d.given("in-memory stall as a fraction of the write", "f_m", mode_figures[1], "1",
+                source=fig_src[1])
+        d.given("in-memory restart as a fraction of a storage restart", "f_r", mode_figures[2], "1",
+                source=fig_src[2])
         delta = d.calc("stall per checkpoint (copy to peers)", "delta", "f_m * delta_w", "s")
         restart = d.calc("restart cost from peers' memory", "R", "f_r * (R_0 + Q)", "s")
     assert math.isclose(delta, m.stall_s) and math.isclose(restart, m.restart_s)

@@ -58,9 +58,10 @@ def register(sub: Any) -> None:
         q.add_argument("--gpus-per-node", type=positive_int, default=8,
                        help="GPUs per node = one NVLink domain (default 8)")
         q.add_argument("--nodes-per-rack", type=positive_int, default=None,
-                       help="nodes per rack (default 16)")
+                       help="nodes per rack (default: scheduler.toml [topology])")
         q.add_argument("--spread-penalty", type=_nonneg_float, default=None,
-                       help="extra run time of a gang spread over racks (default 0.10 = +10%%)")
+                       help="extra run time of a gang spread over racks, as a fraction "
+                            "(default: scheduler.toml [topology])")
         if name == "simulate":
             q.add_argument("--policy", choices=POLICIES, default="backfill",
                            help="scheduling policy (default backfill)")

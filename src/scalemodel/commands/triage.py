@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
 
 def run_job(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
     from ..live.triage_run import run_scenario
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
@@ -66,7 +67,7 @@ def run_job(args: argparse.Namespace) -> Any:
     for fmt in ("trace", "fr"):
         try:
             ts = load_dir(args.out, fmt)
-        except Exception as e:  # noqa: BLE001 - a run may leave no dumps of one kind
+        except BadInput as e:  # a run may leave no dumps of one kind
             verdicts[fmt] = {"error": str(e)}
             continue
         h = analyse_hang(ts, args.ranks)
@@ -75,7 +76,7 @@ def run_job(args: argparse.Namespace) -> Any:
         try:
             sl = analyse_slow(ts)
             entry["slow"] = {"verdict": sl.verdict, "ranks": list(sl.ranks)}
-        except Exception as e:  # noqa: BLE001 - a hung run has too few steps to time
+        except BadInput as e:  # a hung run has too few steps to time
             entry["slow"] = {"error": str(e)}
         verdicts[fmt] = entry
     data = {"scenario": args.scenario, "ranks": args.ranks, "out": args.out,

@@ -175,11 +175,31 @@ def run_scenario(scenario: str, ranks: int, out: str | Path, *, steps: int = 12,
                          "hang_s": pg_timeout_s + 4.0},
                  timeout_s=timeout_s, rank_env=rank_env, workdir=outp / "launch",
                  pg_timeout_s=pg_timeout_s)
-    _write_summary(outp, scenario, ranks, run_id, res)
+    params = {"steps": steps, "fault_step": fault_step,
+              "fault_rank": fault_rank if fault_rank >= 0 else ranks - 1,
+              "ranks_per_node": ranks_per_node, "pg_timeout_s": pg_timeout_s}
+    _write_summary(outp, scenario, ranks, run_id, res, params)
     return res
 
 
-def _write_summary(out: Path, scenario: str, ranks: int, run_id: str, res: Any) -> None:
+def run_parameters(meta: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a recorded run used: its run.json ``parameters``, or for recordings made
+    before run.json carried them, the defaults of :func:`run_scenario` (their ``command`` line
+    sets none of them)."""
+    import inspect
+
+    sig = inspect.signature(run_scenario).parameters
+    p = {k: sig[k].default for k in ("steps", "fault_step", "fault_rank", "ranks_per_node",
+                                     "pg_timeout_s")}
+    p |= meta.get("parameters", {})
+    p["ranks"] = int(meta["ranks"])
+    if p["fault_rank"] < 0:
+        p["fault_rank"] = int(meta["ranks"]) - 1
+    return p
+
+
+def _write_summary(out: Path, scenario: str, ranks: int, run_id: str, res: Any,
+                   params: dict[str, Any]) -> None:
     """run.json: what ran and how each rank ended, so a run directory describes itself."""
     import datetime
     import json
@@ -190,15 +210,18 @@ def _write_summary(out: Path, scenario: str, ranks: int, run_id: str, res: Any) 
         "scenario": scenario, "ranks": ranks, "run_id": run_id,
         "date": datetime.date.today().isoformat(), "torch": torch.__version__,
         "command": f"scalemodel triage run --scenario {scenario} --ranks {ranks} --out DIR",
+        "parameters": params,
         "rank_status": [{"rank": r.rank, "status": r.status, "wall_s": round(r.wall_s, 3)}
                         for r in res.ranks],
     }
     (out / "run.json").write_text(json.dumps(summary, indent=1))
 
 
-def recorded_or_live(scenario: str, ranks: int, live: bool) -> tuple[Path, list[dict[str, Any]], str]:
+def recorded_or_live(scenario: str, ranks: int, live: bool
+                     ) -> tuple[Path, list[dict[str, Any]], str, dict[str, Any]]:
     """A run directory for a question's answer: the bundled recording of a real run (default,
-    fast and repeatable) or a fresh run with ``live``. Returns (dir, per-rank status, provenance).
+    fast and repeatable) or a fresh run with ``live``. Returns (dir, per-rank status,
+    provenance, the run's parameters as :func:`run_parameters` gives them).
     """
     import json
     import tempfile
@@ -209,9 +232,10 @@ def recorded_or_live(scenario: str, ranks: int, live: bool) -> tuple[Path, list[
         out = Path(tempfile.mkdtemp(prefix=f"scalemodel-{scenario}-"))
         res = run_scenario(scenario, ranks, out)
         status = [{"rank": r.rank, "status": r.status, "wall_s": r.wall_s} for r in res.ranks]
-        return out, status, "a fresh run on this machine (--live)"
+        meta = json.loads((out / "run.json").read_text())
+        return out, status, "a fresh run on this machine (--live)", run_parameters(meta)
     out = data_path(f"runs/{scenario}")
     meta = json.loads((out / "run.json").read_text())
     how = (f"a real run recorded on {meta['date']} with torch {meta['torch']} "
            f"(`{meta['command']}`); --live repeats it here")
-    return out, meta["rank_status"], how
+    return out, meta["rank_status"], how, run_parameters(meta)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sim.checkpoint import checkpoint_study
+from ..sim.checkpoint import checkpoint_study, pick_profile
+from ..units import fmt_time
 from ..views.reliability import checkpoint_report
 
 PROMPT = ("Something fails every few hours on a 16,384-GPU run (Llama 3: 466 interruptions in "
@@ -23,11 +24,12 @@ def build(opts: dict[str, Any]) -> Any:
     r = st.result
     modes = {m: (s, rr, t, g) for m, s, rr, t, g in st.mode_rows}
     big = st.scale_rows[-1]
+    tau_q = 60.0  # the interval the first follow-up asks about
     fol = (
-        ("Why not checkpoint every minute?",
-         f"Each checkpoint stalls {r.stall_s:g} s; at 60 s intervals half the time is spent "
-         f"writing. The optimum balances stall (delta/tau) against rework (tau/2M): "
-         f"{r.daly_interval_s:,.0f} s here."),
+        (f"Why not checkpoint every {fmt_time(tau_q)}?",
+         f"Each checkpoint stalls {r.stall_s:g} s; at {fmt_time(tau_q)} intervals "
+         f"{r.stall_s / (tau_q + r.stall_s):.0%} of the time is spent writing. The optimum "
+         f"balances stall (delta/tau) against rework (tau/2M): {r.daly_interval_s:,.0f} s here."),
         ("What does async checkpointing buy?",
          f"The stall drops to {modes['async'][0]:.1f} s; the optimum moves to "
          f"{modes['async'][2]:,.0f} s and goodput from {modes['sync'][3]:.3f} to "
@@ -43,9 +45,16 @@ def build(opts: dict[str, Any]) -> Any:
          f"goodput at Daly's interval is {st.sim_weibull.goodput:.3f} vs {r.goodput:.3f} analytic; "
          "the optimum interval barely moves, so the formula is a good starting point."),
     )
-    assumptions = ("Failure rates from Llama 3's 419 unexpected interruptions on 16,384 H100 in "
-                   "54 days, scaled by GPUs (GPU, software) and hosts (host, network).",
-                   "Checkpoint write 60 s, restart 10 min (relaunch, NCCL init, reload).",
+    prof, _ = pick_profile(o["gpu"], None)
+    if prof.counted:
+        rates = (f"Failure rates counted in {prof.label}, scaled by GPUs (GPU, software) and "
+                 "hosts (host, network).")
+    else:
+        rates = (f"Failure rate {prof.rate_per_node_day:g} per node-day ({prof.label}), scaled "
+                 "by the number of nodes.")
+    assumptions = (rates,
+                   f"Checkpoint write {fmt_time(o['checkpoint_write_s'])}, restart "
+                   f"{fmt_time(o['restart_s'])} (relaunch, NCCL init, reload).",
                    "Daly's model: failures can hit during restarts and checkpoints.")
     return type(rep)(rep.title, rep.sections, {"question": "checkpoint-failures", **rep.data},
                      warnings=rep.warnings, question=PROMPT, assumptions=assumptions,

@@ -6,6 +6,9 @@ from typing import Any
 
 from ..derive import Headline, Report, Section, Table
 from ..sim.cluster import run as sr
+from ..sim.cluster.jobs import contract_defaults
+from ..sim.cluster.workload import synthetic_defaults
+from ..units import fmt_time
 
 PROMPT = (
     "Design the scheduler for a GPU cluster that runs large synchronous training jobs next to "
@@ -19,15 +22,19 @@ DEFAULTS = {"nodes": 16, "time_scale": 8.0, "synthetic_jobs": 3000, "synthetic_n
 
 def build(opts: dict[str, Any]) -> Report:
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
+    gpn = sr.ClusterConfig().gpus_per_node
     if opts.get("gpus"):
-        o["synthetic_nodes"] = max(1, opts["gpus"] // 8)
-    topo = sr.topology_defaults()
-    cfg_a = sr.ClusterConfig(nodes=o["nodes"], nodes_per_rack=int(topo["nodes_per_rack"]),
-                             spread_penalty=topo["spread_penalty"])
+        o["synthetic_nodes"] = max(1, opts["gpus"] // gpn)
+    syn = synthetic_defaults()
+    con = contract_defaults()
+    cfg_a = sr.ClusterConfig(nodes=o["nodes"])
     wl_a = sr.load_workload("alibaba-v2023", cfg_a.capacity, time_scale=o["time_scale"])
     res_a = sr.compare(wl_a, cfg_a)
-    cfg_s = sr.ClusterConfig(nodes=o["synthetic_nodes"], nodes_per_rack=int(topo["nodes_per_rack"]),
-                             spread_penalty=topo["spread_penalty"])
+    # the real trace's span: arrivals scaled back to trace time, to the last pod's end
+    first = min(j.submit_s for j in wl_a.jobs) * o["time_scale"]
+    span_days = (max(j.submit_s * o["time_scale"] + j.duration_s for j in wl_a.jobs)
+                 - first) / 86400
+    cfg_s = sr.ClusterConfig(nodes=o["synthetic_nodes"])
     wl_s = sr.load_workload("synthetic", cfg_s.capacity, jobs=o["synthetic_jobs"], seed=o["seed"])
     res_s = sr.compare(wl_s, cfg_s)
     by = {r.policy: r for r in res_s}
@@ -54,13 +61,14 @@ def build(opts: dict[str, Any]) -> Report:
               f"{cfg_a.nodes}-node cluster. Every pod fits in one node, so topology placement "
               "has nothing to improve here and spread jobs stay at 0; queueing is where the "
               "policies differ. Utilisation is low over the makespan because a few pods run "
-              "for the whole 149-day trace."),
+              f"for the whole {span_days:.0f}-day trace."),
         tables=(Table("one row per policy", sr.COMPARE_COLUMNS, sr.compare_rows(res_a)),),
     )
     s3 = Section(
         f"3. Synthetic large-training workload on {cfg_s.capacity} GPUs",
         text=(f"{wl_s.name}: sizes 1 to {cfg_s.capacity} GPUs with a heavy tail, log-normal "
-              "run times, Poisson arrivals at 90% offered load, 20% high priority, four teams."),
+              f"run times, Poisson arrivals at {syn['offered_load']:.0%} offered load, "
+              f"{syn['high_priority_fraction']:.0%} high priority, {syn['teams']:.0f} teams."),
         tables=(Table("one row per policy", sr.COMPARE_COLUMNS, sr.compare_rows(res_s)),),
     )
     pr = by["preempt"]
@@ -91,14 +99,14 @@ def build(opts: dict[str, Any]) -> Report:
         ("What does preemption cost, and how do checkpoint contracts change it?",
          f"{pr.preemptions:,} preemptions lost {pr.lost_gpu_hours:,.0f} GPU-hours "
          f"({pr.lost_gpu_s / max(pr.allocated_gpu_s, 1e-9):.1%} of allocated time) with a "
-         "30-minute checkpoint interval; a victim loses on average half an interval plus a "
-         "restore. A grace period at least as long as the save makes the loss the save alone "
-         "(--grace 60)."),
+         f"{fmt_time(con['checkpoint_interval_s'])} checkpoint interval; a victim loses on "
+         "average half an interval plus a restore. A grace period at least as long as the save "
+         f"makes the loss the save alone (--grace {con['checkpoint_cost_s']:g})."),
         ("Topology: when does it matter?",
          f"Spread gangs on the synthetic run: {by['backfill'].spread_jobs:,} with best-fit vs "
          f"{by['topology'].spread_jobs:,} with rack-aware placement; each spread gang runs "
-         "10% slower here (a stated factor; derive it for your model with the collectives "
-         "model)."),
+         f"{cfg_s.spread_penalty:.0%} slower here (a stated factor; derive it for your model "
+         "with the collectives model)."),
         ("How do quotas stay fair without wasting idle GPUs?",
          f"Borrowing lets a team use idle quota; reclaim preempts borrowers when the owner "
          f"returns. Jain's index over teams is {by['quota'].quota_fairness_jain:.3f} with "
@@ -111,7 +119,8 @@ def build(opts: dict[str, Any]) -> Report:
         question=PROMPT,
         assumptions=(
             "whole GPUs: a pod asking for part of a GPU gets a whole one",
-            "a node is one NVLink domain; racks of 16 nodes; +10% run time when a gang spans racks",
+            f"a node is one NVLink domain of {gpn} GPUs; racks of {cfg_a.nodes_per_rack} nodes; "
+            f"+{cfg_a.spread_penalty:.0%} run time when a gang spans racks",
             "checkpoint contract when the trace is silent: " + "; ".join(sr.contract_sources()),
             "EASY backfill uses exact run times (an optimistic user estimate)",
         ),

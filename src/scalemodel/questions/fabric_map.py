@@ -8,7 +8,7 @@ from ..analytic.collectives import collective_cost, make_fabric, make_group
 from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_model
-from ..units import fmt_bytes, fmt_time
+from ..units import fmt_bytes, fmt_rate, fmt_time
 
 PROMPT = (
     "You have NVLink inside each node and a 400G NIC per GPU between nodes. Given the traffic "
@@ -87,13 +87,16 @@ def build(opts: dict[str, Any]) -> Report:
               "largest exposed one (TP, then EP), then CP, DP, and PP outermost."),
         headlines=(Headline("exposed comm per step, TP in node", base_exposed, "s"),
                    Headline("exposed comm per step, TP across nodes", swap_exposed, "s")))
+    nvl_bw = fab.intra.bytes_per_s_per_direction * fab.eff_intra
+    nic_bw = fab.inter.bytes_per_s_per_direction * fab.eff_inter * fab.nics_per_gpu
     followups = (
         ("Where does expert parallelism go?",
          "Its all-to-all is on the critical path and cannot aggregate NICs (single-NIC bound, "
          "nccl-tests#267): inside the NVLink domain if it fits (NVL72 makes EP64 possible), "
          "else rail-aligned with PXN."),
-        ("Why not TP16 across two HGX nodes?",
-         "Every TP call then crosses the NIC at ~48 GB/s instead of ~360 GB/s NVLink; the table "
+        (f"Why not TP{2 * fab.gpus_per_node} across two {fab.gpus_per_node}-GPU nodes?",
+         f"Every TP call then crosses the NIC at ~{fmt_rate(nic_bw)} instead of "
+         f"~{fmt_rate(nvl_bw)} on {fab.intra.id} (one direction, after efficiency); the table "
          "above shows the factor for this model."),
         ("What about NVL72?",
          "A 72-GPU NVLink domain lets TP x EP (or TP x CP) span 72 GPUs at NVLink rates; pass "

@@ -17,15 +17,17 @@ def build(opts: dict[str, Any]) -> Report:
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
 
-    out, status, how = recorded_or_live(DEFAULTS["scenario"], DEFAULTS["ranks"],
-                                        bool(opts.get("live")))
-    results = {fmt: analyse_hang(load_dir(out, fmt), DEFAULTS["ranks"]) for fmt in ("trace", "fr")}
+    out, status, how, par = recorded_or_live(DEFAULTS["scenario"], DEFAULTS["ranks"],
+                                             bool(opts.get("live")))
+    n, bad = par["ranks"], par["fault_rank"]
+    results = {fmt: analyse_hang(load_dir(out, fmt), n) for fmt in ("trace", "fr")}
     t, f = results["trace"], results["fr"]
     s1 = Section(
         "1. A real hang",
-        text=(f"{DEFAULTS['ranks']} gloo processes run a training-like loop: a gradient "
+        text=(f"{n} gloo processes run a training-like loop: a gradient "
               "all-reduce on the world group, then a metrics all-reduce on a second group. From "
-              "step 5, the last rank calls the second group's collective first. Every rank "
+              f"step {par['fault_step']}, rank {bad} calls the second group's collective first. "
+              "Every rank "
               "blocks inside a collective (on a GPU, NCCL kernels spin, so utilisation reads "
               f"100%) until the collective timeout fires. The traces analysed here come from {how}."),
         tables=(Table("ranks", ("rank", "status", "wall s"),
@@ -48,8 +50,8 @@ def build(opts: dict[str, Any]) -> Report:
               "mismatch it can blame the three). A rank that never arrived is dead (no file, "
               "heartbeats stop), stuck outside collectives (alive, nothing pending) or waiting "
               "in another group's collective (order mismatch)."))
-    fol = (("What if rank 3 died instead?", "Its file is missing or its heartbeats stop before "
-            "the others got stuck: verdict dead-rank (the live test suite runs it)."),
+    fol = ((f"What if rank {bad} died instead?", "Its file is missing or its heartbeats stop "
+            "before the others got stuck: verdict dead-rank (the live test suite runs it)."),
            ("What if the sizes differ?", "gloo does not check sizes: the matching ranks may "
             "complete and a peer aborts; the fingerprints at that sequence number still differ, "
             "verdict size-mismatch, culprit by vote."),
@@ -64,5 +66,6 @@ def build(opts: dict[str, Any]) -> Report:
                   {"question": "hang-triage", "trace": t.to_dict(), "flight_recorder": f.to_dict(),
                    "out": out}, question=PROMPT,
                   assumptions=("Real torch.distributed gloo processes on this machine.",
-                               "Collective timeout 4 s, so the hang resolves into errors."),
+                               f"Collective timeout {par['pg_timeout_s']:g} s, so the hang "
+                               "resolves into errors."),
                   followups=fol)

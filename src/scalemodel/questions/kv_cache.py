@@ -7,7 +7,7 @@ from typing import Any
 from ..analytic.kv import kv_bytes_per_token, kv_report, mitigation_table, model_kv_bytes_per_token
 from ..derive import Headline, Report, Section, Table
 from ..sim.paged_kv import compare, synthetic_workload
-from ..specs import get_gpu, get_model
+from ..specs import assumption, get_gpu, get_model
 from ..units import fmt_bytes
 
 PROMPT = (
@@ -80,14 +80,17 @@ def build(opts: dict[str, Any]) -> Report:
     )
 
     pool = max(int(r.max_tokens or 0), o["context"])
-    w = synthetic_workload(int(o["requests"]), prompt_mean=min(512, o["context"] / 4),
-                           output_mean=min(256, o["context"] / 8), max_len=o["context"], seed=0)
-    cmp_ = compare(w, capacity_tokens=pool, max_len=o["context"])
+    p_mean = min(assumption("serving_prompt_mean_tokens").value, o["context"] / 4)
+    o_mean = min(assumption("serving_output_mean_tokens").value, o["context"] / 8)
+    blk = int(assumption("kv_block_tokens").value)
+    w = synthetic_workload(int(o["requests"]), prompt_mean=p_mean, output_mean=o_mean,
+                           max_len=o["context"], seed=0)
+    cmp_ = compare(w, capacity_tokens=pool, max_len=o["context"], block_tokens=blk)
     s4 = Section(
         "4. Paged vs contiguous allocation (simulated)",
         text=(f"{w.n:,} requests with heavy-tailed prompt and output lengths are served from the "
               f"{pool:,}-token pool of part 2. Reserving the maximum length per request wastes "
-              f"{cmp_.contiguous.waste_fraction:.0%} of the pool; 16-token blocks allocated on "
+              f"{cmp_.contiguous.waste_fraction:.0%} of the pool; {blk}-token blocks allocated on "
               f"demand waste {cmp_.paged.waste_fraction:.1%} and run "
               f"{cmp_.concurrency_gain:.1f}x as many requests at once. The vLLM paper measured "
               "60-80% waste in earlier systems and under 4% with PagedAttention."),
@@ -120,8 +123,13 @@ def build(opts: dict[str, Any]) -> Report:
     )
     assumptions = (
         f"{m.id} from its Hugging Face config; weights in {r.weight_dtype}, cache in {r.kv_dtype}.",
-        f"{o['tp']} x {gpu.id} with tensor parallelism; 90% of memory usable (vLLM default).",
-        "Runtime reserve = 1 GiB outside the allocator + one forward pass's activations (estimate).",
+        f"{o['tp']} x {gpu.id} with tensor parallelism; "
+        f"{assumption('gpu_memory_utilization').value:.0%} of memory usable "
+        f"({assumption('gpu_memory_utilization').source}).",
+        f"Runtime reserve = {fmt_bytes(assumption('non_torch_bytes').value)} outside the "
+        "allocator + one forward pass's activations (estimate).",
+        f"Paged simulation: {w.n:,} requests, log-normal prompt and output lengths with means "
+        f"{p_mean:,.0f} and {o_mean:,.0f} tokens (assumptions in numerics.toml).",
     )
     data = {"question": "kv-cache", "options": o, "kv": r.to_dict(),
             "mitigations": [{"layout": a, "kv_bytes_per_token": b, "kv_bytes_total": c}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analytic.collectives import collective_cost, make_fabric, make_group
+from ..analytic.collectives import _consts, collective_cost, make_fabric, make_group
 from ..derive import Derivation, Headline, Report, Section, Table
 from ..specs import get_gpu, get_link
+from ..specs.sources import cite
 from ..units import fmt_bytes, fmt_rate, fmt_time
 
 PROMPT = (
@@ -49,7 +50,9 @@ def build(opts: dict[str, Any]) -> Report:
     nic, pcie = get_link(o["inter"]), get_link("pcie5")
     from ..analytic.collectives import efficiency
 
-    d = Derivation("one 400G NIC sending a buffer from GPU memory")
+    fab = make_fabric(o["intra"], o["inter"], gpus_per_node=G)
+    n_nics = fab.nics_per_gpu * G
+    d = Derivation(f"one {nic.id} NIC sending a buffer from GPU memory")
     d.given("buffer", "S", S, "B")
     d.given("NIC line rate", "Bn", nic.bytes_per_s_per_direction, "B/s",
             source=nic.source_of("bytes_per_s_per_direction"))
@@ -63,7 +66,9 @@ def build(opts: dict[str, Any]) -> Report:
     d.calc("staged, pipelined in chunks (NCCL's proxy): the slower leg", "t_pipe",
            "max(S / (Bp * e_p), S / (Bn * e_n))", "s", bound="lower")
     d.calc("host memory traffic per byte sent (write, then read)", "h", "2", "1")
-    d.calc("host memory bandwidth 8 NICs need when staging", "H", "8 * h * Bn * e_n", "B/s")
+    d.given("NICs per node (one per GPU rail)", "n_nic", n_nics, "1")
+    d.calc(f"host memory bandwidth {n_nics:g} NICs need when staging", "H",
+           "n_nic * h * Bn * e_n", "B/s")
     s2 = Section(
         "2. GPUDirect RDMA vs bounce buffers",
         text=("With GDR the NIC DMA-reads GPU memory through the PCIe switch they share; without "
@@ -74,7 +79,6 @@ def build(opts: dict[str, Any]) -> Report:
         derivation=d)
 
     # 3. rails and PXN: all-to-all across nodes, direct vs aggregated per rail
-    fab = make_fabric(o["intra"], o["inter"], gpus_per_node=G)
     g = make_group(nodes * G, fab, G)
     rows3 = []
     for size in (2.0**16, 2.0**20, 2.0**24, 2.0**28):
@@ -96,13 +100,14 @@ def build(opts: dict[str, Any]) -> Report:
                        "network messages direct", "aggregated"), tuple(rows3)),))
 
     # 4. GPU-Util on a spinning collective
-    channels = 16
+    nc = _consts()["nccl"]
+    channels = int(nc["spin_channels"])
     d4 = Derivation("a rank spinning in a collective while a peer is late")
     d4.given("SMs on the GPU", "n_sm", gpu.sm_count, "1", source=gpu.source_of("sm_count"))
     d4.given("NCCL channels (one CTA each), assumed", "c", channels, "1",
-             source="scalemodel-comm-assumption")
+             source=cite(nc["source"]), note=nc["note"])
     d4.given("fraction of the sample period with a kernel resident", "u", 1.0, "1",
-             source="nvml-utilization")
+             source=cite("nvml-utilization"))
     d4.calc("nvidia-smi GPU-Util", "U", "100 * u", "%")
     d4.calc("SMs with a warp resident (DCGM SM_ACTIVE, upper bound)", "sm_act",
             "100 * c / n_sm", "%", bound="upper")
@@ -129,9 +134,9 @@ def build(opts: dict[str, Any]) -> Report:
          f"SM_ACTIVE and tensor activity falling while GPU-Util stays at 100% (at most "
          f"{d4['sm_act']:.0f}% SMs busy when only NCCL runs), power near idle, and NIC "
          "counters flat."),
-        ("How much does staging cost a 400G NIC?",
+        (f"How much does staging cost a {nic.id} NIC?",
          f"unpipelined {fmt_time(d['t_st'])} vs {fmt_time(d['t_gdr'])} with GDR for "
-         f"{fmt_bytes(S)}, and {fmt_rate(d['H'])} of host memory traffic for 8 NICs."),
+         f"{fmt_bytes(S)}, and {fmt_rate(d['H'])} of host memory traffic for {n_nics:g} NICs."),
     )
     return Report("nccl-topology", (s1, s2, s3, s4),
                   {"question": "nccl-topology", "options": o,
@@ -143,5 +148,5 @@ def build(opts: dict[str, Any]) -> Report:
                   question=PROMPT,
                   assumptions=(f"{gpu.id}, {G} GPUs per node, {o['intra']} and {o['inter']}.",
                                f"NCCL uses {channels} channels for the spinning kernel "
-                               "(assumption; NCCL picks 2-32 by topology)."),
+                               f"(assumption: {nc['note']})."),
                   followups=followups)

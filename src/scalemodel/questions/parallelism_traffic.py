@@ -7,8 +7,8 @@ from typing import Any
 from ..analytic.collectives import make_fabric
 from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Derivation, Report, Section
-from ..specs import get_model
-from ..units import fmt_bytes, fmt_time
+from ..specs import assumption, get_model
+from ..units import fmt_bytes, fmt_count, fmt_time
 
 PROMPT = (
     "Walk through the parallelism strategies (DP, ZeRO/FSDP, TP with and without sequence "
@@ -91,7 +91,9 @@ def build(opts: dict[str, Any]) -> Report:
     return Report(f"parallelism-traffic: {m.id}", (main, Section("", derivation=d), *variants,
                                                     s_cp, s_moe), data, question=PROMPT,
                   assumptions=(f"{m.id}, {lay.seq_len}-token sequences, {lay.global_batch} per "
-                               "step (4M tokens, the Llama 3 starting batch).",
+                               f"step ({fmt_count(lay.global_batch * lay.seq_len)} tokens"
+                               + (", the Llama 3 starting batch)." if lay.global_batch * lay.seq_len
+                                  == assumption("training_batch_tokens").value else ")."),
                                f"Fabric: {fab.describe()}; Megatron rank order (TP fastest).",
                                "bf16 activations and gradients; recomputation not counted."),
                   followups=followups)

@@ -42,7 +42,8 @@ def build(opts: dict[str, Any]) -> Report:
         tables=(Table("", ("change", "consistent figure"), tuple(fixes)),),
     )
     tells = (
-        ("MFU above ~60%", "no published large run is there; above 100% is arithmetic, not skill"),
+        (f"MFU above ~{k['mfu']['stretched']:.0%}",
+         "no published large run is there; above 100% is arithmetic, not skill"),
         ("a GPU count the model cannot fit on", "the memory engine finds the smallest layout"),
         ("weeks on thousands of GPUs, no failures", "interruptions scale with GPU-days"),
         ("'owned' every layer", "a real story names one layer and its number"),
@@ -76,8 +77,11 @@ def build(opts: dict[str, Any]) -> Report:
     assumptions = (
         "Compute = 6 x parameters x tokens; a size such as '70B' is checked for memory on the "
         "bundled dense model nearest in size.",
-        "Failure rate from Llama 3 (419 unexpected interruptions in 54 days on 16,384 H100s).",
-        f"Typical MFU {typ:.0%} (Llama 3 405B reports 38-43%).",
+        f"Failure rate from Llama 3 ({k['failures']['unexpected_interruptions']:,} unexpected "
+        f"interruptions in {k['failures']['window_days']:g} days on "
+        f"{k['failures']['window_gpus']:,} GPUs).",
+        f"Typical MFU {typ:.0%} (Llama 3 405B reports {k['mfu']['llama3_low']:.0%}-"
+        f"{k['mfu']['llama3_high']:.0%}).",
     )
     data = {"question": "resume-walk", "line": line, "claim": r.to_dict(), "notes": notes,
             "implied_mfu": r.implied_mfu, "verdict": r.verdict,

@@ -7,7 +7,7 @@ from typing import Any
 from ..analytic.collectives import collective_cost, make_fabric, make_group
 from ..analytic.network_choice import decide
 from ..derive import Headline, Report, Section, Table
-from ..units import fmt_time
+from ..units import fmt_rate, fmt_time
 
 PROMPT = (
     "You are building the backend network of a GPU cluster at 400 Gb/s per GPU. RoCE or "
@@ -37,9 +37,10 @@ def build(opts: dict[str, Any]) -> Report:
                  text="\n".join(f"- {f}" for f in dec.flips) or "- nothing within the inputs' "
                  "ranges: the recommendation is robust for this situation")
     # the same job on both fabrics, as the engine sees them: the wire is not the difference
-    rows = []
+    rows, nic_bw = [], {}
     for link in ("ndr-400", "roce-400"):
         fab = make_fabric("nvlink4", link)
+        nic_bw[link] = fab.inter.bytes_per_s_per_direction * fab.eff_inter
         g = make_group(64, fab, 8)
         ar = collective_cost("all-reduce", 2.0**30, g, fab, algorithm="ring", proto="simple")
         a2a = collective_cost("all-to-all", 2.0**28, g, fab, algorithm="direct", proto="simple")
@@ -68,8 +69,9 @@ def build(opts: dict[str, Any]) -> Report:
          "95% throughput at Colossus scale vs ~60% for standard Ethernet (vendor claim)."),
         ("How would you test the choice before buying?",
          "Run nccl-tests all_reduce and alltoall at the target scale under a realistic mix with "
-         f"NCCL_ALGO=RING; both should approach ~48 GB/s per NIC, and the ring all-reduce here "
-         f"would take about {fmt_time(rows[0][1])}."),
+         "NCCL_ALGO=RING; both should approach "
+         + " and ".join(f"~{fmt_rate(v)} ({k})" for k, v in nic_bw.items())
+         + f" per NIC, and the ring all-reduce here would take about {fmt_time(rows[0][1])}."),
     )
     return Report(f"roce-vs-ib: {int(dec.inputs['gpus']):,} GPUs, {dec.inputs['workload']}",
                   (s1, s2, s3), {"question": "roce-vs-ib", "options": o, **dec.to_dict()},

@@ -33,7 +33,8 @@ LAYERS = (
 def build(opts: dict[str, Any]) -> Report:
     c, notes = claim_from_opts(DEFAULTS, opts)
     r = check_claim(c)
-    typ = constants()["mfu"]["typical_published"]
+    mk, fk = constants()["mfu"], constants()["failures"]
+    typ = mk["typical_published"]
     s1 = check_section(f"1. The claim, checked: {c.model} on {c.gpus:,} x {r.gpu}", r)
     counts = sorted({4, 64, 512, 4096, c.gpus})
     s2 = Section(
@@ -74,18 +75,21 @@ def build(opts: dict[str, Any]) -> Report:
          f"{r.model} needs at least {r.min_gpus or 'more'} {r.gpu} to hold its training state, and "
          f"the work would take {r.days_at_typical_mfu * c.gpus / 4:,.0f} days on 4 at {typ:.0%} MFU."),
         ("What would make you doubt a candidate's numbers?",
-         "An MFU above the best published runs (~55%), a GPU count that the model cannot fit on, "
-         "weeks at thousands of GPUs with no failures, or tokens and days that disagree."),
+         f"An MFU above the best published runs (~{mk['best_published']:.0%}), a GPU count that "
+         "the model cannot fit on, weeks at thousands of GPUs with no failures, or tokens and "
+         "days that disagree."),
         ("How do you scope a run you did not lead?",
          "Name the layer you owned and its number; give the run's scale as context and say you "
          "did not own it."),
     )
     assumptions = (
         "Compute = 6 x parameters x tokens (Kaplan et al. 2020); MFU against the dense peak.",
-        "Interruptions at Llama 3's unexpected-interruption rate per GPU-day (419 in 54 days "
-        "on 16,384 H100s); checkpoint interval by Young's formula.",
-        f"Verdict thresholds: above {constants()['mfu']['stretched']:.0%} MFU stretched, above "
-        f"{constants()['mfu']['implausible']:.0%} implausible (published: 38-55%).",
+        f"Interruptions at Llama 3's unexpected-interruption rate per GPU-day "
+        f"({fk['unexpected_interruptions']:,} in {fk['window_days']:g} days on "
+        f"{fk['window_gpus']:,} GPUs); checkpoint interval by Young's formula.",
+        f"Verdict thresholds: above {mk['stretched']:.0%} MFU stretched, above "
+        f"{mk['implausible']:.0%} implausible (published: {mk['llama3_low']:.0%}-"
+        f"{mk['best_published']:.0%}).",
     )
     data = {"question": "scale-scoping", "claim": r.to_dict(), "notes": notes,
             "implied_mfu": r.implied_mfu, "verdict": r.verdict}

@@ -22,11 +22,12 @@ def _alibaba_dir() -> Path:
 def build(opts: dict[str, Any]) -> Report:
     from ..live.triage_run import recorded_or_live
     from ..traces.load import load_dir
-    from ..traces.slow import analyse_slow, analyse_step_table
+    from ..traces.slow import SCORE_MIN, analyse_slow, analyse_step_table
 
     rows, secs, data = [], [], {"question": "slowdown-triage", "runs": {}}
+    par = {}
     for sc in ("straggler", "slow-link", "lost-overlap"):
-        out, _, how = recorded_or_live(sc, 4, bool(opts.get("live")))
+        out, _, how, par[sc] = recorded_or_live(sc, 4, bool(opts.get("live")))
         r = analyse_slow(load_dir(out, "trace"))
         rows.append((sc, r.verdict, ", ".join(map(str, r.ranks)) or "-", r.evidence[1]
                      if len(r.evidence) > 1 else r.evidence[0]))
@@ -37,7 +38,7 @@ def build(opts: dict[str, Any]) -> Report:
     busy = [(p["rank"], p["blocked_s"] / p["step_s"]) for p in st]
     secs.append(Section(
         "1. Three real slow runs, one analyser",
-        text=("Each run is 4 gloo ranks; the fault starts at step 5. The analyser splits the "
+        text=(_runs_text(par) + " The analyser splits the "
               "steps where the median step time jumps and compares compute, collective time and "
               f"exposed (blocked) communication per rank. The traces come from {how}."),
         tables=(Table("", ("injected", "verdict", "ranks", "evidence"), tuple(rows)),)))
@@ -74,4 +75,16 @@ def build(opts: dict[str, Any]) -> Report:
     return Report("slowdown-triage: straggler, fabric or lost overlap", tuple(secs), data,
                   question=PROMPT, followups=fol,
                   assumptions=("Compute is a timed sleep standing in for kernels; gloo on CPU.",
-                               "Scores: robust z (median/MAD) and NVRx's 0.75 threshold."))
+                               f"Scores: robust z (median/MAD) and NVRx's {SCORE_MIN:g} threshold."))
+
+
+def _runs_text(par: dict[str, dict[str, Any]]) -> str:
+    """How the runs were set up, from their parameters (one sentence when they agree). Only the
+    straggler slows one rank; slow-link and lost-overlap act on every rank."""
+    keys = {(p["ranks"], p["fault_step"]) for p in par.values()}
+    one = f"on rank {par['straggler']['fault_rank']} in the straggler run, on every rank in the others"
+    if len(keys) == 1:
+        n, step = keys.pop()
+        return f"Each run is {n} gloo ranks; the fault starts at step {step} ({one})."
+    return " ".join(f"{sc}: {p['ranks']} gloo ranks, fault from step {p['fault_step']}."
+                    for sc, p in par.items()) + f" The fault is {one}."

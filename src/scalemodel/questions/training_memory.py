@@ -150,7 +150,7 @@ def build(opts: dict[str, Any]) -> Report:
     try:
         sec5, plan = planned_layout_section(
             m.id if m.origin == "bundled" or not o["model"].endswith(".json") else o["model"],
-            o["gpu"], n, seq_len=s, global_batch_tokens=max(s, (4 * 1024 * 1024 // s) * s),
+            o["gpu"], n, seq_len=s, global_batch_tokens=max(s, (int(assumption("training_batch_tokens").value) // s) * s),
             heading=f"5. The fastest layout that fits on {n} GPUs (scalemodel plan train)",
             optimizer=opt.id)
         sections.append(sec5)

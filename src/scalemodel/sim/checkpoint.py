@@ -10,6 +10,7 @@ import numpy as np
 
 from ..analytic.blast import Hierarchy, blast_radius, parse_layout
 from ..analytic.reliability import (
+    MODE_FIGURES,
     CheckpointResult,
     checkpoint_plan,
     checkpoint_size_bytes,
@@ -141,8 +142,7 @@ def checkpoint_study(
                            "the model and --optimizer, written at --storage-bw)")
         checkpoint_write_s, size, bw, src = checkpoint_write_time(model, optimizer, dtype,
                                                                  storage_bw)
-    figs = tuple(checkpoint_figure(k).value for k in (
-        "async_stall_fraction", "inmemory_stall_fraction", "inmemory_restart_fraction"))
+    figs = tuple(checkpoint_figure(k).value for k in MODE_FIGURES)
     r = checkpoint_plan(p, gpus=gpus, gpus_per_node=gpn, checkpoint_write_s=checkpoint_write_s,
                         restart_s=restart_s, requeue_s=requeue_s, interval_s=interval_s,
                         mode=mode, mode_figures=figs, checkpoint_bytes=size,

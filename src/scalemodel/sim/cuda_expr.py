@@ -10,7 +10,8 @@ Accepted: integers; the names ``threadIdx.{x,y,z}``, ``blockIdx.{x,y,z}``, ``blo
 sizes such as ``N``); ``+ - * / % << >> & | ^ ~``, comparisons (chains too), ``and or not`` (also
 C's ``&& || !``), ``a if c else b`` and the functions ``min``, ``max``, ``abs``. As in C on
 integers, ``/`` truncates toward zero and ``%`` takes the sign of the dividend; ``//`` is floor
-division. Division by zero and negative shifts are reported as bad input.
+division. Division by zero, negative shifts and any value that leaves the int64 range
+(|v| >= 2**63; numpy would wrap around silently) are reported as bad input.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ def _c_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _c_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a - _c_div(a, b) * b
+
+
+_LIMIT = 2**63  # int64 holds -2**63 .. 2**63 - 1; every value kept is strictly inside
+_INT_MIN = np.iinfo(np.int64).min
+
+
+def _magnitude(x: np.ndarray) -> int:
+    """The largest |value| of an operand (values never reach -2**63, so abs cannot wrap)."""
+    return int(np.max(np.abs(x))) if np.size(x) else 0
 
 
 def _nonzero(b: np.ndarray, what: str, text: str) -> None:
@@ -83,7 +93,7 @@ class Expr:
         if isinstance(node, ast.UnaryOp):
             v = ev(node.operand, env)
             if isinstance(node.op, ast.USub):
-                return -v
+                return -v  # values stay inside (-2**63, 2**63), so negation cannot wrap
             if isinstance(node.op, ast.UAdd):
                 return v
             if isinstance(node.op, ast.Not):
@@ -92,12 +102,19 @@ class Expr:
         if isinstance(node, ast.BinOp):
             a, b = ev(node.left, env), ev(node.right, env)
             op = node.op
-            if isinstance(op, ast.Add):
-                return a + b
-            if isinstance(op, ast.Sub):
-                return a - b
-            if isinstance(op, ast.Mult):
-                return a * b
+            if isinstance(op, ast.Add | ast.Sub | ast.Mult):
+                r = a + b if isinstance(op, ast.Add) else a - b if isinstance(op, ast.Sub) \
+                    else a * b
+                ma, mb = _magnitude(a), _magnitude(b)  # fast path: bounds that cannot overflow
+                if (ma * mb if isinstance(op, ast.Mult) else ma + mb) < _LIMIT:
+                    return r
+                if isinstance(op, ast.Add):  # a wrapped sum has the sign of neither operand
+                    return self._int64(r, ((a ^ r) & (b ^ r)) < 0)
+                if isinstance(op, ast.Sub):
+                    return self._int64(r, ((a ^ b) & (a ^ r)) < 0)
+                # exact products divide back exactly; wrapped ones cannot
+                q = np.where(a == 0, b, r // np.where(a == 0, 1, a))
+                return self._int64(r, q != b)
             if isinstance(op, ast.Div):
                 _nonzero(b, self.what, self.text)
                 return _c_div(a, b)
@@ -110,11 +127,14 @@ class Expr:
             if isinstance(op, ast.Pow):
                 if np.any(b < 0):
                     raise BadInput(f"{self.what}: negative exponent in {self.text!r}")
-                return np.power(a, np.minimum(b, 64))
+                e = np.minimum(b, 64)
+                return self._exact(np.power(a, e), a, e, pow)
             if isinstance(op, ast.LShift | ast.RShift):
                 if np.any(b < 0) or np.any(b > 62):
                     raise BadInput(f"{self.what}: shift count outside 0..62 in {self.text!r}")
-                return a << b if isinstance(op, ast.LShift) else a >> b
+                if isinstance(op, ast.RShift):
+                    return a >> b
+                return self._exact(a << b, a, b, lambda x, y: x << y)
             if isinstance(op, ast.BitAnd):
                 return a & b
             if isinstance(op, ast.BitOr):
@@ -148,6 +168,28 @@ class Expr:
                 out = f(out, a)
             return out
         raise AssertionError("unreachable: _check admits only the nodes above")  # pragma: no cover
+
+    def _int64(self, r: Any, wrapped: Any) -> Any:
+        """``r`` unless an element wrapped around (or reached -2**63, which has no negation):
+        BadInput, since a wrapped index would be silently wrong."""
+        if np.any(wrapped) or np.any(r == _INT_MIN):
+            raise BadInput(f"{self.what}: a value leaves the 64-bit integer range in "
+                           f"{self.text!r}")
+        return r
+
+    def _exact(self, r: Any, a: Any, b: Any, op: Any) -> Any:
+        """Check ``r = op(a, b)`` (power, left shift: both grow as |a| * 2**(b * k)) by a float64
+        estimate, and by Python's unbounded integers where the estimate is too close to call."""
+        fa, fb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            est = np.abs(np.power(fa, fb) if op is pow else fa * np.exp2(fb))
+        if np.any(~(est < 2.0**64)):
+            return self._int64(r, True)
+        a_, b_, unsure = np.broadcast_arrays(a, b, est >= 2.0**62)
+        for x, y in zip(a_[unsure].tolist(), b_[unsure].tolist(), strict=True):
+            if not -_LIMIT < op(int(x), int(y)) < _LIMIT:
+                return self._int64(r, True)
+        return self._int64(r, False)
 
 
 _CMP = {

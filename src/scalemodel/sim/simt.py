@@ -42,11 +42,14 @@ __all__ = [
     "custom_kernel", "analyze", "divergence", "warp_banks",
 ]
 
-SECTOR_BYTES = 32
-LINE_BYTES = 128
-BANKS = 32
-BANK_BYTES = 4
-WARP = 32
+# access units from memory_hierarchy.toml [access] (each with its source), warp size from the
+# compute-capability table's defaults
+_ACCESS = load_toml("memory_hierarchy.toml")["access"]
+SECTOR_BYTES = int(_ACCESS["sector_bytes"]["value"])
+LINE_BYTES = int(_ACCESS["line_bytes"]["value"])
+BANKS = int(_ACCESS["smem_banks"]["value"])
+BANK_BYTES = int(_ACCESS["smem_bank_bytes"]["value"])
+WARP = int(load_toml("compute_capabilities.toml")["defaults"]["warp_size"])
 MAX_LANES_PER_OP = 2_000_000  # above this many thread-accesses per instruction, sample blocks
 _NONE = np.iinfo(np.int64).max
 

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import BadInput
-from ..sim.cluster.jobs import JobSpec, Reject, Workload, contract_defaults
+from ..sim.cluster.jobs import JobSpec, Reject, Workload, contract_defaults, unreadable
 
 HEADER = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time",
           "scheduled_time")
@@ -49,8 +49,11 @@ def default_path() -> Path:
 
 
 def is_openb(path: str | Path) -> bool:
-    with open(path, newline="", encoding="utf-8") as f:
-        head = f.readline()
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            head = f.readline()
+    except (OSError, UnicodeDecodeError) as e:
+        raise unreadable(path, e) from None
     return head.startswith("name,") and "num_gpu" in head
 
 
@@ -63,6 +66,14 @@ def read_openb(path: str | Path | None = None, defaults: dict[str, float] | None
     prio = {k: int(v) for k, v in load_toml("scheduler.toml")["alibaba_qos_priority"].items()
             if k not in ("source", "note")}
     dflt = contract_defaults() | (defaults or {})
+    try:
+        return _read_rows(p, prio, dflt, time_scale)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise unreadable(p, e) from None
+
+
+def _read_rows(p: Path, prio: dict[str, int], dflt: dict[str, float],
+               time_scale: float) -> Workload:
     jobs: list[JobSpec] = []
     rejects: list[Reject] = []
     fractional = 0

@@ -64,6 +64,8 @@ class Workload:
     jobs: tuple[JobSpec, ...]
     rejects: tuple[Reject, ...] = ()
     notes: tuple[str, ...] = ()
+    # where the jobs came from: the file read, or for generated jobs the source key
+    # (sources_scheduler.toml) of the generator's parameters
     source: str = ""
 
 
@@ -87,12 +89,30 @@ def _num(text: str, field: str, *, integer: bool = False) -> float:
     return v
 
 
+def unreadable(path: str | Path, e: Exception) -> BadInput:
+    """One line for a trace file that cannot be read or decoded as UTF-8 CSV."""
+    if isinstance(e, UnicodeDecodeError):
+        why = f"is not UTF-8 text (it holds the byte 0x{e.object[e.start]:02x})"
+    elif isinstance(e, csv.Error):
+        why = f"is not valid CSV ({e})"
+    else:
+        why = f"cannot be read ({e.strerror or type(e).__name__})"
+    return BadInput(f"--trace: {Path(path).name} {why}; expected a UTF-8 CSV file")
+
+
 def read_jobs_csv(path: str | Path, defaults: dict[str, float] | None = None) -> Workload:
     """Read the documented job CSV; unusable lines come back as :class:`Reject`."""
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"--trace: no such file {str(p)!r} (or use alibaba-v2023 / synthetic)")
     dflt = contract_defaults() | (defaults or {})
+    try:
+        return _read_rows(p, dflt)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise unreadable(p, e) from None
+
+
+def _read_rows(p: Path, dflt: dict[str, float]) -> Workload:
     jobs: list[JobSpec] = []
     rejects: list[Reject] = []
     with open(p, newline="", encoding="utf-8") as f:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,20 @@ from .policies import NAMES, get_policy
 from .workload import generate
 
 
+def topology_defaults() -> dict[str, float]:
+    t = load_toml("scheduler.toml")["topology"]
+    return {k: float(v["value"]) for k, v in t.items()}
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
+    """A simulated cluster; rack size and spread penalty default to scheduler.toml [topology]."""
+
     nodes: int = 128
     gpus_per_node: int = 8
-    nodes_per_rack: int = 16
-    spread_penalty: float = 0.10
+    nodes_per_rack: int = field(
+        default_factory=lambda: int(topology_defaults()["nodes_per_rack"]))
+    spread_penalty: float = field(default_factory=lambda: topology_defaults()["spread_penalty"])
     backfill_depth: int = 100
     borrowing: bool = True
     quotas: tuple[tuple[str, int], ...] = ()
@@ -37,11 +45,6 @@ class ClusterConfig:
     @property
     def capacity(self) -> int:
         return self.nodes * self.gpus_per_node
-
-
-def topology_defaults() -> dict[str, float]:
-    t = load_toml("scheduler.toml")["topology"]
-    return {k: float(v["value"]) for k, v in t.items()}
 
 
 def load_workload(trace: str, capacity: int, *, jobs: int = 10000, seed: int = 0,

@@ -14,6 +14,9 @@ import random
 from ...errors import BadInput
 from .jobs import JobSpec, Workload, contract_defaults
 
+# the source key (sources_scheduler.toml) of every figure of the generator
+SOURCE = "assumption-synthetic"
+
 
 def synthetic_defaults() -> dict[str, float]:
     from ...specs.sources import load_toml
@@ -35,7 +38,8 @@ def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: flo
     weights = [s ** -p["size_exponent"] for s in sizes]
     mu, sigma = math.log(p["duration_median_s"]), p["duration_sigma"]
     gs = rng.choices(sizes, weights, k=n_jobs)
-    ds = [min(p["max_duration_s"], max(60.0, rng.lognormvariate(mu, sigma))) for _ in gs]
+    ds = [min(p["max_duration_s"], max(p["min_duration_s"], rng.lognormvariate(mu, sigma)))
+          for _ in gs]
     demand = sum(g * d for g, d in zip(gs, ds, strict=True)) / n_jobs  # GPU-s per job
     rate = p["offered_load"] * capacity_gpus / demand  # jobs per second
     teams = [f"team-{i}" for i in range(int(p["teams"]))]
@@ -50,4 +54,4 @@ def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: flo
             checkpoint_cost_s=c["checkpoint_cost_s"], restore_s=c["restore_s"],
             grace_s=c["grace_s"]))
     return Workload(f"synthetic (seed {seed}, {n_jobs} jobs, load {p['offered_load']:g})",
-                    tuple(jobs), source="generated")
+                    tuple(jobs), source=SOURCE)
