@@ -149,3 +149,17 @@ def test_serve_binds_to_localhost_by_default():
 
     args = build_parser().parse_args(["serve"])
     assert args.host == "127.0.0.1" and args.port == 8000
+
+
+@pytest.mark.parametrize("path", ["triage/run", "comm/bench", "gpu/build", "gpu/bench",
+                                  "serve", "site"])
+def test_commands_that_start_processes_or_write_files_are_not_served(client, path):
+    # a web request must not launch ranks, compile code or write into the server's folders
+    assert client.get(f"/api/{path}").status_code == 404
+    assert client.get(f"/tools/{path}").status_code == 404
+
+
+def test_file_writing_options_are_not_offered(client):
+    html = client.get("/tools/cluster/simulate").get_data(as_text=True)
+    assert 'name="chrome_trace"' not in html and 'name="usage_out"' not in html
+    assert 'name="sku"' in html  # the other fields of the same command are still offered

@@ -15,9 +15,11 @@ from typing import Any
 
 from ..errors import BadInput
 
-OUTPUT_DESTS = {"help", "version", "json", "markdown", "plot"}
-# no tool page / endpoint: they start servers, write files, or read the terminal
-NOT_TOOLS = {"serve", "site"}
+# not offered on the web: output switches, and options that write files or start processes
+OUTPUT_DESTS = {"help", "version", "json", "markdown", "plot", "out", "save", "ledger",
+                "chrome_trace", "usage_out", "live", "torchrun", "export_file"}
+# no tool page / endpoint: they start servers or processes, build code, or write files
+NOT_TOOLS = {"serve", "site", "triage/run", "comm/bench", "gpu/build", "gpu/bench"}
 
 
 class FieldError(BadInput):
@@ -109,7 +111,7 @@ def command_tree(root: argparse.ArgumentParser) -> dict[str, tuple[argparse.Argu
     def walk(p: argparse.ArgumentParser, prefix: str) -> None:
         for name, sp in subparsers(p).items():
             path = f"{prefix}/{name}" if prefix else name
-            if not prefix and name in NOT_TOOLS:
+            if path in NOT_TOOLS:
                 continue
             if subparsers(sp):
                 walk(sp, path)
