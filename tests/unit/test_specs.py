@@ -119,3 +119,18 @@ def test_bad_configs(tmp_path, patch, field):
     p.write_text(json.dumps(cfg))
     with pytest.raises(BadInput, match=field):
         specs.get_model(str(p))
+
+
+def test_no_source_key_is_defined_twice():
+    import tomllib
+
+    from scalemodel.specs.sources import data_path
+
+    seen: dict[str, str] = {}
+    files = sorted(data_path("").glob("sources*.toml"))
+    tables = [(p.name, tomllib.loads(p.read_text())) for p in files]
+    tables.append(("numerics.toml", tomllib.loads(data_path("numerics.toml").read_text())["sources"]))
+    for name, t in tables:
+        for key in t:
+            assert key not in seen, f"{key} in both {seen[key]} and {name}"
+            seen[key] = name
