@@ -115,6 +115,104 @@ def test_bad_input_one_line_exit_2(capsys, tmp_path, argv, needle):
     assert err.count("\n") == 1 and needle in err
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["moe", "route", "--experts", "100000", "--steps", "1", "--tokens", "1"],
+     "limits.route_experts"),
+    (["moe", "route", "--tokens", "100000000", "--steps", "1"], "limits.route_tokens_per_step"),
+    (["moe", "route", "--experts", "4096", "--tokens", "8192", "--steps", "1"],
+     "limits.route_experts_x_tokens"),
+    (["moe", "route", "--steps", "1000000", "--tokens", "1"], "limits.route_steps"),
+    (["moe", "route", "--steps", "100000", "--tokens", "65536"], "limits.route_work"),
+    (["moe", "route", "--clusters", "1000000000", "--steps", "1"], "limits.route_clusters"),
+    (["moe", "route", "--seed", "-1", "--steps", "1"], "--seed"),
+    (["moe", "place", "--slots", "1000000000", "--gpus", "4"], "limits.place_slots"),
+    (["moe", "serve", "--draws", "1000000"], "limits.serve_draws"),
+    (["moe", "serve", "--gpus-per-node", "100000"], "limits.serve_gpus_per_node"),
+    (["moe", "serve", "--gpu", "mi300x", "--dtype", "bf16"], "interconnect.scale_up_link"),
+    (["moe", "global", "--slots", "100000000"], "limits.global_slots"),
+    (["moe", "global", "--slots", "289"], "divisible"),
+    (["moe", "global", "--model", "llama-3-8b"], "not a mixture-of-experts"),
+])
+def test_unbounded_work_refused_one_line_exit_2(capsys, tmp_path, argv, needle):
+    # every input that scales memory or time has a stated limit in moe.toml [limits.*]
+    if "place" in argv:
+        f = tmp_path / "l.csv"
+        f.write_text("1,2,3,4\n")
+        argv = argv + ["--loads", str(f)]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_engine_limits_for_eval_tokens():
+    with pytest.raises(BadInput, match="limits.route_eval_tokens"):
+        simulate(RouterConfig(experts=4, steps=1, tokens_per_step=8), eval_tokens=10**9)
+    with pytest.raises(BadInput, match="limits.route_dim"):
+        simulate(RouterConfig(experts=4, steps=1, tokens_per_step=8, dim=10**6))
+
+
+@pytest.mark.parametrize("kind,needle", [
+    ("devnull", "is a character device, not a regular CSV file"),
+    ("dir", "is a directory, not a regular CSV file"),
+    ("empty", "is empty (0 bytes)"),
+    ("missing", "no such file"),
+    ("binary", "not a UTF-8 text CSV file"),
+])
+def test_loads_file_problems_named_precisely(capsys, tmp_path, kind, needle):
+    path = {"devnull": "/dev/null", "dir": str(tmp_path), "missing": str(tmp_path / "nope.csv"),
+            "empty": str(tmp_path / "empty.csv"), "binary": str(tmp_path / "bin.csv")}[kind]
+    (tmp_path / "empty.csv").write_bytes(b"")
+    (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00\x01")
+    rc, out, err = run(capsys, "moe", "place", "--loads", path, "--slots", "8", "--gpus", "4")
+    assert rc == 2
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_router_defaults_come_from_moe_toml():
+    # published coefficients with their papers; the toy constants marked as assumptions
+    from scalemodel.specs.sources import load_toml, source
+
+    t = load_toml("moe.toml")["router"]
+    cfg = RouterConfig()
+    for name, key in (("aux_coef", "switch-transformer"), ("z_coef", "st-moe"),
+                      ("gamma", "deepseek-v3-report")):
+        assert t[name]["source"] == key and t[name]["kind"] == "published"
+    assert (cfg.aux_coef, cfg.z_coef, cfg.gamma) == (1e-2, 1e-3, 1e-3)  # the papers' values
+    for name in ("lr", "task_gain", "tau", "general", "noise", "decay", "centre_radius",
+                 "mix_concentration", "init_scale"):
+        assert t[name]["kind"] == "assumption" and t[name]["note"]
+        assert source(t[name]["source"]).kind == "assumption"
+        assert getattr(cfg, name) == t[name]["value"]
+
+
+def test_serve_fabric_read_from_gpu_spec():
+    # the in-node link and its rate, the NIC and its count come from gpus.toml / links.toml
+    from scalemodel.analytic.moe_serving import fabric_spec, serving_fabric
+    from scalemodel.specs import get_gpu
+
+    h800 = get_gpu("h800")
+    fs = fabric_spec(h800)
+    assert (fs.intra_link, fs.inter_link, fs.nics_per_gpu) == ("nvlink4", "ndr-400", 1.0)
+    fab = serving_fabric(h800, 8)
+    assert fab.intra.bytes_per_s_per_direction == 200e9  # H800's NVLink, 400 GB/s both ways
+    assert fab.intra.latency_s == 0.6e-6  # NCCL tuning.cc NVLink hwLat (links.toml)
+
+
+def test_serve_without_scale_out_link_plans_one_node(tmp_path):
+    from scalemodel.analytic.moe_serving import plan
+    from scalemodel.specs import get_gpu, get_model
+
+    p = tmp_path / "boxgpu.toml"
+    p.write_text('[boxgpu]\nname = "box"\nhbm_bytes = 192e9\nhbm_bytes_per_s = 8e12\n'
+                 '[boxgpu.flop_per_s]\nbf16 = 2.25e15\n'
+                 '[boxgpu.interconnect]\nscale_up_link = "nvlink5"\n')
+    r = plan(get_model("mixtral-8x7b"), get_gpu(str(p)), tpot_s=0.05, ttft_s=2.0,
+             dtype_name="bf16", draws=8)
+    for ph in (r.prefill, r.decode):
+        assert ph is None or ph.extra["nodes"] == 1
+    assert all(c["nodes"] == 1 for c in r.candidates["decode"])
+
+
 def test_serve_cli_json_keys(capsys):
     rc, out, err = run(capsys, "moe", "serve", "--model", "mixtral-8x7b", "--gpu", "h100-sxm",
                        "--dtype", "bf16", "--draws", "16", "--json")
@@ -129,18 +227,77 @@ def test_serve_cli_json_keys(capsys):
     assert d["decode"]["tpot_p99_s"] <= 0.05
 
 
-def test_serve_deepseek_sane_against_published():
-    # DeepSeek Day-6: ~14.8k output tokens/s per 8-GPU H800 node in decode (1850 per GPU);
-    # our roofline-based plan must land within the same order of magnitude.
-    from scalemodel.analytic.moe_serving import plan
+# --- DeepSeek-V3 on H800 against DeepSeek's published production figures -----------------------
+# Day-6 inference overview (deepseek-ai/open-infra-index, 202502OpenSourceWeek, "day_6_one_more_
+# thing"; /work/shared/reference/moe_serving.md sec. 2): per 8-GPU H800 node, 73.7k input tokens/s
+# in prefill, 56.3% of them on-disk KV-cache hits, and 14.8k output tokens/s in decode, at an
+# average KV length of 4,989 tokens. Per GPU: 73,700 / 8 = 9,212 input tokens/s (of which
+# 9,212 x (1 - 0.563) = 4,026 computed) and 14,800 / 8 = 1,850 output tokens/s.
+#
+# What the model can honestly claim: its layer times are roofline lower bounds at the stated
+# efficiencies (moe.toml: eta_c GEMM, eta_m HBM) with perfect overlap, so its throughput must lie
+# ABOVE what production computed, and BELOW an independent roofline derived here from the model's
+# published shape (DeepSeek-V3 report: 37B activated parameters per token; HF config.json:
+# 61 layers, 128 heads, q/k head dim 128 + 64, v head dim 128, MLA latent 512 + 64, hidden 7168,
+# top-8, 58 MoE layers) and the H800's datasheet (FP8 1,978.9 TFLOP/s dense, 3.35 TB/s HBM;
+# 400 Gb/s ConnectX-7 = 50 GB/s per GPU per direction).
+
+DS_PREFILL_PER_GPU = 73_700 / 8
+DS_PREFILL_COMPUTED_PER_GPU = DS_PREFILL_PER_GPU * (1 - 0.563)
+DS_DECODE_PER_GPU = 14_800 / 8
+V3_ACTIVE_PARAMS = 37e9
+V3_LAYERS, V3_MOE_LAYERS, V3_HEADS, V3_QK, V3_V, V3_HIDDEN, V3_TOPK = 61, 58, 128, 192, 128, 7168, 8
+V3_KV_BYTES_PER_TOKEN = 61 * (512 + 64) * 2  # MLA latent + RoPE key, BF16
+H800_FP8, H800_HBM, NIC_BYTES_PER_S = 1978.9e12, 3.35e12, 400e9 / 8
+CONTEXT = 4989  # Day-6 average KV length per output token
+
+
+@pytest.fixture(scope="module")
+def ds_plan():
+    from scalemodel.analytic.moe_serving import constant, plan
     from scalemodel.specs import get_gpu, get_model
 
     r = plan(get_model("deepseek-v3"), get_gpu("h800"), tpot_s=0.05, ttft_s=2.0, draws=32,
              node_counts=(4, 8, 18))
     assert r.decode is not None and r.prefill is not None
-    assert 1850 / 3 < r.decode.tokens_per_s_per_gpu < 1850 * 10
-    assert 9212 / 3 < r.prefill.tokens_per_s_per_gpu < 9212 * 10
-    assert r.decode.tpot_p99_s >= r.decode.tpot_p50_s
+    return r, constant("compute_efficiency")[0], constant("memory_efficiency")[0]
+
+
+def test_serve_deepseek_prefill_between_published_and_compute_roofline(ds_plan):
+    r, eta_c, _ = ds_plan
+    x = r.prefill.tokens_per_s_per_gpu
+    prompt = 4096  # plan()'s default prompt; causal attention scores half the square
+    flop_per_token = 2 * V3_ACTIVE_PARAMS + V3_LAYERS * 2 * V3_HEADS * (V3_QK + V3_V) * prompt / 2
+    roof = H800_FP8 * eta_c / flop_per_token  # 14.1k tokens/s at eta_c = 0.6
+    # lower bound on time -> at least what production computed (cache hits cost no prefill)
+    assert x >= DS_PREFILL_COMPUTED_PER_GPU
+    # prefill at thousands of tokens per GPU is compute-bound with the all-to-all overlapped:
+    # no faster than the FLOP roofline (5% for parameter counting: the 37B includes the
+    # embedding, which is a lookup), and no more than 20% slower (the busiest GPU's extra routed
+    # copies, the head); the window is 0.8 .. 1.05 of 14.1k, i.e. 1.2 .. 1.6x DeepSeek's 9,212
+    assert 0.8 * roof <= x <= 1.05 * roof, (x, roof)
+
+
+def test_serve_deepseek_decode_between_published_and_bandwidth_bounds(ds_plan):
+    r, _, eta_m = ds_plan
+    d = r.decode
+    n, ep, gpn = d.tokens_per_gpu, d.ep, d.gpus // d.extra["nodes"]
+    # lower bounds on one decode step of n sequences per GPU (perfect overlap): reading their KV
+    # from HBM, and the per-expert all-to-all over one NIC (dispatch FP8 + 1/128 FP32 scales,
+    # combine BF16; the copies for the (EP - p) / EP experts on other nodes)
+    t_kv = n * CONTEXT * V3_KV_BYTES_PER_TOKEN / (H800_HBM * eta_m)
+    t_nic = (V3_MOE_LAYERS * n * V3_TOPK * V3_HIDDEN * (1 + 4 / 128 + 2) * (ep - gpn) / ep
+             / NIC_BYTES_PER_S)
+    t_lb = max(t_kv, t_nic)
+    assert d.tpot_p50_s >= t_lb
+    # the model adds only the weight reads, the busiest GPU's received copies above the mean,
+    # per-message latency and the NIC's efficiency: within 1.5x of the bound
+    assert d.tpot_p50_s <= 1.5 * t_lb, (d.tpot_p50_s, t_kv, t_nic)
+    # throughput: above production's 1,850 (lower-bound times) and below the KV-read ceiling
+    # beta eta_m / (C b_kv) = 8.1k tokens/s that no batch size can pass
+    assert d.tokens_per_s_per_gpu >= DS_DECODE_PER_GPU
+    assert d.tokens_per_s_per_gpu <= H800_HBM * eta_m / (CONTEXT * V3_KV_BYTES_PER_TOKEN)
+    assert d.tpot_p99_s >= d.tpot_p50_s
 
 
 def test_global_cli_json(capsys):

@@ -36,9 +36,12 @@ class Regions:
     source: str = ""
 
     def check(self) -> None:
+        from .moe_data import check_limit
+
         n = len(self.names)
         if n < 1:
             raise BadInput("regions: at least one region is needed")
+        check_limit("regions: number of regions", n, "global_regions")
         if self.shares.shape != (n,) or (self.shares < 0).any() or self.shares.sum() <= 0:
             raise BadInput(f"regions: shares needs {n} non-negative numbers with a positive sum")
         if self.rtt_s.shape != (n, n) or (self.rtt_s < 0).any():
@@ -81,6 +84,16 @@ def expert_placement_by_region(E: int, s: float, regs: Regions, slots: int, gpus
                                seed: int = 0) -> list[dict[str, Any]]:
     """Per region: imbalance of its traffic on the globally balanced placement vs on a placement
     balanced for the region itself, and the bound."""
+    from .moe_data import check_limit
+
+    if E < 1:
+        raise BadInput(f"experts: the model needs routed experts, got {E}")
+    check_limit("--slots", slots, "global_slots")
+    if slots < E:
+        raise BadInput(f"--slots: {slots} physical slots is fewer than the model's {E} experts")
+    if gpus > slots or slots % gpus:
+        raise BadInput(f"--slots: {slots} is not divisible by --gpus {gpus}; each GPU must hold "
+                       "the same number of slots")
     pop = regional_popularity(E, s, regs, seed)
     glob = (regs.shares[:, None] * pop).sum(axis=0) / regs.shares.sum()
     gplan = _global_plan(glob, slots, gpus)

@@ -319,9 +319,14 @@ def static_gpu(n_experts: int, gpus: int) -> np.ndarray:
 
 def validate(weight: np.ndarray, slots: int, gpus: int, nodes: int, groups: int,
              keep_groups: bool) -> None:
+    from .moe_data import check_limit
+
     layers, e = weight.shape
     if e < 1 or layers < 1:
         raise BadInput("--loads: the table has no experts or no layers")
+    check_limit("--loads: experts (columns)", e, "place_experts")
+    check_limit("--slots", slots, "place_slots")
+    check_limit("--slots x layers in --loads", slots * layers, "place_slots_x_layers")
     if slots < e:
         raise BadInput(f"--slots: {slots} physical slots is fewer than the {e} experts in --loads")
     if slots % gpus:
@@ -418,7 +423,7 @@ def read_loads_csv(text: str, where: str = "--loads") -> np.ndarray:
 
     rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if not rows:
-        raise BadInput(f"{where}: the file has no rows")
+        raise BadInput(f"{where}: the file has no rows (only blank lines)")
 
     def num(c: str) -> float | None:
         try:
@@ -432,6 +437,9 @@ def read_loads_csv(text: str, where: str = "--loads") -> np.ndarray:
     if start >= len(rows):
         raise BadInput(f"{where}: only a header row, no loads")
     width = len(rows[start])
+    from .moe_data import check_limit
+
+    check_limit(f"{where}: experts (columns)", width, "place_experts")
     out = np.empty((len(rows) - start, width))
     for i, r in enumerate(rows[start:]):
         line = i + start + 1

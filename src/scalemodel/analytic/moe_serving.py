@@ -38,15 +38,15 @@ import numpy as np
 from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, dtype
-from ..specs.sources import cite, load_toml
+from ..specs.sources import cite
 from .kv import model_kv_bytes_per_token
+from .moe_data import check_limit, moe_table
 from .moe_placement import _global_plan
 from .params import attention_params, count_params, mlp_params
 
 
-@cache
 def moe_constants() -> dict[str, Any]:
-    return load_toml("moe.toml")
+    return moe_table()
 
 
 def constant(name: str) -> tuple[float, str]:
@@ -60,21 +60,57 @@ def constant(name: str) -> tuple[float, str]:
 DISPATCH_MODES = ("auto", "node-limited", "per-expert")
 
 
+@dataclass(frozen=True)
+class FabricSpec:
+    """What the serving model reads from a GPU's spec (its ``interconnect`` table): the link
+    inside a node and its per-GPU rate, the NIC link across nodes (None: single node only) and
+    the NICs per GPU. ``intra_field`` names the spec field the intra link came from."""
+
+    intra_link: str
+    intra_field: str
+    intra_bytes_per_s: float | None  # the GPU's own scale-up rate (None: the link's rate)
+    inter_link: str | None
+    nics_per_gpu: float
+
+
+def fabric_spec(gpu: GPUSpec) -> FabricSpec:
+    """The GPU's fabric as its spec gives it; BadInput naming the field where one is missing.
+
+    Inside a node: ``interconnect.scale_up_link`` at ``scale_up_bytes_per_s_per_direction``
+    (e.g. H800's reduced NVLink); a GPU without a scale-up fabric talks to its peers over
+    ``pcie_link``. A scale-up rate without a link id is refused: the link's per-hop latency
+    would be unknown. Across nodes: ``scale_out_link`` with ``nics_per_gpu``; without a
+    scale-out link only single-node layouts are planned."""
+    ic = gpu.interconnect
+    up_rate = gpu.scale_up_bytes_per_s or None
+    if ic.get("scale_up_link"):
+        intra, fld = str(ic["scale_up_link"]), "interconnect.scale_up_link"
+    elif up_rate:
+        raise BadInput(f"--gpu: {gpu.id} gives a scale-up rate but no interconnect.scale_up_link "
+                       "(a links.toml id, for the per-hop latency); add it to the GPU's spec")
+    elif ic.get("pcie_link"):
+        intra, fld = str(ic["pcie_link"]), "interconnect.pcie_link"
+    else:
+        raise BadInput(f"--gpu: {gpu.id} has neither interconnect.scale_up_link nor "
+                       "interconnect.pcie_link in its spec; the all-to-all inside a node needs one")
+    inter = ic.get("scale_out_link") or None
+    if inter is not None and "nics_per_gpu" not in ic:
+        raise BadInput(f"--gpu: {gpu.id} names a scale_out_link but no interconnect.nics_per_gpu")
+    nics = float(ic["nics_per_gpu"]) if inter is not None else 1.0
+    return FabricSpec(intra, fld, up_rate, str(inter) if inter else None, nics)
+
+
 def serving_fabric(gpu: GPUSpec, gpus_per_node: int) -> Any:
-    """The collectives engine's fabric for a GPU type: its scale-up link (at the GPU's own rate,
-    e.g. H800's reduced NVLink) inside a node, its NICs (gpus.toml) across nodes."""
-    return _fabric(gpu.id, gpus_per_node, gpu.scale_up_bytes_per_s or None)
+    """The collectives engine's fabric for a GPU (see :func:`fabric_spec`)."""
+    return _fabric(fabric_spec(gpu), gpus_per_node)
 
 
 @cache
-def _fabric(gpu_id: str, gpus_per_node: int, up: float | None) -> Any:
-    from ..specs import get_gpu
+def _fabric(fs: FabricSpec, gpus_per_node: int) -> Any:
     from .collectives import make_fabric
 
-    ic = get_gpu(gpu_id).interconnect
-    return make_fabric(ic.get("scale_up_link") or "pcie5", ic.get("scale_out_link") or "ndr-400",
-                       gpus_per_node=gpus_per_node, nics_per_gpu=float(ic.get("nics_per_gpu", 1)),
-                       intra_bytes_per_s=up)
+    return make_fabric(fs.intra_link, fs.inter_link, gpus_per_node=gpus_per_node,
+                       nics_per_gpu=fs.nics_per_gpu, intra_bytes_per_s=fs.intra_bytes_per_s)
 
 
 def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarray:
@@ -373,8 +409,9 @@ class PhasePlan:
 class Knobs:
     gpu: GPUSpec
     weight_bytes: float
-    dispatch_bytes: float = 1.0 + 4.0 / 128  # FP8 values + one FP32 scale per 128 channels
-    combine_bytes: float = 2.0
+    # FP8 values + one FP32 scale per fp8_scale_group channels (moe.toml); combine in BF16
+    dispatch_bytes: float = field(default_factory=lambda: _dispatch_bytes())
+    combine_bytes: float = field(default_factory=lambda: dtype("bf16").bytes)
     kv_dtype: str = "bf16"
     compute_dtype: str = "fp8"
     gpus_per_node: int = 8
@@ -424,7 +461,7 @@ def grid(mm: _Model, kb: Knobs, *, phase: str, ep: int, redundant: int, placemen
         kv_b = n * kv_l + 0 * tp  # written once
         ctx_len = prompt
     t_attn = np.maximum((proj_f + core_f) / peak, (proj_b + kv_b) / bw)
-    t_tp = _tp_allreduce(gpu.id, kb.gpus_per_node, gpu.scale_up_bytes_per_s or None,
+    t_tp = _tp_allreduce(fabric_spec(gpu), kb.gpus_per_node,
                          tuple(int(t) for t in np.asarray(tps)), tuple(int(x) for x in sizes),
                          mm.h)
     t_shared = (np.maximum(2 * mm.P_shared * n / peak, mm.P_shared * e_w / bw)
@@ -489,12 +526,12 @@ def grid(mm: _Model, kb: Knobs, *, phase: str, ep: int, redundant: int, placemen
 
 
 @cache
-def _tp_allreduce(gpu_id: str, gpn: int, up: float | None, tps: tuple[int, ...],
-                  sizes: tuple[int, ...], h: int) -> np.ndarray:
+def _tp_allreduce(fs: FabricSpec, gpn: int, tps: tuple[int, ...], sizes: tuple[int, ...],
+                  h: int) -> np.ndarray:
     """TP all-reduce of a layer's output (BF16, tp x n tokens), (len(tps), len(sizes))."""
     tp = np.asarray(tps, dtype=np.float64)[:, None]
     n = np.asarray(sizes, dtype=np.float64)[None, :]
-    return allreduce_time_s(n * tp * h * 2.0, tp, _fabric(gpu_id, gpn, up))
+    return allreduce_time_s(n * tp * h * 2.0, tp, _fabric(fs, gpn))
 
 
 def _phase_plan(g: dict[str, Any], mm: _Model, *, phase: str, ep: int, redundant: int,
@@ -550,7 +587,6 @@ def evaluate(mm: _Model, kb: Knobs, *, phase: str, tp: int, ep: int, redundant: 
 
 # --- the search ----------------------------------------------------------------------------------
 
-MAX_NODES = 40
 PREFILL_SIZES = (1024, 1448, 2048, 2896, 4096, 5793, 8192, 11585, 16384)
 DECODE_SIZES = tuple(int(round(8 * 2 ** (i / 4))) for i in range(0, 29))  # 8 .. 1149
 
@@ -606,12 +642,25 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
         raise BadInput(f"--dtype: {gpu.id} has no {e.name} peak; it lists {', '.join(gpu.flop_per_s)}")
     ctx = int(context or constant("decode_context")[0])
     s = float(skew if skew is not None else constant("default_skew")[0])
-    if s < 0:
+    if not s >= 0:
         raise BadInput("--skew must be 0 or more")
+    if draws < 1:
+        raise BadInput(f"--draws: must be a whole number >= 1, got {draws}")
+    check_limit("--draws", draws, "serve_draws")
+    if gpus_per_node < 1:
+        raise BadInput(f"--gpus-per-node: must be a whole number >= 1, got {gpus_per_node}")
+    check_limit("--gpus-per-node", gpus_per_node, "serve_gpus_per_node")
+    fs = fabric_spec(gpu)
     kb = Knobs(gpu=gpu, weight_bytes=e.bytes, dispatch_bytes=_dispatch_bytes(),
                kv_dtype=kv_dtype, compute_dtype=e.name, gpus_per_node=gpus_per_node, skew=s,
                overlap=overlap, draws=draws, seed=seed, dispatch=dispatch)
-    node_counts = node_counts or tuple(range(1, MAX_NODES + 1))
+    max_nodes, max_nodes_src = constant("max_nodes")
+    node_counts = node_counts or tuple(range(1, int(max_nodes) + 1))
+    if fs.inter_link is None:  # no scale-out link in the GPU's spec: one node at most
+        node_counts = tuple(c for c in node_counts if c == 1)
+        if not node_counts:
+            raise BadInput(f"--gpu: {gpu.id} has no interconnect.scale_out_link in its spec, so "
+                           "only single-node layouts can be planned")
     cands: dict[str, list[dict[str, Any]]] = {"prefill": [], "decode": []}
     best: dict[str, PhasePlan | None] = {"prefill": None, "decode": None}
     best_key: dict[str, tuple[float, int]] = {}
@@ -661,6 +710,7 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
             constant("memory_efficiency")[1])
     d.given("dispatch bytes per hidden element (FP8 + FP32 scale per tile)", "b_d",
             kb.dispatch_bytes, "B", constant("fp8_scale_group")[1])
+    _fabric_steps(d, gpu, fs, gpus_per_node, max(node_counts), max_nodes_src)
     anchors = {}
     for ph, key in (("prefill", "prefill_tokens_per_node_s"), ("decode", "decode_tokens_per_node_s")):
         v, src = constant(key)
@@ -673,6 +723,33 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
                    note="roofline times are lower bounds, so ratios above 1 are expected")
     return ServingPlan(m.id, gpu.id, tpot_s, ttft_s, best["prefill"], best["decode"], cands, d,
                        anchors)
+
+
+def _fabric_steps(d: Derivation, gpu: GPUSpec, fs: FabricSpec, gpn: int, nodes: int,
+                  nodes_src: str) -> None:
+    """The fabric the plan was priced on, each figure from the GPU's or the link's spec."""
+    from ..specs import get_link
+
+    intra = get_link(fs.intra_link)
+    rate = fs.intra_bytes_per_s or intra.bytes_per_s_per_direction
+    rate_src = (gpu.source_of("interconnect.scale_up_bytes_per_s_per_direction")
+                if fs.intra_bytes_per_s else intra.source_of("bytes_per_s_per_direction"))
+    d.given(f"in-node link per GPU, one direction ({fs.intra_link}, from {fs.intra_field} of "
+            f"{gpu.id})", "B_up", rate, "B/s", rate_src)
+    d.given(f"in-node per-hop latency ({fs.intra_link})", "a_up", intra.latency_s, "s",
+            intra.source_of("latency_s"))
+    if fs.inter_link is not None:
+        nic = get_link(fs.inter_link)
+        d.given(f"NIC per GPU, one direction ({fs.inter_link}, interconnect.scale_out_link of "
+                f"{gpu.id})", "B_nic", nic.bytes_per_s_per_direction, "B/s",
+                nic.source_of("bytes_per_s_per_direction"))
+        d.given("NICs per GPU", "n_nic", fs.nics_per_gpu, "1",
+                gpu.source_of("interconnect.nics_per_gpu"))
+        d.given(f"NIC per-hop latency ({fs.inter_link})", "a_nic", nic.latency_s, "s",
+                nic.source_of("latency_s"))
+    d.given("GPUs per node", "p", gpn, "1")
+    d.given("largest deployment searched (nodes)", "N_max", nodes, "1",
+            nodes_src if fs.inter_link is not None else f"{gpu.id} has no scale_out_link")
 
 
 def _decode_fill(mm: _Model, kb: Knobs, ep: int, redundant: int, tps: list[int], ctx: int

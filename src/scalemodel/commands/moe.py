@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from .common import add_gpu, add_model, add_output, positive_int, tokens
 
@@ -45,11 +48,15 @@ def register(sub: Any) -> None:
     r.add_argument("--clusters", type=positive_int, default=16, help="token clusters (default 16)")
     r.add_argument("--score", choices=["softmax", "sigmoid"], default=None,
                    help="router scores (default: sigmoid with --balance bias, else softmax)")
-    r.add_argument("--capacity-factor", type=_pos_float, default=1.25,
-                   help="expert capacity = cf x tokens x k / E (default 1.25)")
-    r.add_argument("--aux-coef", type=_nonneg_float, default=1e-2, help="alpha (default 1e-2)")
-    r.add_argument("--z-coef", type=_nonneg_float, default=1e-3, help="c_z (default 1e-3)")
-    r.add_argument("--gamma", type=_nonneg_float, default=1e-3, help="bias speed (default 1e-3)")
+    r.add_argument("--capacity-factor", type=_pos_float, default=None,
+                   help="expert capacity = cf x tokens x k / E (default: ST-MoE's training "
+                        "value, moe.toml router.capacity_factor)")
+    r.add_argument("--aux-coef", type=_nonneg_float, default=None,
+                   help="alpha (default: Switch Transformer's, moe.toml router.aux_coef)")
+    r.add_argument("--z-coef", type=_nonneg_float, default=None,
+                   help="c_z (default: ST-MoE's, moe.toml router.z_coef)")
+    r.add_argument("--gamma", type=_nonneg_float, default=None,
+                   help="bias speed (default: DeepSeek-V3's, moe.toml router.gamma)")
     r.add_argument("--seed", type=int, default=0)
     add_output(r, plot=True)
     r.set_defaults(run=run_route)
@@ -119,12 +126,13 @@ def run_route(args: argparse.Namespace) -> Any:
 
     if args.top_k > args.experts:
         raise BadInput(f"--top-k: {args.top_k} is more than --experts {args.experts}")
+    over = {k: getattr(args, k) for k in ("capacity_factor", "aux_coef", "z_coef", "gamma")
+            if getattr(args, k) is not None}  # the rest: moe.toml [router.*]
     cfg = RouterConfig(experts=args.experts, top_k=args.top_k, balance=args.balance,
                        steps=args.steps, tokens_per_step=args.tokens, clusters=args.clusters,
-                       score=args.score or "", capacity_factor=args.capacity_factor,
-                       aux_coef=args.aux_coef, z_coef=args.z_coef, gamma=args.gamma,
-                       seed=args.seed)
+                       score=args.score or "", seed=args.seed, **over)
     res = simulate(cfg)
+    cf = res.config["capacity_factor"]
     h = res.history
     marks = sorted({0, len(h) // 10, len(h) // 4, len(h) // 2, len(h) - 1})
     sec = [
@@ -136,7 +144,7 @@ def run_route(args: argparse.Namespace) -> Any:
                 headlines=(Headline("final load entropy", res.load_entropy, "nat"),
                            Headline("entropy if uniform (ln E)", res.load_entropy_max, "nat"),
                            Headline("final max / mean load", res.max_over_mean_load),
-                           Headline(f"dropped at capacity factor {args.capacity_factor:g}",
+                           Headline(f"dropped at capacity factor {cf:g}",
                                     res.dropped_fraction),
                            Headline("experts used in the last step", res.experts_used))),
         Section("", tables=(Table("load over training", ("step", "entropy (nat)", "max/mean",
@@ -179,15 +187,8 @@ def run_place(args: argparse.Namespace) -> Any:
 
     from ..analytic.moe_placement import place, read_loads_csv
     from ..derive import Headline, Report, Section, Table
-    from ..errors import BadInput
 
-    path = Path(args.loads)
-    if not path.is_file():
-        raise BadInput(f"--loads: no such file {args.loads!r}")
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise BadInput(f"--loads: {args.loads} is not a text CSV file") from None
+    text = _read_loads_file(Path(args.loads))
     w = read_loads_csv(text)
     res = place(w, slots=args.slots, gpus=args.gpus, nodes=args.nodes, groups=args.groups or 0,
                 keep_groups=args.keep_groups_on_node, top_k=args.top_k, hidden=args.hidden)
@@ -223,6 +224,38 @@ def run_place(args: argparse.Namespace) -> Any:
         Section("Expert placement", text=text, headlines=tuple(heads)),
         Section("", tables=(Table("per layer (first 16)", cols, rows),)),
     ), res.to_dict())
+
+
+def _read_loads_file(path: Path) -> str:
+    """The text of a loads CSV, or BadInput saying precisely why it cannot be used."""
+    import stat
+
+    from ..analytic.moe_data import check_limit
+    from ..errors import BadInput
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise BadInput(f"--loads: no such file {str(path)!r}") from None
+    except OSError as e:
+        raise BadInput(f"--loads: cannot read {str(path)!r} ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else
+                "a character device" if stat.S_ISCHR(st.st_mode) else
+                "a block device" if stat.S_ISBLK(st.st_mode) else
+                "a pipe" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a plain file")
+        raise BadInput(f"--loads: {str(path)!r} is {kind}, not a regular CSV file")
+    if st.st_size == 0:
+        raise BadInput(f"--loads: {str(path)!r} is empty (0 bytes); expected one row of expert "
+                       "loads per layer")
+    check_limit(f"--loads: size of {str(path)!r} in bytes", st.st_size, "place_file_bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"--loads: {str(path)!r} is not a UTF-8 text CSV file") from None
+    except OSError as e:
+        raise BadInput(f"--loads: cannot read {str(path)!r} ({e.strerror})") from None
 
 
 # --- serve ------------------------------------------------------------------------------------

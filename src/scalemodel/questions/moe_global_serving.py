@@ -17,6 +17,7 @@ from ..analytic.moe_global import (
 )
 from ..analytic.moe_serving import constant
 from ..derive import Derivation, Headline, Report, Section, Table
+from ..errors import BadInput
 from ..specs import get_model
 from ..specs.sources import all_sources, cite, read_user_toml
 
@@ -36,7 +37,9 @@ def build(opts: dict[str, Any]) -> Report:
     m = get_model(o["model"])
     regs = (regions_from_table(read_user_toml(o["regions"], "--regions"), "--regions")
             if o["regions"] else default_regions())
-    E = m.n_experts or 256
+    if not m.is_moe:
+        raise BadInput(f"--model: {m.id} is not a mixture-of-experts model (no routed experts)")
+    E = m.n_experts
     rows = expert_placement_by_region(E, float(o["skew"]), regs, int(o["slots"]), int(o["gpus"]))
     s1 = Section(
         "1. Regional skew and expert replication",

@@ -41,15 +41,20 @@ def build(opts: dict[str, Any]) -> Report:
             tables=(Table("per-layer timeline (busiest GPU)", ("part", "s"),
                           tuple(pp.breakdown_s.items())),)))
     dec = res.decode
-    n = dec.tokens_per_gpu * dec.gpus if dec else 8192
-    ep = dec.ep if dec else 64
-    b = ep_vs_tp_bytes(m, n, 8, ep)
-    secs.append(Section(
-        "EP vs TP for the experts, in bytes per GPU per MoE layer",
-        text=(f"{n:,} tokens in the step. EP sends each token's k copies once (FP8) and back "
-              "(BF16) and reads only its own experts; TP reads a slice of every touched expert "
-              "on every GPU and all-reduces the layer output."),
-        tables=(Table("", ("quantity", "bytes"), tuple(b.items())),)))
+    if dec is None:
+        secs.append(Section("EP vs TP for the experts, in bytes per GPU per MoE layer",
+                            text="No decode layout meets the SLA, so there is no step to compare."))
+    else:  # the chosen decode step; TP over one node's GPUs for the experts
+        n = dec.tokens_per_gpu * dec.gpus
+        tp = dec.gpus // dec.extra["nodes"]
+        b = ep_vs_tp_bytes(m, n, tp, dec.ep)
+        secs.append(Section(
+            "EP vs TP for the experts, in bytes per GPU per MoE layer",
+            text=(f"{n:,} tokens in the chosen decode step, EP{dec.ep} vs TP{tp} (one node). EP "
+                  "sends each token's k copies once (FP8) and back (BF16) and reads only its own "
+                  "experts; TP reads a slice of every touched expert on every GPU and "
+                  "all-reduces the layer output."),
+            tables=(Table("", ("quantity", "bytes"), tuple(b.items())),)))
     secs.append(Section("Sanity anchor", derivation=res.derivation))
     followups = (
         ("Why DP attention instead of TP for MLA?",
@@ -64,8 +69,12 @@ def build(opts: dict[str, Any]) -> Report:
         ("Where does overlap stop helping?",
          "When communication exceeds compute per layer: the layer then costs the all-to-all."),
         ("How does our throughput compare with DeepSeek's?",
-         "See the anchor ratios: roofline times at assumed efficiencies are optimistic, so a few "
-         "x above the published figures is the expected direction."),
+         "Roofline times at assumed efficiencies are lower bounds, so our figures should lie above "
+         "DeepSeek's published per-GPU rates (H800, Day-6)"
+         + "".join(f"; {ph}: {getattr(res, ph).tokens_per_s_per_gpu / res.anchors[key]:.2f}x"
+                   for ph, key in (("prefill", "deepseek_prefill_tokens_per_s_per_gpu"),
+                                   ("decode", "deepseek_decode_tokens_per_s_per_gpu"))
+                   if getattr(res, ph) is not None) + "."),
     )
     assumptions = ("Roofline times at assumed GEMM and HBM efficiencies (moe.toml).",
                    "All-to-all and TP all-reduce priced by the collectives engine "

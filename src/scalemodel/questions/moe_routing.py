@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analytic.moe_data import router_citation, router_constant
 from ..derive import Headline, Report, Section, Table
 from ..errors import BadInput
 from ..sim.moe_routing import RouterConfig, simulate
@@ -38,7 +39,8 @@ def build(opts: dict[str, Any]) -> Report:
               "become more useful still (Shazeer et al. 2017). Below: the same clustered token "
               f"stream and router ({o['experts']} experts, top-{o['top_k']}), four ways."),
         tables=(Table("final step", ("balancing", "router", "load entropy (nat)", "max/mean",
-                                     "dropped at cf 1.25", "experts used"),
+                                     f"dropped at cf {none.config['capacity_factor']:g}",
+                                     "experts used"),
                       tuple((b, r.config["score"], r.load_entropy, r.max_over_mean_load,
                              r.dropped_fraction, r.experts_used) for b, r in runs.items())),),
         headlines=(Headline("entropy if uniform (ln E)", none.load_entropy_max, "nat"),
@@ -67,7 +69,7 @@ def build(opts: dict[str, Any]) -> Report:
                 Table("bias-balanced router: per-region mix", ("region", "max/mean"),
                       tuple((r["region"], r["max_over_mean_load"]) for r in bias.region_mix))),
     )
-    cf1 = next(c for c in aux.capacity_sweep if c["capacity_factor"] == 1.0)
+    cf1 = min(aux.capacity_sweep, key=lambda c: abs(c["capacity_factor"] - 1.0))
     followups = (
         ("Does the z-loss balance load by itself?",
          f"No: it keeps logits small (stability). Here aux+z ends at "
@@ -77,7 +79,7 @@ def build(opts: dict[str, Any]) -> Report:
         ("Why did DeepSeek-V3 drop the auxiliary loss?",
          "The aux loss trades task quality for balance through the gradient; a selection-only "
          f"bias does not touch the gradient. Here it ends at {bias.max_over_mean_load:.2f} max/mean."),
-        ("What does capacity factor 1.0 cost with the aux-loss router?",
+        (f"What does capacity factor {cf1['capacity_factor']:g} cost with the aux-loss router?",
          f"{cf1['dropped_fraction']:.1%} of routed copies dropped, {cf1['padding_fraction']:.1%} "
          "padding."),
         ("What changes between training and serving?",
@@ -91,7 +93,13 @@ def build(opts: dict[str, Any]) -> Report:
     assumptions = (
         "Synthetic clustered tokens; experts' usefulness follows a learning curve in the tokens "
         "they processed (the mechanism of collapse); the task gradient's weight is a toy choice.",
-        "Coefficients as published: Switch alpha = 1e-2, ST-MoE c_z = 1e-3, DeepSeek-V3 gamma = 1e-3.",
+        "Coefficients as published: "
+        + "; ".join(f"{sym} = {router_constant(key):g} ({router_citation(key)})"
+                    for sym, key in (("Switch alpha", "aux_coef"), ("ST-MoE c_z", "z_coef"),
+                                     ("DeepSeek-V3 gamma", "gamma"))) + ".",
+        "The toy model's own constants (task gain, learning-curve scale tau, shared learning, "
+        "decay, noise, centre radius, traffic mixes) are assumptions listed with what each "
+        "controls in moe.toml [router.*].",
     )
     data = {"question": "moe-routing", "options": o,
             "runs": {b: {k: v for k, v in r.to_dict().items() if k != "history"}

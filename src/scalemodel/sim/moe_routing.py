@@ -31,30 +31,44 @@ from typing import Any
 
 import numpy as np
 
+from ..analytic.moe_data import check_limit, router_constant
 from ..errors import BadInput
 
 BALANCE = ("none", "aux", "zloss", "bias")
 
 
+def _c(name: str) -> Any:
+    """Default of a RouterConfig field: its [router.*] figure in moe.toml."""
+    return field(default_factory=lambda: router_constant(name))
+
+
 @dataclass(frozen=True)
 class RouterConfig:
+    """The simulator's knobs. Published coefficients (aux_coef: Switch, z_coef: ST-MoE, gamma:
+    DeepSeek-V3, capacity_factor: ST-MoE) and the toy model's own constants (kind =
+    "assumption", each with a note on what it controls) default to moe.toml [router.*]."""
+
     experts: int = 64
     top_k: int = 2
     balance: str = "none"
     steps: int = 500
     tokens_per_step: int = 4096
     clusters: int = 16
-    dim: int = 32
+    dim: int = _c("dim")
     score: str = ""  # softmax or sigmoid; empty: sigmoid for bias (DeepSeek-V3), else softmax
-    lr: float = 1.0
-    task_gain: float = 0.04  # weight of the task loss's gradient relative to the balancing terms
-    aux_coef: float = 1e-2  # Switch Transformer's alpha
-    z_coef: float = 1e-3  # ST-MoE's c_z
-    gamma: float = 1e-3  # DeepSeek-V3's bias update speed
-    capacity_factor: float = 1.25
-    tau: float = 2000.0  # tokens for an expert's usefulness to reach 1 - 1/e
-    general: float = 0.7  # share of an expert's learning that helps every cluster
-    noise: float = 1.0  # token spread around its cluster centre
+    lr: float = _c("lr")
+    task_gain: float = _c("task_gain")  # task-loss gradient weight against the balancing terms
+    aux_coef: float = _c("aux_coef")  # Switch Transformer's alpha
+    z_coef: float = _c("z_coef")  # ST-MoE's c_z
+    gamma: float = _c("gamma")  # DeepSeek-V3's bias update speed
+    capacity_factor: float = _c("capacity_factor")
+    tau: float = _c("tau")  # tokens for an expert's usefulness to reach 1 - 1/e
+    general: float = _c("general")  # share of an expert's learning that helps every cluster
+    noise: float = _c("noise")  # token spread around its cluster centre
+    decay: float = _c("decay")  # per-step fading of an expert's token counts
+    centre_radius: float = _c("centre_radius")  # norm of the cluster centres
+    mix_concentration: float = _c("mix_concentration")  # Dirichlet of the training mix
+    init_scale: float = _c("init_scale")  # std of the initial router weights
     seed: int = 0
 
     def resolved(self) -> RouterConfig:
@@ -75,15 +89,32 @@ class RouterConfig:
             v = getattr(self, name)
             if not isinstance(v, int | np.integer) or v < 1:
                 raise BadInput(f"--{name.replace('_', '-')}: must be a whole number >= 1, got {v}")
+        if not isinstance(self.seed, int | np.integer) or self.seed < 0:
+            raise BadInput(f"--seed: must be a whole number >= 0, got {self.seed}")
+        check_limit("--experts", self.experts, "route_experts")
+        check_limit("--tokens", self.tokens_per_step, "route_tokens_per_step")
+        check_limit("--steps", self.steps, "route_steps")
+        check_limit("--clusters", self.clusters, "route_clusters")
+        check_limit("dim", self.dim, "route_dim")
+        check_limit("--experts x --tokens", self.experts * self.tokens_per_step,
+                    "route_experts_x_tokens")
+        check_limit("--steps x --tokens x --experts",
+                    self.steps * self.tokens_per_step * self.experts, "route_work")
         if self.top_k > self.experts:
             raise BadInput(f"--top-k: {self.top_k} is more than --experts {self.experts}")
         if self.capacity_factor <= 0:
             raise BadInput(f"--capacity-factor: must be positive, got {self.capacity_factor}")
-        for name in ("lr", "aux_coef", "z_coef", "gamma", "tau", "noise"):
-            if getattr(self, name) < 0:
+        if not self.tau > 0:
+            raise BadInput(f"--tau: must be positive, got {self.tau}")
+        for name in ("lr", "aux_coef", "z_coef", "gamma", "noise", "centre_radius",
+                     "init_scale"):
+            if not getattr(self, name) >= 0:
                 raise BadInput(f"--{name.replace('_', '-')}: must not be negative")
-        if not 0 <= self.general <= 1:
-            raise BadInput("--general: must be in [0, 1]")
+        for name in ("general", "decay"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise BadInput(f"--{name}: must be in [0, 1]")
+        if not self.mix_concentration > 0:
+            raise BadInput("--mix-concentration: must be positive")
 
 
 @dataclass(frozen=True)
@@ -174,12 +205,14 @@ class _World:
 
     pool: np.ndarray | None = None
     pool_at: int = 0
+    lifetime: int = 16
 
     def draw(self, n: int, mix: np.ndarray | None = None, out: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
         """n tokens: cluster c drawn from the mix, x = centre_c + noise. With a noise pool
-        (training), a sixteenth of the pool is redrawn every call (so a noise vector lives 16
-        calls) and tokens take pool rows at random, each paired with a fresh cluster draw."""
+        (training), 1 / lifetime of the pool is redrawn every call (so a noise vector lives
+        ``lifetime`` calls) and tokens take pool rows at random, each paired with a fresh
+        cluster draw."""
         mix = self.mix if mix is None else mix
         c = np.searchsorted(np.cumsum(mix), self.rng.random(n) * mix.sum())
         c = np.minimum(c, mix.size - 1)
@@ -190,49 +223,77 @@ class _World:
             x *= np.float32(self.noise)
         else:
             P = self.pool.shape[0]
-            fresh = P // 16
+            fresh = max(1, P // self.lifetime)
             lo = self.pool_at
             new = self.pool[lo:lo + fresh]
             self.rng.standard_normal(dtype=np.float32, out=new)
             new *= np.float32(self.noise)
-            self.pool_at = (lo + fresh) % (16 * fresh)
+            self.pool_at = (lo + fresh) % (self.lifetime * fresh)
             x = np.take(self.pool, self.rng.integers(0, P, n), axis=0, out=out)
         x += self.centres[c]
         return x, c
 
-    def use_pool(self, rows: int) -> None:
+    def use_pool(self, rows: int, lifetime: int) -> None:
+        self.lifetime = lifetime
         self.pool = self.rng.standard_normal((rows, self.centres.shape[1]), dtype=np.float32)
         self.pool *= np.float32(self.noise)
 
 
-def _route(x: np.ndarray, W: np.ndarray, b: np.ndarray, cfg: RouterConfig
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    z = x @ W
-    s = _softmax(z) if cfg.score == "softmax" else 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
-    sel = _topk(s + b if cfg.balance == "bias" else s, cfg.top_k)
-    return z, s, sel
+ROUTE_CHUNK_ELEMENTS = 1 << 22  # tokens x experts scored at once at evaluation (16 MB float32)
+
+
+def _route(x: np.ndarray, W: np.ndarray, b: np.ndarray, cfg: RouterConfig) -> np.ndarray:
+    """Top-k expert indices (tokens, k) of the trained router, scored in chunks of tokens so
+    that memory stays bounded whatever the number of tokens."""
+    T, E = x.shape[0], W.shape[1]
+    rows = max(1, ROUTE_CHUNK_ELEMENTS // E)
+    out = np.empty((T, cfg.top_k), dtype=np.intp)
+    for lo in range(0, T, rows):
+        z = x[lo:lo + rows] @ W
+        s = _softmax(z) if cfg.score == "softmax" else 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+        out[lo:lo + rows] = _topk(s + b if cfg.balance == "bias" else s, cfg.top_k)
+    return out
 
 
 def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
-             batch_sizes: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096, 16384),
-             capacity_factors: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0),
-             eval_tokens: int = 16384) -> RoutingResult:
-    """Train the router for ``cfg.steps`` steps and measure load, drops and serving imbalance."""
+             batch_sizes: tuple[int, ...] | None = None,
+             capacity_factors: tuple[float, ...] | None = None,
+             eval_tokens: int | None = None) -> RoutingResult:
+    """Train the router for ``cfg.steps`` steps and measure load, drops and serving imbalance.
+    The measurement grids default to moe.toml [router.batch_sizes], [router.capacity_factors]
+    and [router.eval_tokens]."""
     cfg = cfg.resolved()
     cfg.check()
+    batch_sizes = tuple(router_constant("batch_sizes") if batch_sizes is None else batch_sizes)
+    capacity_factors = tuple(router_constant("capacity_factors") if capacity_factors is None
+                             else capacity_factors)
+    eval_tokens = int(router_constant("eval_tokens") if eval_tokens is None else eval_tokens)
+    if eval_tokens < 1:
+        raise BadInput(f"eval_tokens: must be a whole number >= 1, got {eval_tokens}")
+    check_limit("eval_tokens", eval_tokens, "route_eval_tokens")
+    if not capacity_factors or min(capacity_factors) <= 0:
+        raise BadInput("capacity_factors: needs positive capacity factors")
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise BadInput("batch_sizes: needs whole numbers >= 1")
+    for bs in batch_sizes:
+        check_limit("batch size", bs, "route_eval_tokens")
+    draws_max = int(router_constant("batch_draws_max"))
+    per_eval = int(router_constant("batch_tokens_per_eval"))
     rng = np.random.default_rng(cfg.seed)
     E, k, T = cfg.experts, cfg.top_k, cfg.tokens_per_step
     centres = rng.standard_normal((cfg.clusters, cfg.dim))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    centres = (2.0 * centres).astype(np.float32)
-    mix = rng.dirichlet(np.full(cfg.clusters, 2.0))
+    centres = (cfg.centre_radius * centres).astype(np.float32)
+    mix = rng.dirichlet(np.full(cfg.clusters, cfg.mix_concentration))
     world = _World(centres, mix, rng, cfg.noise)
-    world.use_pool(16 * max(1, T // 4))  # training tokens reuse noise rows (see _World.draw)
-    W = 0.01 * rng.standard_normal((cfg.dim, E), dtype=np.float32)
+    # training tokens reuse noise rows (see _World.draw)
+    world.use_pool(int(router_constant("noise_pool_rows_per_token")) * T,
+                   int(router_constant("noise_pool_lifetime")))
+    W = cfg.init_scale * rng.standard_normal((cfg.dim, E), dtype=np.float32)
     b = np.zeros(E)
     n_general = np.zeros(E)
     n_cluster = np.zeros((E, cfg.clusters))
-    decay = 0.98  # per step: what experts learnt long ago fades (they keep being trained)
+    decay = cfg.decay  # per step: what experts learnt long ago fades (they keep being trained)
     rows = np.arange(T)[:, None]
     history: list[dict[str, float]] = []
     load = np.zeros(E)
@@ -307,7 +368,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
 
     # capacity factors and serving-time measurements with the trained router
     xe, _ = world.draw(eval_tokens)
-    _, _, sel = _route(xe, W, b, cfg)
+    sel = _route(xe, W, b, cfg)
     eload = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
     csweep = []
     for cf in capacity_factors:
@@ -316,10 +377,10 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     routed = cfg.steps * T + eval_tokens
     bsweep = []
     for bs in batch_sizes:
-        draws = max(1, min(64, eval_tokens * 4 // bs))
+        draws = max(1, min(draws_max, eval_tokens * per_eval // bs))
         xb, _ = world.draw(bs * draws)
         routed += bs * draws
-        _, _, sb = _route(xb, W, b, cfg)
+        sb = _route(xb, W, b, cfg)
         per = sb.reshape(draws, bs * k)
         loads = np.bincount((per + E * np.arange(draws)[:, None]).ravel(),
                             minlength=draws * E).reshape(draws, E).astype(np.float64)
@@ -336,7 +397,7 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
                            "weights with a positive sum")
         xr, _ = world.draw(eval_tokens, m / m.sum())
         routed += eval_tokens
-        _, _, sr = _route(xr, W, b, cfg)
+        sr = _route(xr, W, b, cfg)
         lr_ = np.bincount(sr.ravel(), minlength=E).astype(np.float64)
         e_r, m_r = load_stats(lr_)
         rmix.append({"region": name, "load_entropy": e_r, "max_over_mean_load": m_r,
@@ -353,6 +414,8 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
 
 
 def default_regions(clusters: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Three regions whose users favour different topics (Dirichlet mixes, concentration 0.5)."""
+    """Three regions whose users favour different topics (Dirichlet mixes with moe.toml's
+    [router.region_concentration])."""
     rng = np.random.default_rng(seed + 1)
-    return {name: rng.dirichlet(np.full(clusters, 0.5)) for name in ("americas", "europe", "asia")}
+    a = float(router_constant("region_concentration"))
+    return {name: rng.dirichlet(np.full(clusters, a)) for name in ("americas", "europe", "asia")}
