@@ -51,13 +51,16 @@ def main() -> None:
         t0 = time.perf_counter()
         write_dumps(root, a.ranks, a.entries)
         t1 = time.perf_counter()
+        c1 = time.process_time()
         r = analyse_hang(load_dir(root), a.ranks)
         t2 = time.perf_counter()
+        cpu = time.process_time() - c1
     finally:
         shutil.rmtree(root, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"hang triage: {a.ranks} ranks x {a.entries} entries: write {t1 - t0:.1f} s, "
-          f"load+analyse {t2 - t1:.2f} s, peak RSS {peak / 2**30:.2f} GiB; verdict {r.verdict} "
+          f"load+analyse {t2 - t1:.2f} s ({cpu:.2f} CPU s), peak RSS {peak / 2**30:.2f} GiB; "
+          f"verdict {r.verdict} "
           f"ranks {list(r.ranks)} seq {r.seq}")
 
     from scalemodel.analytic.reliability import goodput
