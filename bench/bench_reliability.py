@@ -1,6 +1,6 @@
 """Benchmarks for reliability and triage.
 
-    PYTHONPATH=src python bench/bench_reliability.py [--ranks 16384] [--entries 32]
+    PYTHONPATH=src python bench/bench_reliability.py [--ranks 16384] [--entries 32] [--shapes 1]
 
 1. Writes synthetic Flight Recorder JSON dumps for N ranks (rank N-1 never enters the last
    collective: a hang) into a temp folder, then times load + hang analysis and reports peak
@@ -19,15 +19,18 @@ import time
 from pathlib import Path
 
 
-def write_dumps(root: Path, ranks: int, entries: int) -> None:
+def write_dumps(root: Path, ranks: int, entries: int, shapes: int = 1) -> None:
     base = 1_800_000_000_000_000_000
     for r in range(ranks):
         n = entries - 1 if r == ranks - 1 else entries
+        # ``shapes`` distinct tensor sizes in turn (gradient buckets of a real loop)
         ents = [{"record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"],
                  "collective_seq_id": i + 1, "p2p_seq_id": 0, "op_id": i + 1,
                  "profiling_name": "nccl:all_reduce", "time_created_ns": base + i * 10**7 + r,
-                 "input_sizes": [[1 << 20]], "input_dtypes": ["BFloat16"],
-                 "output_sizes": [[1 << 20]], "output_dtypes": ["BFloat16"],
+                 "input_sizes": [[(1 << 20) + 4096 * (i % shapes)]],
+                 "input_dtypes": ["BFloat16"],
+                 "output_sizes": [[(1 << 20) + 4096 * (i % shapes)]],
+                 "output_dtypes": ["BFloat16"],
                  "state": "completed" if i < n - 1 else "started",
                  "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0,
                  "retired": True, "timeout_ms": 600000, "is_p2p": False}
@@ -42,6 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=16384)
     ap.add_argument("--entries", type=int, default=32)
+    ap.add_argument("--shapes", type=int, default=1, help="distinct tensor sizes per dump")
     a = ap.parse_args()
     from scalemodel.traces.hang import analyse_hang
     from scalemodel.traces.load import load_dir
@@ -49,15 +53,18 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="fr-bench-"))
     try:
         t0 = time.perf_counter()
-        write_dumps(root, a.ranks, a.entries)
+        write_dumps(root, a.ranks, a.entries, max(a.shapes, 1))
         t1 = time.perf_counter()
+        c1 = time.process_time()
         r = analyse_hang(load_dir(root), a.ranks)
         t2 = time.perf_counter()
+        cpu = time.process_time() - c1
     finally:
         shutil.rmtree(root, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"hang triage: {a.ranks} ranks x {a.entries} entries: write {t1 - t0:.1f} s, "
-          f"load+analyse {t2 - t1:.2f} s, peak RSS {peak / 2**30:.2f} GiB; verdict {r.verdict} "
+    print(f"hang triage: {a.ranks} ranks x {a.entries} entries ({a.shapes} sizes): write {t1 - t0:.1f} s, "
+          f"load+analyse {t2 - t1:.2f} s ({cpu:.2f} CPU s), peak RSS {peak / 2**30:.2f} GiB; "
+          f"verdict {r.verdict} "
           f"ranks {list(r.ranks)} seq {r.seq}")
 
     from scalemodel.analytic.reliability import goodput

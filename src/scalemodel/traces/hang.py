@@ -30,6 +30,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .model import CollRecord, RankView, TraceSet
 
 VERDICTS = ("healthy", "dead-rank", "missing-rank", "stuck-outside-collective", "op-mismatch",
@@ -69,37 +71,103 @@ class _Event:
     absent: list[int]
 
 
-def _index(ts: TraceSet) -> dict[str, dict[int, dict[int, CollRecord]]]:
-    by: dict[str, dict[int, dict[int, CollRecord]]] = {}
-    for r, v in ts.ranks.items():
-        for rec in v.records:
-            by.setdefault(rec.group, {}).setdefault(r, {})[rec.seq] = rec
-    return by
+class _Index:
+    """Per (group, rank) fronts and per-rank facts, computed once over the columns."""
+
+    def __init__(self, ts: TraceSet):
+        self.cols = c = ts.columns()
+        self.gid = {g: i for i, g in enumerate(c.groups)}
+        n = max(len(c.order), 1)
+        key = c.group.astype(np.int64) * n + c.pos
+        self.by_gp = o = np.argsort(key, kind="stable")  # rows by group, then rank position
+        ks = key[o]
+        b = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, int)
+        seg = ks[b]
+        self.seg_g, self.seg_p = seg // n, seg % n
+        self.seg_lo = b
+        self.seg_front = np.maximum.reduceat(c.seq[o], b) if len(b) else np.zeros(0, int)
+        self.front_of = dict(zip(seg.tolist(), self.seg_front.tolist(), strict=True))
+        self.n = n
+        # each rank's latest record by entry time (the first of equal times)
+        lt = np.lexsort((-c.t_enter, c.pos)) if len(c) else np.zeros(0, int)
+        self.last_row = [int(lt[c.starts[i]]) if c.lens[i] else -1 for i in range(len(c.order))]
+
+    def rows_of_group(self, gi: int) -> np.ndarray:
+        lo, hi = np.searchsorted(self.seg_g, [gi, gi + 1])
+        if lo == hi:
+            return np.zeros(0, dtype=np.int64)
+        end = self.seg_lo[hi] if hi < len(self.seg_lo) else len(self.by_gp)
+        return self.by_gp[self.seg_lo[lo]:end]
+
+    def front(self, g: str, r: int) -> int:
+        gi, p = self.gid.get(g), self.cols.position.get(r)
+        return 0 if gi is None or p is None else self.front_of.get(gi * self.n + p, 0)
+
+    def last(self, r: int) -> CollRecord | None:
+        i = self.last_row[self.cols.position[r]]
+        return self.cols.record(i) if i >= 0 else None
+
+    def frontiers(self) -> list[dict[str, int]]:
+        """Per rank position: group -> highest sequence number, groups in order of first
+        appearance."""
+        out: list[dict[str, int]] = [{} for _ in self.cols.order]
+        rank_of = {gi: k for k, gi in enumerate(self.cols.group_order())}
+        order = np.lexsort((self.seg_p, [rank_of[g] for g in self.seg_g.tolist()])) \
+            if len(self.seg_g) else []
+        names = self.cols.groups
+        sg, sp, sf = self.seg_g.tolist(), self.seg_p.tolist(), self.seg_front.tolist()
+        for k in np.asarray(order, dtype=np.int64).tolist():
+            out[sp[k]][names[sg[k]]] = sf[k]
+        return out
 
 
-def _first_event(g: str, members: tuple[int, ...], recs: dict[int, dict[int, CollRecord]],
+def _first_event(g: str, members: tuple[int, ...], ix: _Index,
                  ranks: dict[int, RankView]) -> _Event | None:
     have = [r for r in members if r in ranks]
-    if not have:
+    gi = ix.gid.get(g)
+    if not have or gi is None:
         return None
-    front = {r: max(recs.get(r, {}), default=0) for r in have}
-    low = {r: min(recs.get(r, {}), default=0) for r in have}
-    start = max([low[r] for r in have if recs.get(r)] or [1])
-    top = max(front.values())
-    for s in range(start, top + 1):
-        present = {r: recs[r][s] for r in have if s in recs.get(r, {})}
-        absent = [r for r in have if front[r] < s]  # ranks with no file say nothing per seq
-        gaps = [r for r in have if s not in recs.get(r, {}) and front[r] >= s]
-        if not present:
-            continue
-        t = min(x.t_enter for x in present.values())
-        if len({x.fingerprint() for x in present.values()}) > 1:
-            return _Event(g, s, t, "mismatch", present, absent)
-        if absent:
-            return _Event(g, s, t, "missing", present, sorted(absent))
-        if gaps:  # a hole inside a rank's record (ring buffer overwrite): not evidence
-            continue
-    return None
+    c = ix.cols
+    pos_of = c.position
+    have_pos = np.array([pos_of[r] for r in have], dtype=np.int64)
+    rows = ix.rows_of_group(gi)
+    rows = rows[np.isin(c.pos[rows], have_pos)]  # ranks with no file say nothing per seq
+    if not len(rows):
+        return None
+    # one record per (rank, seq): the last one the file lists (rows keep file order)
+    pp, ss = c.pos[rows], c.seq[rows]
+    k = np.lexsort((ss, pp))
+    rows, pp, ss = rows[k], pp[k], ss[k]
+    keep = np.r_[(pp[1:] != pp[:-1]) | (ss[1:] != ss[:-1]), True]
+    rows, pp, ss = rows[keep], pp[keep], ss[keep]
+    pb = np.flatnonzero(np.r_[True, pp[1:] != pp[:-1]])
+    front_of = dict(zip(pp[pb].tolist(), np.maximum.reduceat(ss, pb).tolist(), strict=True))
+    start = int(np.minimum.reduceat(ss, pb).max())  # below it some rank's buffer has no record
+    front = {r: front_of.get(pos_of[r], 0) for r in have}
+    fronts = np.sort(np.array([front[r] for r in have], dtype=np.int64))
+    m = ss >= start
+    rows, ss = rows[m], ss[m]
+    k = np.argsort(ss, kind="stable")
+    rows, ss = rows[k], ss[k]
+    b = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    u = ss[b]
+    fp = c.fp[rows]
+    split = (np.minimum.reduceat(fp, b) != np.maximum.reduceat(fp, b))
+    short = np.searchsorted(fronts, u, side="left") > 0  # some member's last seq is below
+    hit = np.flatnonzero(split | short)
+    if not len(hit):
+        return None  # (holes inside a rank's record, a ring buffer overwrite, are no evidence)
+    i = int(hit[0])
+    s = int(u[i])
+    at = rows[b[i]:(b[i + 1] if i + 1 < len(b) else len(rows))]
+    row_of = dict(zip(c.pos[at].tolist(), at.tolist(), strict=True))
+    there = [r for r in have if pos_of[r] in row_of]
+    present = dict(zip(there, c.records_at([row_of[pos_of[r]] for r in there]), strict=True))
+    t = min(x.t_enter for x in present.values())
+    absent = [r for r in have if front[r] < s]
+    if split[i]:
+        return _Event(g, s, t, "mismatch", present, absent)
+    return _Event(g, s, t, "missing", present, sorted(absent))
 
 
 def _lists(x: Any) -> Any:
@@ -113,7 +181,7 @@ def _fmt_fp(rec: CollRecord) -> str:
 def analyse_hang(ts: TraceSet, world_size: int | None = None) -> HangResult:
     """Triage a hang; ``world_size`` overrides what the files say (needed when a gloo dump's
     pg_config lists no ranks and the highest rank left no file)."""
-    idx = _index(ts)
+    ix = _Index(ts)
     world = world_size or ts.world_size or (max(ts.ranks) + 1)
     if world_size:
         for g, lab in ts.group_labels.items():
@@ -122,10 +190,10 @@ def analyse_hang(ts: TraceSet, world_size: int | None = None) -> HangResult:
     files_missing = [r for r in range(world) if r not in ts.ranks]
     events = []
     for g, members in ts.group_members.items():
-        e = _first_event(g, members, idx.get(g, {}), ts.ranks)
+        e = _first_event(g, members, ix, ts.ranks)
         if e is not None:
             events.append(e)
-    per_rank = _per_rank(ts, idx)
+    per_rank = _per_rank(ts, ix)
     inp = ts.summary()
     inp["ranks_without_file"] = files_missing
     ev: list[str] = []
@@ -135,14 +203,14 @@ def analyse_hang(ts: TraceSet, world_size: int | None = None) -> HangResult:
         ev.append("the dumps do not say the world size; a missing highest rank cannot be seen "
                   "(pass --world-size)")
     if not events:
-        return _no_divergence(ts, idx, files_missing, ev, per_rank, inp)
+        return _no_divergence(ts, ix, files_missing, ev, per_rank, inp)
     events.sort(key=lambda e: (e.t, e.kind != "mismatch"))
     e = events[0]
     label = ts.group_labels.get(e.group, e.group)
     members = ts.group_members[e.group]
     if e.kind == "mismatch":
         return _mismatch(e, label, members, ev, per_rank, inp)
-    return _missing(e, events, ts, idx, label, members, ev, per_rank, inp)
+    return _missing(e, events, ts, ix, label, members, ev, per_rank, inp)
 
 
 def _mismatch(e: _Event, label: str, members: tuple[int, ...], ev: list[str],
@@ -174,7 +242,7 @@ def _mismatch(e: _Event, label: str, members: tuple[int, ...], ev: list[str],
                       inp, label)
 
 
-def _missing(e: _Event, events: list[_Event], ts: TraceSet, idx: dict, label: str,
+def _missing(e: _Event, events: list[_Event], ts: TraceSet, ix: _Index, label: str,
              members: tuple[int, ...], ev: list[str], per_rank: tuple, inp: dict) -> HangResult:
     present, absent = sorted(e.present), e.absent
     op = next(iter(e.present.values())).op
@@ -221,9 +289,9 @@ def _missing(e: _Event, events: list[_Event], ts: TraceSet, idx: dict, label: st
             ev.append(f"rank {r}: recorded an error and stopped: {v.error.splitlines()[-1][:160]}")
         elif v.fmt.startswith("fr-"):
             alive.append(r)
-            last = max(v.records, key=lambda x: x.t_enter, default=None)
+            last = ix.last(r)
             ev.append(f"rank {r}: wrote a Flight Recorder dump (so the process was alive); its "
-                      f"last collective in this group is #{_front(idx, e.group, r)}"
+                      f"last collective in this group is #{ix.front(e.group, r)}"
                       + (f", its last overall {last.op} #{last.seq}" if last else ""))
         elif v.last_alive is not None and v.last_alive > t_stuck + ALIVE_MARGIN_S:
             alive.append(r)
@@ -236,7 +304,7 @@ def _missing(e: _Event, events: list[_Event], ts: TraceSet, idx: dict, label: st
                       "died")
         else:
             unknown.append(r)
-            ev.append(f"rank {r}: its trace stops at collective #{_front(idx, e.group, r)}; no "
+            ev.append(f"rank {r}: its trace stops at collective #{ix.front(e.group, r)}; no "
                       "heartbeats recorded, so dead and stuck look the same")
     if dead:
         verdict, culprits = "dead-rank", dead
@@ -248,15 +316,11 @@ def _missing(e: _Event, events: list[_Event], ts: TraceSet, idx: dict, label: st
                       inp, label)
 
 
-def _front(idx: dict, g: str, r: int) -> int:
-    return max(idx.get(g, {}).get(r, {}), default=0)
-
-
-def _no_divergence(ts: TraceSet, idx: dict, files_missing: list[int], ev: list[str],
+def _no_divergence(ts: TraceSet, ix: _Index, files_missing: list[int], ev: list[str],
                    per_rank: tuple, inp: dict) -> HangResult:
+    c = ix.cols
     if files_missing:
-        last = max((x for v in ts.ranks.values() for x in v.records), key=lambda x: x.t_enter,
-                   default=None)
+        last = c.record(int(np.argmax(c.t_enter))) if len(c) else None
         if last is not None:
             ev.append(f"the {len(ts.ranks)} ranks that left files agree on every collective; "
                       f"the latest they entered is #{last.seq} ({last.op}) of group "
@@ -268,17 +332,20 @@ def _no_divergence(ts: TraceSet, idx: dict, files_missing: list[int], ev: list[s
         return HangResult("dead-rank", tuple(files_missing), last.group if last else None,
                           last.seq if last else None, last.op if last else None, tuple(ev),
                           per_rank, inp, ts.group_labels.get(last.group, "") if last else "")
-    pending = {r: [x for x in v.records if x.completed is False] for r, v in ts.ranks.items()}
-    if all(pending.values()) and pending:
-        g_s = Counter((x.group, x.seq) for xs in pending.values() for x in xs[:1])
-        (g, s), n = g_s.most_common(1)[0]
-        op = next(x.op for xs in pending.values() for x in xs if (x.group, x.seq) == (g, s))
+    pend = np.flatnonzero(c.done == 0)  # entered, known not completed
+    first_pos, first_at = np.unique(c.pos[pend], return_index=True)
+    if len(c.order) and len(first_pos) == len(c.order):  # every rank has one pending
+        firsts = pend[first_at]  # each rank's first pending record, ranks in order
+        g_s = Counter(zip(c.group[firsts].tolist(), c.seq[firsts].tolist(), strict=True))
+        (gi, s), n = g_s.most_common(1)[0]
+        j = pend[np.flatnonzero((c.group[pend] == gi) & (c.seq[pend] == s))[0]]
+        g, op = c.groups[gi], c.fps[int(c.fp[j])][0]
         ev.append(f"all {n} ranks entered collective #{s} ({op}) of group "
                   f"{ts.group_labels.get(g, g)} with matching arguments and none completed: the "
                   "transport (network, NCCL) is stuck, not the program")
         return HangResult("stalled-collective", (), g, s, op, tuple(ev), per_rank, inp,
                           ts.group_labels.get(g, g))
-    n = sum(len(v.records) for v in ts.ranks.values())
+    n = len(c)
     ev.append(f"{len(ts.ranks)} ranks recorded {n} collectives; every group's members agree on "
               "every sequence number they share")
     if ts.fmt == "flight-recorder":
@@ -287,13 +354,19 @@ def _no_divergence(ts: TraceSet, idx: dict, files_missing: list[int], ev: list[s
     return HangResult("healthy", (), None, None, None, tuple(ev), per_rank, inp)
 
 
-def _per_rank(ts: TraceSet, idx: dict) -> tuple[dict[str, Any], ...]:
+def _per_rank(ts: TraceSet, ix: _Index) -> tuple[dict[str, Any], ...]:
+    c = ix.cols
+    fronts = ix.frontiers()
+    order = sorted(ts.ranks)
+    rows = [ix.last_row[c.position[r]] for r in order]
+    lasts = iter(c.records_at([i for i in rows if i >= 0]))
     out = []
-    for r in sorted(ts.ranks):
+    for r, i_last in zip(order, rows, strict=True):
         v = ts.ranks[r]
-        last = max(v.records, key=lambda x: x.t_enter, default=None)
-        out.append({"rank": r, "format": v.fmt, "records": len(v.records),
-                    "frontier": {g: _front(idx, g, r) for g in idx if r in idx[g]},
+        i = c.position[r]
+        last = next(lasts) if i_last >= 0 else None
+        out.append({"rank": r, "format": v.fmt, "records": int(c.lens[i]),
+                    "frontier": fronts[i],
                     "last_op": last.op if last else None,
                     "last_group": last.group if last else None,
                     "last_seq": last.seq if last else None,

@@ -9,27 +9,57 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import BadInput
-from .fr import dump_to_view, looks_like_fr, rank_from_name, read_dump
+from .fr import MAX_DUMP_BYTES, DumpColumns, DumpInfo, looks_like_fr, parse_dump, rank_from_name
 from .model import RankView, TraceSet
 from .owntrace import read_trace
 
 MAX_FILES = 200_000
 _IGNORED_SUFFIXES = (".stderr", ".stdout", ".log", ".txt", ".md", ".csv", ".png", ".svg")
 RUN_GAP_S = 3600.0
+MAX_RANK = 1 << 24  # a larger trailing number in a file name is not a rank (16.7 M ranks)
 
 
-def _files(root: Path) -> list[Path]:
+def _files(root: Path) -> list[str]:
     if root.is_file():
-        return [root]
-    out: list[Path] = []
+        return [str(root)]
+    out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for f in sorted(filenames):
-            out.append(Path(dirpath) / f)
+            out.append(os.path.join(dirpath, f))
             if len(out) > MAX_FILES:
                 raise BadInput(f"DIR: more than {MAX_FILES:,} files under {root}; point at the "
                                "folder holding one run's dumps")
     return out
+
+
+def _read_fr(p: str) -> tuple[bytes | None, str]:
+    """The bytes of a file that starts like a Flight Recorder dump, else (None, reason)."""
+    too_big = f"larger than {MAX_DUMP_BYTES >> 20} MiB"
+    try:
+        fd = os.open(p, os.O_RDONLY)  # os-level reads: 16,384 files are read per triage
+    except OSError as e:
+        return None, f"cannot read ({e.strerror})"
+    try:
+        head = os.read(fd, 64)
+        if looks_like_fr(head) is None:
+            return None, "not a Flight Recorder dump or scalemodel trace"
+        size = os.fstat(fd).st_size
+        if size > MAX_DUMP_BYTES:
+            return None, too_big
+        parts, got = [head], len(head)
+        while True:  # to the end, even if the file grew after fstat
+            chunk = os.read(fd, max(size - got, 0) + 1)
+            if not chunk:
+                return b"".join(parts), ""
+            parts.append(chunk)
+            got += len(chunk)
+            if got > MAX_DUMP_BYTES:
+                return None, too_big
+    except OSError as e:
+        return None, f"cannot read ({e.strerror})"
+    finally:
+        os.close(fd)
 
 
 def load_dir(path: str | Path, fmt: str = "auto") -> TraceSet:
@@ -39,33 +69,35 @@ def load_dir(path: str | Path, fmt: str = "auto") -> TraceSet:
     if fmt not in ("auto", "fr", "trace"):
         raise BadInput(f"--format: choose auto, fr or trace, got {fmt!r}")
     traces: list[tuple[Path, RankView, dict, list[str]]] = []
-    dumps: list[tuple[Path, dict, str]] = []
+    acc = DumpColumns()
+    dumps: list[DumpInfo] = []
     skipped: list[tuple[str, str]] = []
     for p in _files(root):
-        name = p.name
+        name = os.path.basename(p)
         if name.endswith(".jsonl"):
-            v, head, probs, why = read_trace(p)
+            v, head, probs, why = read_trace(Path(p))
             if v is None:
-                skipped.append((str(p), why))
+                skipped.append((p, why))
             else:
-                traces.append((p, v, head, probs))
+                traces.append((Path(p), v, head, probs))
             continue
         if name.endswith(_IGNORED_SUFFIXES) or name == "spec.json":
             continue
-        try:
-            with open(p, "rb") as f:
-                first = f.read(64)
-        except OSError as e:
-            skipped.append((str(p), f"cannot read ({e.strerror})"))
+        raw, why = _read_fr(p)
+        if raw is None:
+            skipped.append((p, why))
             continue
-        if looks_like_fr(first) is None:
-            skipped.append((str(p), "not a Flight Recorder dump or scalemodel trace"))
-            continue
-        d, kind, why = read_dump(p)
+        d, kind, why = parse_dump(raw)
+        del raw
         if d is None:
-            skipped.append((str(p), why))
+            skipped.append((p, why))
             continue
-        dumps.append((p, d, kind))
+        r = rank_from_name(name)
+        if r is None or r > MAX_RANK:  # skipped below, in order; no rows needed
+            dumps.append(DumpInfo(p, kind, str(d.get("version", "")), repr(d.get("version")),
+                                  r, len(acc), len(acc)))
+        else:
+            dumps.append(acc.add(d, r, p, kind))  # the dump's dict is dropped after this
     use_trace = fmt == "trace" or (fmt == "auto" and traces)
     if use_trace:
         if not traces:
@@ -79,7 +111,7 @@ def load_dir(path: str | Path, fmt: str = "auto") -> TraceSet:
         raise BadInput(f"DIR: no readable Flight Recorder dumps or scalemodel traces under {root}"
                        + (f" ({len(skipped)} files skipped, e.g. {skipped[0][0]}: "
                           f"{skipped[0][1]})" if skipped else ""))
-    return _from_dumps(dumps, skipped)
+    return _from_dumps(acc, dumps, skipped)
 
 
 def _from_traces(traces: list, skipped: list[tuple[str, str]]) -> TraceSet:
@@ -118,37 +150,43 @@ def _from_traces(traces: list, skipped: list[tuple[str, str]]) -> TraceSet:
                     [v.path for v in ranks.values()], skipped, notes)
 
 
-def _from_dumps(dumps: list, skipped: list[tuple[str, str]]) -> TraceSet:
-    versions = Counter(str(d.get("version", "")) for _, d, _ in dumps)
+def _from_dumps(acc: DumpColumns, dumps: list[DumpInfo],
+                skipped: list[tuple[str, str]]) -> TraceSet:
+    versions = Counter(x.version for x in dumps)
     version, _ = versions.most_common(1)[0]
     ranks: dict[int, RankView] = {}
+    info: dict[int, DumpInfo] = {}
     notes: list[str] = []
     labels: dict[str, str] = {}
     cfg: dict[str, tuple[int, ...]] = {}
-    for p, d, kind in sorted(dumps, key=lambda x: x[2] != "pickle"):
-        r = rank_from_name(p)
+    for x in sorted(dumps, key=lambda x: x.kind != "pickle"):
+        r = x.rank
         if r is None:
-            skipped.append((str(p), "no rank number at the end of the file name"))
+            skipped.append((x.path, "no rank number at the end of the file name"))
             continue
-        if str(d.get("version", "")) != version:
-            skipped.append((str(p), f"Flight Recorder format {d.get('version')!r} differs from "
+        if r > MAX_RANK:
+            skipped.append((x.path, f"the number {r} at the end of the file name is beyond "
+                                    f"{MAX_RANK:,}, too large for a rank"))
+            continue
+        if x.version != version:
+            skipped.append((x.path, f"Flight Recorder format {x.version_repr} differs from "
                                     f"{version!r} of the other {versions[version]} dumps "
                                     "(a different torch version or run)"))
             continue
         if r in ranks:
-            skipped.append((str(p), f"a second dump for rank {r} (kept {ranks[r].path})"))
+            skipped.append((x.path, f"a second dump for rank {r} (kept {ranks[r].path})"))
             continue
-        v, probs, lab, members = dump_to_view(d, r, str(p), f"fr-{kind}")
-        ranks[r] = v
-        labels.update(lab)
-        for k, m in members.items():
+        ranks[r] = RankView(rank=r, path=x.path, fmt=f"fr-{x.kind}", meta=x.meta)
+        info[r] = x
+        labels.update(x.labels)
+        for k, m in x.members.items():
             if len(m) > len(cfg.get(k, ())):
                 cfg[k] = m
-        notes.extend(f"rank {r}: {x}" for x in probs)
+        notes.extend(f"rank {r}: {p}" for p in x.problems)
     if not ranks:
         raise BadInput("DIR: no usable Flight Recorder dump (see the skipped files)")
     # dumps far apart in time come from different runs: keep the larger cluster
-    starts = {r: min((x.t_enter for x in v.records), default=None) for r, v in ranks.items()}
+    starts = {r: info[r].t_first for r in ranks}
     known = [t for t in starts.values() if t is not None]
     if len(known) > 1:
         mid = statistics.median(known)
@@ -157,13 +195,20 @@ def _from_dumps(dumps: list, skipped: list[tuple[str, str]]) -> TraceSet:
                 skipped.append((ranks[r].path, f"recorded {abs(t - mid) / 3600:.1f} h away from "
                                                "the other dumps: a different run"))
                 del ranks[r]
+        if not ranks:
+            raise BadInput(f"DIR: the {len(known)} dumps were recorded hours apart with no run "
+                           "holding most of them; point at one run's dumps")
+    cols = acc.columns([info[r] for r in ranks])
+    for i, v in enumerate(ranks.values()):
+        v.bind_rows(cols, int(cols.starts[i]), int(cols.starts[i + 1]))
     world = max([len(m) for m in cfg.values()] + [max(ranks) + 1])
     if not any(cfg.values()):
         notes.append("world size unknown from the dumps (pg_config lists no ranks); assumed "
                      f"{world} = highest rank read + 1")
     members: dict[str, tuple[int, ...]] = {}
-    seen_groups = {x.group for v in ranks.values() for x in v.records}
-    for g in seen_groups:
+    with_records = cols.group_ranks()
+    for gi, have in with_records.items():
+        g = cols.groups[gi]
         lab = labels.get(g, g)
         if g in cfg and cfg[g]:
             members[g] = cfg[g]
@@ -173,7 +218,6 @@ def _from_dumps(dumps: list, skipped: list[tuple[str, str]]) -> TraceSet:
                 notes.append(f"pg_config names no group {g!r} (torch 2.13 on gloo keys it ''); "
                              "its members were rebuilt from the dumps: all ranks")
         else:
-            members[g] = tuple(sorted(r for r, v in ranks.items()
-                                      if any(x.group == g for x in v.records)))
+            members[g] = have
     return TraceSet("flight-recorder", ranks, world, members, labels,
-                    [v.path for v in ranks.values()], skipped, notes)
+                    [v.path for v in ranks.values()], skipped, notes, cols)

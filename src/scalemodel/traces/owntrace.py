@@ -43,9 +43,9 @@ def read_trace(path: Path) -> tuple[RankView | None, dict[str, Any], list[str], 
             ev = json.loads(line)
             kind = ev["ev"]
             if kind == "enter":
-                open_[(str(ev["group"]), int(ev["seq"]))] = ev
+                open_[(str(ev["group"]), _seq(ev["seq"]))] = ev
             elif kind == "exit":
-                k = (str(ev["group"]), int(ev["seq"]))
+                k = (str(ev["group"]), _seq(ev["seq"]))
                 en = open_.pop(k, None)
                 if en is None:
                     bad += 1
@@ -75,6 +75,13 @@ def read_trace(path: Path) -> tuple[RankView | None, dict[str, Any], list[str], 
     if bad:
         problems.append(f"{bad} unreadable or unmatched lines skipped")
     return v, head, problems, ""
+
+
+def _seq(x: Any) -> int:
+    s = int(x)
+    if not -(2**63) <= s < 2**63:
+        raise ValueError("sequence number out of range")
+    return s
 
 
 def _rec(en: dict[str, Any], t_exit: float | None, blocked: Any) -> CollRecord:

@@ -213,17 +213,29 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
 
 
 def _fr_arrivals(ts: TraceSet) -> SlowResult:
-    by: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for r, v in ts.ranks.items():
-        for x in v.records:
-            by[(x.group, x.seq)][r] = x.t_enter
+    c = ts.columns()
     ranks = sorted(ts.ranks)
-    full = [d for d in by.values() if len(d) == len(ranks)]
+    # one arrival per (group, seq, rank): the last record the rank's file lists
+    k = np.lexsort((c.pos, c.seq, c.group))
+    g, s, p = c.group[k], c.seq[k], c.pos[k]
+    keep = np.r_[(g[1:] != g[:-1]) | (s[1:] != s[:-1]) | (p[1:] != p[:-1]), True] \
+        if len(k) else np.zeros(0, dtype=bool)
+    k, g, s, p = k[keep], g[keep], s[keep], p[keep]
+    b = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1])]) if len(k) \
+        else np.zeros(0, dtype=np.int64)
+    n_in = np.diff(np.r_[b, len(k)])
+    full = np.flatnonzero(n_in == len(ranks))  # collectives every rank recorded
     if len(full) < 2:
         raise BadInput("DIR: fewer than 2 collectives recorded by every rank; nothing to compare")
-    late = np.array([[d[r] - float(np.median(list(d.values()))) for r in ranks] for d in full])
+    col = np.empty(len(c.order), dtype=np.int64)  # rank position -> column in sorted ranks
+    col[[c.position[r] for r in ranks]] = np.arange(len(ranks))
+    arrive = np.empty((len(full), len(ranks)))
+    for i, j in enumerate(b[full].tolist()):
+        arrive[i, col[p[j:j + len(ranks)]]] = c.t_enter[k[j:j + len(ranks)]]
+    mid = np.median(arrive, axis=1)
+    late = arrive - mid[:, None]
     med_late = np.median(late, axis=0)
-    starts = sorted(float(np.median(list(d.values()))) for d in full)
+    starts = sorted(mid.tolist())
     gap = float(np.median(np.diff(starts))) if len(starts) > 1 else 0.0
     z = (med_late - np.median(med_late)) / max(
         MAD_K * float(np.median(np.abs(med_late - np.median(med_late)))), 0.05 * gap, 1e-4)
