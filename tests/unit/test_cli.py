@@ -121,3 +121,17 @@ def test_specs_lists(capsys):
     assert any(g["id"] == "h100-sxm" for g in d["items"])
     d = run_json(capsys, "specs", "models", "deepseek-v3")
     assert d["items"][0]["attention"] == "mla"
+
+
+def _answered_ids():
+    from scalemodel.questions import BANK
+
+    return [q.id for q in BANK if q.status == "answered"]
+
+
+@pytest.mark.parametrize("qid", _answered_ids())
+def test_every_answer_renders_as_json(capsys, qid):
+    # moe-routing trains routers: a smaller token count keeps the test quick, same code path
+    extra = ["--tokens", "256"] if qid == "moe-routing" else []
+    d = run_json(capsys, "answer", qid, *extra)
+    assert isinstance(d, dict) and d

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import textwrap
+from pathlib import PurePath
 from typing import Any
 
 from ..derive import Derivation, Headline, Report, Step, Table
@@ -31,6 +32,8 @@ def to_jsonable(x: Any) -> Any:
         return to_jsonable(x.tolist()) if hasattr(x, "tolist") else x.item()
     if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
         return None
+    if isinstance(x, PurePath):
+        return str(x)
     return x
 
 
