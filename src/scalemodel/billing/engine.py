@@ -35,7 +35,7 @@ from .catalog import Catalog, Sku
 from .ledger import Ledger, totals_for
 from .money import fmt_dec, fmt_minor, round_minor
 from .rating import ZERO, per_period, per_record, rate
-from .usage import Raw
+from .usage import CsvUsage, Raw
 
 _MICRO = Decimal("0.000001")
 
@@ -143,6 +143,13 @@ def _payload_hash(payload: str) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=12).hexdigest()
 
 
+def _count(cv: Any) -> int:
+    c = _decimal(cv, "count")
+    if c != c.to_integral_value() or c < 1:
+        raise _Bad(f"count must be a whole number of at least 1, got {cv!r}")
+    return int(c)
+
+
 def _parts(d: dict[str, Any], sku: Sku,
            starts: list[datetime]) -> list[tuple[str, int, Decimal, Decimal]]:
     """(period, price version, raw quantity, record-rounded quantity) per part of a record."""
@@ -151,12 +158,7 @@ def _parts(d: dict[str, Any], sku: Sku,
     end = _time(end_v, "end") if end_v not in (None, "") else None
     qv = d.get("quantity")
     cv = d.get("count")
-    count = 1
-    if cv not in (None, ""):
-        c = _decimal(cv, "count")
-        if c != c.to_integral_value() or c < 1:
-            raise _Bad(f"count must be a whole number of at least 1, got {cv!r}")
-        count = int(c)
+    count = _count(cv) if cv not in (None, "") else 1
     if end is not None and end < start:
         raise _Bad("end is before start")
     spans: list[tuple[datetime, Decimal]] = []
@@ -199,13 +201,21 @@ def _month(text: str | None) -> str | None:
 
 
 def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
-         ledger: Ledger | None = None, strict: bool = False) -> Invoice:
+         ledger: Ledger | None = None, strict: bool = False, fast: bool = True) -> Invoice:
     """Bill the records. Decimal arithmetic runs with 120 digits and traps any inexact
-    result, so a sum or a product is never rounded silently (Python's default is 28 digits)."""
+    result, so a sum or a product is never rounded silently (Python's default is 28 digits).
+
+    A CSV file from :func:`~scalemodel.billing.usage.read_usage` goes through the fast path
+    (:mod:`scalemodel.billing.fast`), which gives the same invoice as the reference path
+    below; ``fast=False`` forces the reference path (tests compare the two)."""
     with localcontext() as ctx:
         ctx.prec = 120
         ctx.traps[Inexact] = True
         ctx.traps[Rounded] = True
+        if fast and isinstance(raws, CsvUsage):
+            from .fast import bill_csv
+
+            return bill_csv(raws, cat, _month(period), ledger, strict)
         return _bill(raws, cat, period, ledger, strict)
 
 
@@ -245,7 +255,7 @@ def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger 
             if sku is None:
                 raise _Bad(f"unknown SKU {sid!r}")
             parts = _parts(d, sku, starts[sid])
-        except (Inexact, Rounded):
+        except (Inexact, Rounded, InvalidOperation):  # past 120 digits
             hold(rid, line, "quantity has more than 120 significant digits")
             continue
         except _Bad as e:
