@@ -11,8 +11,10 @@ period, strict mode and a ledger.
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 from scalemodel.billing.catalog import parse_catalog
 from scalemodel.billing.engine import bill
 from scalemodel.billing.ledger import Ledger
-from scalemodel.billing.usage import CsvUsage, read_usage
+from scalemodel.billing.usage import CsvUsage, JsonlUsage, read_usage
 from scalemodel.errors import BadInput
 
 BASE = datetime(2026, 10, 20, tzinfo=UTC)
@@ -150,6 +152,37 @@ def write(path, cols, rows):
                 w.writerow(row)
 
 
+def write_jsonl(path, cols, rows, draw):
+    """The same records as JSON Lines: empty fields left out or null, whole numbers as JSON
+    numbers, decimals as JSON numbers (parsed as Decimal), plus broken and non-object lines."""
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            if row == "short":
+                f.write(draw(st.sampled_from(['{"id": "q", "account"\n', "[1, 2]\n",
+                                              '"text"\n'])))
+                continue
+            if row == "blank":
+                f.write("\n")
+                continue
+            d = {}
+            for c, v in zip(cols, row, strict=True):
+                style = draw(st.integers(0, 3))
+                if v == "" and style == 0:
+                    continue
+                if v == "" and style == 1:
+                    d[c] = None
+                elif c in ("quantity", "count", "id") and style == 2 and v.isdigit():
+                    d[c] = int(v)
+                elif c in ("quantity", "count") and style == 3 and v.replace(".", "", 1).isdigit():
+                    d[c] = json.loads(v, parse_float=Decimal)
+                else:
+                    d[c] = v
+            text = json.dumps(d, default=str)
+            if "quantity" in d and isinstance(d["quantity"], Decimal):
+                text = text.replace(f'"quantity": "{d["quantity"]}"', f'"quantity": {d["quantity"]}')
+            f.write(text + "\n")
+
+
 def both(path, cat, **kw):
     """(fast, reference): an invoice dict, or the BadInput message."""
     out = []
@@ -161,7 +194,7 @@ def both(path, cat, **kw):
     return out
 
 
-PROPS = settings(max_examples=60, deadline=None,
+PROPS = settings(max_examples=int(__import__("os").environ.get("FAST_EXAMPLES", "60")), deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture,
                                         HealthCheck.too_slow])
 
@@ -174,9 +207,14 @@ def test_fast_path_equals_reference(tmp_path, data):
     p = tmp_path / "u.csv"
     write(p, cols, rows)
     assert isinstance(read_usage(p), CsvUsage)
+    assert isinstance(read_usage(tmp_path / "x.jsonl"), JsonlUsage) if (tmp_path / "x.jsonl").touch() is None else None
     period = data.draw(st.sampled_from([None, None, "2026-10", "2026-11", "2026-12"]))
     strict = data.draw(st.integers(0, 5)) == 0
     fast, ref = both(p, cat, period=period, strict=strict)
+    assert fast == ref
+    j = tmp_path / "u.jsonl"
+    write_jsonl(j, cols, rows, data.draw)
+    fast, ref = both(j, cat, period=period, strict=strict)
     assert fast == ref
 
 

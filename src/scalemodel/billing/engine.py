@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, Inexact, InvalidOperation, Rounded, localcontext
+from decimal import Context, Decimal, Inexact, InvalidOperation, Rounded, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +35,7 @@ from .catalog import Catalog, Sku
 from .ledger import Ledger, totals_for
 from .money import fmt_dec, fmt_minor, round_minor
 from .rating import ZERO, per_period, per_record, rate
-from .usage import CsvUsage, Raw
+from .usage import CsvUsage, JsonlUsage, Raw
 
 _MICRO = Decimal("0.000001")
 
@@ -78,8 +78,10 @@ class Line:
 
 def _frac_str(x: Fraction, digits: int = 12) -> str:
     """An exact amount for audit: exact when it terminates, else 12 decimals and '...'."""
-    d = Decimal(x.numerator) / Decimal(x.denominator)
-    q = d.quantize(Decimal(1).scaleb(-digits))
+    # enough digits for the whole part and the decimals (the default 28 overflow past 1e16)
+    with localcontext(Context(prec=len(str(abs(x.numerator))) + digits + 2)):
+        d = Decimal(x.numerator) / Decimal(x.denominator)
+        q = d.quantize(Decimal(1).scaleb(-digits))
     return fmt_dec(q) if Fraction(q) == x else fmt_dec(q) + "..."
 
 
@@ -205,17 +207,17 @@ def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
     """Bill the records. Decimal arithmetic runs with 120 digits and traps any inexact
     result, so a sum or a product is never rounded silently (Python's default is 28 digits).
 
-    A CSV file from :func:`~scalemodel.billing.usage.read_usage` goes through the fast path
+    A file from :func:`~scalemodel.billing.usage.read_usage` goes through the fast path
     (:mod:`scalemodel.billing.fast`), which gives the same invoice as the reference path
     below; ``fast=False`` forces the reference path (tests compare the two)."""
     with localcontext() as ctx:
         ctx.prec = 120
         ctx.traps[Inexact] = True
         ctx.traps[Rounded] = True
-        if fast and isinstance(raws, CsvUsage):
-            from .fast import bill_csv
+        if fast and isinstance(raws, CsvUsage | JsonlUsage):
+            from .fast import bill_fast
 
-            return bill_csv(raws, cat, _month(period), ledger, strict)
+            return bill_fast(raws, cat, _month(period), ledger, strict)
         return _bill(raws, cat, period, ledger, strict)
 
 

@@ -1,31 +1,39 @@
-"""The fast path of the billing engine, for CSV usage files (what ``scalemodel bill`` reads).
+"""The fast path of the billing engine, for usage files (CSV or JSON Lines) as
+:func:`scalemodel.billing.usage.read_usage` opens them (what ``scalemodel bill`` reads).
 
-It bills exactly what the reference path (:func:`scalemodel.billing.engine._bill`) bills, with
-the same lines, amounts, unbilled reasons, duplicates, deferred parts and order; a property test
-(``tests/unit/test_billing_fast.py``) checks the two give identical invoices on random files and
-catalogs. What makes it faster, and why each step is exact:
+It bills exactly what the reference path (:func:`scalemodel.billing.engine._bill`) bills: the
+same lines, amounts, quantity strings, unbilled reasons, duplicates, deferred parts and order.
+A property test (``tests/unit/test_billing_fast.py``) checks the two give identical invoices
+(and ledgers) on random files and catalogs. What makes it faster, and why each step is exact:
 
-- rows are read as lists with the ``csv`` module and fields taken by column index: no dict per
-  record;
-- the common record, valid and within one calendar month, is handled inline; anything else
-  (a bad field, a span that crosses a month boundary, no price in effect, an unknown SKU, a
-  quantity of more than 120 digits) is handed to the reference code, which gives the record its
-  parts or its reason, so every rule and message stays the reference's;
+- CSV rows are read as lists with the ``csv`` module and fields taken by column index: no dict
+  per record. JSON lines are parsed as the reference does; a field that is not plain text (or a
+  whole number or decimal for quantity and count) goes to the reference code;
+- the common record (valid fields, one calendar month, a price in effect) is handled by one
+  small function; anything else (a bad field, a span across a month boundary, no price yet, an
+  unknown SKU, a quantity of more than 120 digits) is handed to the reference code, which gives
+  the record its parts or its reason, so every rule and message is the reference's own;
 - the record-scope rounding (minimum, increment) is a pure function of (SKU, quantity), so its
-  result is cached per SKU by the quantity text (point events) or by the span length in whole
-  microseconds (time spans). A cache hit returns the very Decimals the reference would compute;
-  only the multiplication by ``count`` and the sums stay per record, as in the reference. No
-  quantity is aggregated before the record-scope rounding: that rounding applies per record;
-- duplicates are found by comparing the payload text itself (exact; the reference compares a
-  96-bit hash of it); the hash is computed only when a ledger needs it;
+  result is cached per SKU by the quantity text (point events) or by the exact span length as a
+  ``timedelta`` (time spans). A cache hit returns the very Decimals the reference computes;
+  the multiplication by ``count`` and the sums stay per record, as in the reference. Nothing is
+  aggregated before the record-scope rounding, which applies to each record;
+- records are kept in one flat list (9 values each), so no container per record stays alive
+  for the cyclic garbage collector to walk;
+- duplicate ids are found in bulk once the file is read (a C-level count of the ids); only ids
+  seen more than once have their payload built (CSV: from the row text kept; JSON: by parsing
+  the line again) and compared, in reading order, as the reference does record by record. The
+  payloads are compared as text (the reference compares a 96-bit hash of the same text); the
+  hash is computed only when a ledger stores it;
 - period names and month boundaries are cached per month.
 
-Money is not touched here: lines are priced and rounded by the same ``_lines`` as the reference.
+Money is not touched here: lines are priced and rounded by the reference's ``_lines``.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from bisect import bisect_right
 from collections import Counter
 from datetime import UTC, datetime
@@ -37,7 +45,7 @@ from ..errors import BadInput
 from .catalog import Catalog
 from .ledger import Ledger
 from .rating import per_record
-from .usage import FIELDS, CsvUsage, csv_header
+from .usage import FIELDS, CsvUsage, JsonlUsage, csv_header
 
 _CACHE_MAX = 1 << 16  # entries per cache before it is emptied (bounded memory on odd inputs)
 _DUP = "duplicate id with a different payload (every version held)"
@@ -54,18 +62,28 @@ def _month_info(ym: int) -> tuple[str, datetime]:
     return f"{y:04d}-{m0 + 1:02d}", datetime(ny, nm0 + 1, 1, tzinfo=UTC)
 
 
-def bill_csv(src: CsvUsage, cat: Catalog, month: str | None, ledger: Ledger | None,
-             strict: bool) -> Any:
-    """Bill a CSV file; called by :func:`scalemodel.billing.engine.bill` inside its exact
+def _text(v: Any) -> str | None:
+    """A JSON value as the text the reference would parse as a number; None: not plain."""
+    if v is None:
+        return ""
+    t = type(v)
+    if t is str:
+        return v
+    if t is int or t is Decimal:
+        return str(v)  # exactly what the reference parses (str of a Decimal round-trips)
+    return None
+
+
+def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
+              ledger: Ledger | None, strict: bool) -> Any:
+    """Bill a usage file; called by :func:`scalemodel.billing.engine.bill` inside its exact
     Decimal context."""
     from .engine import Invoice, _Bad, _count, _lines, _parts, _payload_hash, fmt_dec
 
     early: list[dict[str, Any]] = []  # records held while reading (line order)
-    parsed: list[Any] = []  # 9 values per record: line, id, row text, account, SKU id, then
+    parsed: list[Any] = []  # 9 values per record: line, id, text, account, SKU id, then
     # (period, version, raw, rounded) of a one-part record, or (parts, 0, None, None)
-    exact: dict[int, str] = {}  # line -> payload, for rows whose text cannot be split back
-    read = 0
-
+    add = parsed.extend
     skus = cat.skus
     starts = {sid: [v.start for v in s.versions] for sid, s in skus.items()}
     # per SKU: (Sku, version starts, first start, single version?, quantity cache, span cache)
@@ -74,133 +92,186 @@ def bill_csv(src: CsvUsage, cat: Catalog, month: str | None, ledger: Ledger | No
     counts: dict[str, int] = {}
     months: dict[int, tuple[str, datetime]] = {}
     fromiso = datetime.fromisoformat
-    add = parsed.extend
 
-    with open(src.path, newline="", encoding="utf-8") as f:
-        r = csv.reader(f)
-        cols = csv_header(r, src.path) or []
-        n = len(cols)
-        col = {c: i for i, c in enumerate(cols)}  # a repeated name: the last wins, as dict(zip)
-        # one C call takes the fields; an absent optional column reads the "" appended at n
-        want = [col.get(c, n) for c in FIELDS[:7]]
-        pad = n in want
-        fields = itemgetter(*want)
-        rest = [i for i, c in enumerate(cols) if c != "id"]
-        prev = r.line_num
-        for row in r:
-            line = prev + 1
+    def one(si: tuple, st: str, ev: str, qv: str, cv: str) -> tuple:
+        """(period, version, raw, rounded quantity) of a common record, as ``_parts`` gives
+        them; raises for anything else."""
+        sku, vstarts, s0, single, qcache, scache = si
+        t = fromiso(st.strip())
+        if t.tzinfo is not UTC:
+            t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        c = 1
+        if cv:
+            c = counts.get(cv)
+            if c is None:
+                c = counts[cv] = _count(cv)
+                if len(counts) > _CACHE_MAX:
+                    counts.clear()
+        if ev:
+            e = fromiso(ev.strip())
+            if e.tzinfo is not UTC:
+                e = e.replace(tzinfo=UTC) if e.tzinfo is None else e.astimezone(UTC)
+            if e < t:
+                raise _Slow
+        ym = t.year * 12 + t.month - 1
+        mi = months.get(ym)
+        if mi is None:
+            mi = months[ym] = _month_info(ym)
+        if qv:
+            x = qcache.get(qv)
+            if x is None:
+                q = Decimal(qv.strip())
+                if not q.is_finite() or q < 0:
+                    raise _Slow
+                if len(qcache) >= _CACHE_MAX:
+                    qcache.clear()
+                # x 1 as the reference's "x count": past 120 digits it traps here as there
+                x = qcache[qv] = (q * 1, per_record(q, sku) * 1)
+        elif ev:
+            if e > mi[1]:
+                raise _Slow  # crosses a month boundary: split by the reference
+            td = e - t  # exact: the cache key
+            x = scache.get(td)
+            if x is None:
+                us = (td.days * 86400 + td.seconds) * 1_000_000 + td.microseconds
+                q = Decimal(us).scaleb(-6)
+                if len(scache) >= _CACHE_MAX:
+                    scache.clear()
+                x = scache[td] = (q * 1, per_record(q, sku) * 1)
+        else:
+            raise _Slow
+        if single:
+            if t < s0:
+                raise _Slow
+            v = 0
+        else:
+            v = bisect_right(vstarts, t) - 1
+            if v < 0:
+                raise _Slow
+        if c == 1:
+            return mi[0], v, x[0], x[1]
+        return mi[0], v, x[0] * c, x[1] * c
+
+    def slow(d: dict[str, Any], rid: str, account: str, sid: str, line: int) -> list | None:
+        """The reference's checks and parts; None when the record is held."""
+        try:
+            if not rid:
+                raise _Bad("id is empty")
+            if not account:
+                raise _Bad("account is empty")
+            sku = skus.get(sid)
+            if sku is None:
+                raise _Bad(f"unknown SKU {sid!r}")
+            return _parts(d, sku, starts[sid])
+        except (Inexact, Rounded, InvalidOperation):  # past 120 digits
+            early.append({"id": rid, "line": line,
+                          "reason": "quantity has more than 120 significant digits"})
+        except _Bad as err:
+            early.append({"id": rid, "line": line, "reason": str(err)})
+        return None
+
+    fast_fail = (_Slow, _Bad, ValueError, TypeError, ArithmeticError)
+    if isinstance(src, CsvUsage):
+        exact: dict[int, str] = {}  # line -> payload, for rows whose text cannot be split back
+        with open(src.path, newline="", encoding="utf-8") as f:
+            r = csv.reader(f)
+            cols = csv_header(r, src.path) or []
+            n = len(cols)
+            n1 = n - 1
+            col = {c: i for i, c in enumerate(cols)}  # a repeated name: the last wins
+            # one C call takes the fields; an absent optional column reads a "" appended at n
+            want = [col.get(c, n) for c in FIELDS[:7]]
+            pad = n in want
+            fields = itemgetter(*want)
+            rest = [i for i, c in enumerate(cols) if c != "id"]
             prev = r.line_num
-            if len(row) != n:
-                if not row:
+            for row in r:
+                line = prev + 1
+                prev = r.line_num
+                if len(row) != n:
+                    if not row:
+                        continue
+                    early.append({"id": "", "line": line, "reason": f"malformed CSV line "
+                                  f"{line}: {len(row)} fields, header has {n}"})
+                    if strict:
+                        break
                     continue
-                read += 1
-                early.append({"id": "", "line": line, "reason": f"malformed CSV line {line}: "
-                              f"{len(row)} fields, header has {n}"})
-                if strict:
+                text = "\x1f".join(row)  # the payload is taken from it for repeated ids only
+                if text.count("\x1f") != n1:  # a field holds the separator itself
+                    exact[line] = "\x1f".join([row[i].strip() for i in rest])
+                if pad:
+                    row.append("")
+                rid, account, sid, st, ev, qv, cv = fields(row)
+                rid = rid.strip()
+                account = account.strip()
+                sid = sid.strip()
+                si = info.get(sid)
+                if rid and account and si is not None:
+                    try:
+                        add((line, rid, text, account, sid, *one(si, st, ev, qv, cv)))
+                        continue
+                    except fast_fail:
+                        pass
+                parts = slow(dict(zip(cols, row[:n], strict=True)), rid, account, sid, line)
+                if parts is not None:
+                    add((line, rid, text, account, sid, parts, 0, None, None))
+                elif strict:
                     break
-                continue
-            read += 1
-            text = "\x1f".join(row)  # the payload is taken from it only for repeated ids
-            if text.count("\x1f") != n - 1:  # a field holds the separator itself
-                exact[line] = "\x1f".join([row[i].strip() for i in rest])
-            if pad:
-                row.append("")
-            rid, account, sid, st, ev, qv, cv = fields(row)
-            rid = rid.strip()
-            account = account.strip()
-            sid = sid.strip()
-            si = info.get(sid)
-            if rid and account and si is not None:
-                try:
-                    sku, vstarts, s0, single, qcache, scache = si
-                    t = fromiso(st.strip())
-                    if t.tzinfo is not UTC:
-                        t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-                    c = 1
-                    if cv:
-                        c = counts.get(cv)
-                        if c is None:
-                            c = counts[cv] = _count(cv)
-                            if len(counts) > _CACHE_MAX:
-                                counts.clear()
-                    if ev:
-                        e = fromiso(ev.strip())
-                        if e.tzinfo is not UTC:
-                            e = e.replace(tzinfo=UTC) if e.tzinfo is None else e.astimezone(UTC)
-                        if e < t:
-                            raise _Slow
-                    ym = t.year * 12 + t.month - 1
-                    mi = months.get(ym)
-                    if mi is None:
-                        mi = months[ym] = _month_info(ym)
-                    if qv:
-                        x = qcache.get(qv)
-                        if x is None:
-                            q = Decimal(qv.strip())
-                            if not q.is_finite() or q < 0:
-                                raise _Slow
-                            if len(qcache) >= _CACHE_MAX:
-                                qcache.clear()
-                            # x 1 as the reference's "x count": a quantity of more than
-                            # 120 digits traps here as it does there
-                            x = qcache[qv] = (q * 1, per_record(q, sku) * 1)
-                    elif ev:
-                        if e > mi[1]:
-                            raise _Slow  # crosses a month boundary: split by the reference
-                        td = e - t  # an exact timedelta: the cache key
-                        x = scache.get(td)
-                        if x is None:
-                            us = (td.days * 86400 + td.seconds) * 1_000_000 + td.microseconds
-                            q = Decimal(us).scaleb(-6)
-                            if len(scache) >= _CACHE_MAX:
-                                scache.clear()
-                            x = scache[td] = (q * 1, per_record(q, sku) * 1)
-                    else:
-                        raise _Slow
-                    if single:
-                        if t < s0:
-                            raise _Slow
-                        v = 0
-                    else:
-                        v = bisect_right(vstarts, t) - 1
-                        if v < 0:
-                            raise _Slow
-                    # flat: no container per record stays alive (the cyclic GC would walk it)
-                    if c == 1:
-                        add((line, rid, text, account, sid, mi[0], v, x[0], x[1]))
-                    else:
-                        add((line, rid, text, account, sid, mi[0], v, x[0] * c, x[1] * c))
-                    continue
-                except (_Slow, _Bad, ValueError, ArithmeticError):
-                    pass
-            # not the common case: the reference decides (its parts, or its reason)
-            try:
-                if not rid:
-                    raise _Bad("id is empty")
-                if not account:
-                    raise _Bad("account is empty")
-                sku = skus.get(sid)
-                if sku is None:
-                    raise _Bad(f"unknown SKU {sid!r}")
-                parts = _parts(dict(zip(cols, row[:n], strict=True)), sku, starts[sid])
-            except (Inexact, Rounded, InvalidOperation):  # past 120 digits
-                early.append({"id": rid, "line": line,
-                              "reason": "quantity has more than 120 significant digits"})
-            except _Bad as err:
-                early.append({"id": rid, "line": line, "reason": str(err)})
-            else:
-                add((line, rid, text, account, sid, parts, 0, None, None))
-                continue
-            if strict:
-                break
 
-    def payload(line: int, text: str) -> str:
-        """What the reference hashes: the fields other than id, stripped, joined by \\x1f."""
-        p = exact.get(line)
-        if p is None:
-            f = text.split("\x1f")
-            p = "\x1f".join([f[i].strip() for i in rest])
-        return p
+        def payload(line: int, text: str) -> str:
+            """What the reference hashes: the fields but id, stripped, joined by \\x1f."""
+            p = exact.get(line)
+            if p is None:
+                f = text.split("\x1f")
+                p = "\x1f".join([f[i].strip() for i in rest])
+            return p
+    else:
+        loads = json.loads
+        with open(src.path, encoding="utf-8") as f:
+            for line, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    d = loads(text, parse_float=Decimal)
+                except json.JSONDecodeError as e:
+                    early.append({"id": "", "line": line,
+                                  "reason": f"malformed JSON on line {line}: {e.msg}"})
+                    if strict:
+                        break
+                    continue
+                if not isinstance(d, dict):
+                    early.append({"id": "", "line": line,
+                                  "reason": f"line {line} is not a JSON object"})
+                    if strict:
+                        break
+                    continue
+                g = d.get
+                rid = str(g("id", "") or "").strip()
+                account = str(g("account", "") or "").strip()
+                sid = str(g("sku", "") or "").strip()
+                si = info.get(sid)
+                if rid and account and si is not None:
+                    st = g("start", "")
+                    ev, qv, cv = _text(g("end")), _text(g("quantity")), _text(g("count"))
+                    if type(st) is str and type(ev) is str and qv is not None \
+                            and cv is not None:
+                        try:
+                            add((line, rid, text, account, sid, *one(si, st, ev, qv, cv)))
+                            continue
+                        except fast_fail:
+                            pass
+                parts = slow(d, rid, account, sid, line)
+                if parts is not None:
+                    add((line, rid, text, account, sid, parts, 0, None, None))
+                elif strict:
+                    break
+
+        def payload(line: int, text: str) -> str:
+            """What the reference hashes: the record but id, as sorted JSON."""
+            d = loads(text, parse_float=Decimal)
+            return json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
+                              default=str)
+    read = len(parsed) // 9 + len(early)
 
     # Duplicates, found in bulk (a C-level count of the ids) rather than one dict probe per
     # record: only ids seen more than once are looked at, in reading order, as the reference

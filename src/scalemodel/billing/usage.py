@@ -29,7 +29,7 @@ def read_usage(path: str | Path) -> Iterable[Raw]:
     if not p.is_file():
         raise BadInput(f"--usage: no such file {str(p)!r}")
     if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        return _jsonl(p)
+        return JsonlUsage(p)
     if p.suffix.lower() == ".csv":
         return CsvUsage(p)
     raise BadInput(f"--usage: {p.name} must end in .csv or .jsonl")
@@ -37,14 +37,24 @@ def read_usage(path: str | Path) -> Iterable[Raw]:
 
 class CsvUsage:
     """A CSV usage file. Iterating it yields :data:`Raw` tuples (one dict per record: what the
-    reference engine reads); the engine's fast path reads the rows directly with
-    :func:`csv_header` instead, without building a dict per record."""
+    reference engine reads); the engine's fast path (:mod:`scalemodel.billing.fast`) reads the
+    file itself instead, without a dict or a payload per record."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def __iter__(self) -> Iterator[Raw]:
         return _csv(self.path)
+
+
+class JsonlUsage:
+    """A JSON Lines usage file; iterating it yields :data:`Raw` tuples, as :class:`CsvUsage`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[Raw]:
+        return _jsonl(self.path)
 
 
 def csv_header(r: Iterator[list[str]], p: Path) -> list[str] | None:
