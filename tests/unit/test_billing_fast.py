@@ -268,3 +268,20 @@ def test_fast_path_empty_files(tmp_path, text):
         {"from": "2026-01-01T00:00:00Z", "unit_price": "1"}]}}})
     fast, ref = both(p, cat)
     assert fast == ref and fast["counts"]["read"] == 0
+
+
+def test_fast_path_jsonl_bom_and_numbers(tmp_path):
+    cat = parse_catalog({"currency": "USD", "sku": {"s": {"increment": "0.5", "prices": [
+        {"from": "2026-01-01T00:00:00Z", "unit_price": "1.25"}]}}})
+    p = tmp_path / "u.jsonl"
+    p.write_text('\ufeff{"id": 1, "account": "a", "sku": "s", "start": "2026-11-02", '
+                 '"quantity": 1}\n'
+                 '{"id": 2, "account": "a", "sku": "s", "start": "2026-11-02", "quantity": 0.7,'
+                 ' "count": 3}\n'
+                 '{"id": 3, "account": "a", "sku": "s", "start": "2026-11-02", "quantity": true}\n'
+                 '{"id": 2, "account": "a", "sku": "s", "start": "2026-11-02", "quantity": 0.70,'
+                 ' "count": 3}\n', encoding="utf-8")
+    fast, ref = both(p, cat)
+    assert fast == ref
+    assert "BOM" in fast["unbilled"][0]["reason"]
+    assert fast["counts"] == {"read": 4, "billed": 0, "duplicates": 0, "unbilled": 4}

@@ -226,13 +226,20 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                 p = "\x1f".join([f[i].strip() for i in rest])
             return p
     else:
-        loads = json.loads
+        # one decoder for every line: json.loads(text, parse_float=...) builds a new one per call
+        decode = json.JSONDecoder(parse_float=Decimal).decode
+
+        def loads(text: str) -> Any:
+            if text.startswith("\ufeff"):  # json.loads refuses a BOM with its own message
+                return json.loads(text, parse_float=Decimal)
+            return decode(text)
+
         with open(src.path, encoding="utf-8") as f:
             for line, text in enumerate(f, start=1):
                 if not text.strip():
                     continue
                 try:
-                    d = loads(text, parse_float=Decimal)
+                    d = loads(text)
                 except json.JSONDecodeError as e:
                     early.append({"id": "", "line": line,
                                   "reason": f"malformed JSON on line {line}: {e.msg}"})
@@ -268,7 +275,7 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
 
         def payload(line: int, text: str) -> str:
             """What the reference hashes: the record but id, as sorted JSON."""
-            d = loads(text, parse_float=Decimal)
+            d = loads(text)
             return json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
                               default=str)
     read = len(parsed) // 9 + len(early)
