@@ -171,6 +171,7 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
         return None
 
     fast_fail = (_Slow, _Bad, ValueError, TypeError, ArithmeticError)
+    keep = ledger is not None  # every payload is needed (hashed into the ledger)
     if isinstance(src, CsvUsage):
         exact: dict[int, str] = {}  # line -> payload, for rows whose text cannot be split back
         with open(src.path, newline="", encoding="utf-8") as f:
@@ -184,6 +185,8 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             pad = n in want
             fields = itemgetter(*want)
             rest = [i for i, c in enumerate(cols) if c != "id"]
+            restget = itemgetter(*rest) if rest else None  # >= 3 columns with a header
+            strip = str.strip
             prev = r.line_num
             for row in r:
                 line = prev + 1
@@ -196,9 +199,12 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                     if strict:
                         break
                     continue
-                text = "\x1f".join(row)  # the payload is taken from it for repeated ids only
-                if text.count("\x1f") != n1:  # a field holds the separator itself
-                    exact[line] = "\x1f".join([row[i].strip() for i in rest])
+                if keep:  # a ledger stores every payload's hash: build it now
+                    text = "\x1f".join(map(strip, restget(row)))
+                else:  # the payload is taken from the row text for repeated ids only
+                    text = "\x1f".join(row)
+                    if text.count("\x1f") != n1:  # a field holds the separator itself
+                        exact[line] = "\x1f".join([row[i].strip() for i in rest])
                 if pad:
                     row.append("")
                 rid, account, sid, st, ev, qv, cv = fields(row)
@@ -220,6 +226,8 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
 
         def payload(line: int, text: str) -> str:
             """What the reference hashes: the fields but id, stripped, joined by \\x1f."""
+            if keep:
+                return text
             p = exact.get(line)
             if p is None:
                 f = text.split("\x1f")
@@ -252,6 +260,9 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                     if strict:
                         break
                     continue
+                if keep:
+                    text = json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
+                                      default=str)
                 g = d.get
                 rid = str(g("id", "") or "").strip()
                 account = str(g("account", "") or "").strip()
@@ -275,6 +286,8 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
 
         def payload(line: int, text: str) -> str:
             """What the reference hashes: the record but id, as sorted JSON."""
+            if keep:
+                return text
             d = loads(text)
             return json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
                               default=str)
