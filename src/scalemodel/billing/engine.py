@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, Inexact, InvalidOperation, Rounded, localcontext
+from decimal import Context, Decimal, Inexact, InvalidOperation, Rounded, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +35,7 @@ from .catalog import Catalog, Sku
 from .ledger import Ledger, totals_for
 from .money import fmt_dec, fmt_minor, round_minor
 from .rating import ZERO, per_period, per_record, rate
-from .usage import Raw
+from .usage import CsvUsage, JsonlUsage, Raw
 
 _MICRO = Decimal("0.000001")
 
@@ -78,8 +78,10 @@ class Line:
 
 def _frac_str(x: Fraction, digits: int = 12) -> str:
     """An exact amount for audit: exact when it terminates, else 12 decimals and '...'."""
-    d = Decimal(x.numerator) / Decimal(x.denominator)
-    q = d.quantize(Decimal(1).scaleb(-digits))
+    # enough digits for the whole part and the decimals (the default 28 overflow past 1e16)
+    with localcontext(Context(prec=len(str(abs(x.numerator))) + digits + 2)):
+        d = Decimal(x.numerator) / Decimal(x.denominator)
+        q = d.quantize(Decimal(1).scaleb(-digits))
     return fmt_dec(q) if Fraction(q) == x else fmt_dec(q) + "..."
 
 
@@ -143,6 +145,13 @@ def _payload_hash(payload: str) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=12).hexdigest()
 
 
+def _count(cv: Any) -> int:
+    c = _decimal(cv, "count")
+    if c != c.to_integral_value() or c < 1:
+        raise _Bad(f"count must be a whole number of at least 1, got {cv!r}")
+    return int(c)
+
+
 def _parts(d: dict[str, Any], sku: Sku,
            starts: list[datetime]) -> list[tuple[str, int, Decimal, Decimal]]:
     """(period, price version, raw quantity, record-rounded quantity) per part of a record."""
@@ -151,12 +160,7 @@ def _parts(d: dict[str, Any], sku: Sku,
     end = _time(end_v, "end") if end_v not in (None, "") else None
     qv = d.get("quantity")
     cv = d.get("count")
-    count = 1
-    if cv not in (None, ""):
-        c = _decimal(cv, "count")
-        if c != c.to_integral_value() or c < 1:
-            raise _Bad(f"count must be a whole number of at least 1, got {cv!r}")
-        count = int(c)
+    count = _count(cv) if cv not in (None, "") else 1
     if end is not None and end < start:
         raise _Bad("end is before start")
     spans: list[tuple[datetime, Decimal]] = []
@@ -199,13 +203,21 @@ def _month(text: str | None) -> str | None:
 
 
 def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
-         ledger: Ledger | None = None, strict: bool = False) -> Invoice:
+         ledger: Ledger | None = None, strict: bool = False, fast: bool = True) -> Invoice:
     """Bill the records. Decimal arithmetic runs with 120 digits and traps any inexact
-    result, so a sum or a product is never rounded silently (Python's default is 28 digits)."""
+    result, so a sum or a product is never rounded silently (Python's default is 28 digits).
+
+    A file from :func:`~scalemodel.billing.usage.read_usage` goes through the fast path
+    (:mod:`scalemodel.billing.fast`), which gives the same invoice as the reference path
+    below; ``fast=False`` forces the reference path (tests compare the two)."""
     with localcontext() as ctx:
         ctx.prec = 120
         ctx.traps[Inexact] = True
         ctx.traps[Rounded] = True
+        if fast and isinstance(raws, CsvUsage | JsonlUsage):
+            from .fast import bill_fast
+
+            return bill_fast(raws, cat, _month(period), ledger, strict)
         return _bill(raws, cat, period, ledger, strict)
 
 
@@ -245,7 +257,7 @@ def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger 
             if sku is None:
                 raise _Bad(f"unknown SKU {sid!r}")
             parts = _parts(d, sku, starts[sid])
-        except (Inexact, Rounded):
+        except (Inexact, Rounded, InvalidOperation):  # past 120 digits
             hold(rid, line, "quantity has more than 120 significant digits")
             continue
         except _Bad as e:

@@ -52,7 +52,11 @@ class Ledger:
         now = datetime.now(UTC).isoformat()
         with self.db:
             self.db.executemany("INSERT INTO parts VALUES (?, ?, ?)", parts)
-            self.db.executemany("INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?, ?)", totals)
+            # an amount past SQLite's 64-bit INTEGER is stored as its decimal text (read back
+            # with int() like any other)
+            self.db.executemany("INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?, ?)",
+                                [(*t[:5], t[5] if -2**63 <= t[5] < 2**63 else str(t[5]))
+                                 for t in totals])
             self.db.executemany("INSERT OR IGNORE INTO closed VALUES (?, ?, ?)",
                                 [(p, now, currency) for p in periods])
 

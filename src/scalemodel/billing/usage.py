@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,28 +24,59 @@ FIELDS = ("id", "account", "sku", "start", "end", "quantity", "count", "attribut
 Raw = tuple[int, dict[str, Any] | None, str, str]
 
 
-def read_usage(path: str | Path) -> Iterator[Raw]:
+def read_usage(path: str | Path) -> Iterable[Raw]:
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"--usage: no such file {str(p)!r}")
     if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        return _jsonl(p)
+        return JsonlUsage(p)
     if p.suffix.lower() == ".csv":
-        return _csv(p)
+        return CsvUsage(p)
     raise BadInput(f"--usage: {p.name} must end in .csv or .jsonl")
+
+
+class CsvUsage:
+    """A CSV usage file. Iterating it yields :data:`Raw` tuples (one dict per record: what the
+    reference engine reads); the engine's fast path (:mod:`scalemodel.billing.fast`) reads the
+    file itself instead, without a dict or a payload per record."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[Raw]:
+        return _csv(self.path)
+
+
+class JsonlUsage:
+    """A JSON Lines usage file; iterating it yields :data:`Raw` tuples, as :class:`CsvUsage`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[Raw]:
+        return _jsonl(self.path)
+
+
+def csv_header(r: Iterator[list[str]], p: Path) -> list[str] | None:
+    """The stripped column names of a CSV reader (None for an empty file); missing required
+    columns are refused."""
+    header = next(r, None)
+    if header is None:
+        return None
+    cols = [h.strip() for h in header]
+    missing = [c for c in ("id", "account", "sku", "start") if c not in cols]
+    if missing:
+        raise BadInput(f"--usage: {p.name} lacks column(s) {', '.join(missing)}; columns: "
+                       f"{', '.join(FIELDS)}")
+    return cols
 
 
 def _csv(p: Path) -> Iterator[Raw]:
     with open(p, newline="", encoding="utf-8") as f:
         r = csv.reader(f)
-        header = next(r, None)
-        if header is None:
+        cols = csv_header(r, p)
+        if cols is None:
             return
-        cols = [h.strip() for h in header]
-        missing = [c for c in ("id", "account", "sku", "start") if c not in cols]
-        if missing:
-            raise BadInput(f"--usage: {p.name} lacks column(s) {', '.join(missing)}; columns: "
-                           f"{', '.join(FIELDS)}")
         n = len(cols)
         rest = [i for i, c in enumerate(cols) if c != "id"]
         prev = r.line_num
