@@ -134,3 +134,11 @@ def test_no_source_key_is_defined_twice():
         for key in t:
             assert key not in seen, f"{key} in both {seen[key]} and {name}"
             seen[key] = name
+
+
+def test_bundled_ids_win_over_stray_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llama-3-70b").write_text("{}")  # e.g. an output file named after a model
+    (tmp_path / "h100-sxm").write_text("not toml")
+    assert specs.get_model("llama-3-70b").n_layers == 80
+    assert specs.get_gpu("h100-sxm").peak_flop_per_s("bf16") == 989.4e12

@@ -116,7 +116,8 @@ def gpu_ids() -> list[str]:
 
 def get_gpu(name: str) -> GPUSpec:
     """A bundled GPU by id (``h100-sxm``) or a user TOML file by path (``./my_gpu.toml``)."""
-    if name.endswith(".toml") or Path(name).is_file():
+    # a bundled id wins over a stray file of the same name in the working directory
+    if name.lower() not in _bundled_gpus() and (name.endswith(".toml") or Path(name).is_file()):
         data = read_user_toml(name, "--gpu")
         if "name" not in data and len(data) == 1:  # one table: [my-gpu] ...
             ((gid, t),) = data.items()

@@ -351,7 +351,8 @@ def model_info(model_id: str) -> Mapping[str, Any]:
 def get_model(name: str) -> ModelSpec:
     """A bundled model id (``llama-3-70b``) or a path to any supported ``config.json``."""
     p = Path(name)
-    if name.endswith(".json") or p.is_file():
+    # a bundled id wins over a stray file of the same name in the working directory
+    if name.lower() not in _catalogue() and (name.endswith(".json") or p.is_file()):
         if not p.is_file():
             raise BadInput(f"--model: no such file {name!r}")
         try:
