@@ -118,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:
         sys.stderr.write(f"scalemodel {args.command}: error: {e}\n")
         return 2
+    except UnicodeDecodeError as e:  # an input file that is not text: bad input, not a crash
+        sys.stderr.write(f"scalemodel {args.command}: error: an input file is not UTF-8 text "
+                         f"({e.reason} at byte {e.start})\n")
+        return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
 

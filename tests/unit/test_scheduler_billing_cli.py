@@ -126,3 +126,15 @@ def test_unreadable_trace_is_bad_input(tmp_path):
             f(d)
     with pytest.raises(BadInput, match="no such file"):
         read_jobs_csv(d)
+
+
+@pytest.mark.parametrize("suffix, body", [
+    (".csv", b"id,account,sku,start,end,quantity\n\xff\xfe,bad\n"),
+    (".jsonl", b'{"id": "a", "account": "x", "sku": "gpu-hour", "quantity": "1"}\n\xff\n'),
+])
+def test_usage_that_is_not_utf8_is_one_line(tmp_path, capsys, suffix, body):
+    p = tmp_path / f"usage{suffix}"
+    p.write_bytes(body)
+    assert main(["bill", "--usage", str(p), "--prices", PRICES]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not UTF-8" in err

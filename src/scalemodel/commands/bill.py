@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> Any:
     try:
         inv = bill(read_usage(args.usage), cat, period=args.period, ledger=ledger,
                    strict=args.strict)
+    except UnicodeDecodeError as e:
+        from ..errors import BadInput
+
+        raise BadInput(f"--usage: {args.usage} is not UTF-8 text (byte {e.start}: "
+                       f"{e.object[e.start:e.start + 1]!r}); nothing was billed") from None
     finally:
         if ledger is not None:
             ledger.close()
