@@ -35,11 +35,25 @@ import numpy as np
 from ..errors import BadInput
 from .model import TraceSet
 
-Z_MAX = 3.5
-SCORE_MIN = 0.75  # NVRx: reference / current below this is a straggler
-MAD_K = 1.4826
-STEP_JUMP = 1.05  # a step-time change smaller than this is noise
-NOISE_MAX = 1.15  # unexplained changes below this are called healthy
+
+
+def _thresholds() -> dict[str, float]:
+    """The verdict thresholds, with their sources, from reliability.toml [triage]."""
+    from ..specs.sources import load_toml
+
+    return {k: float(v["value"]) for k, v in load_toml("reliability.toml")["triage"].items()}
+
+
+_T = _thresholds()
+Z_MAX = _T["robust_z_max"]
+SCORE_MIN = _T["straggler_score_min"]  # NVRx: reference / current below this is a straggler
+MAD_K = _T["mad_to_sigma"]
+STEP_JUMP = _T["step_jump"]  # a step-time change smaller than this is noise
+NOISE_MAX = _T["noise_max"]  # unexplained changes below this are called healthy
+GREW = _T["grew_ratio"]
+MOST = _T["most_ranks"]
+HIDDEN_DROP = _T["hidden_drop"]
+LATE_SHARE = _T["late_share_of_gap"]
 
 
 @dataclass(frozen=True)
@@ -189,18 +203,18 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
         ev.append(f"no rank stands out and the step time is within {STEP_JUMP - 1:.0%} of the "
                   "reference")
         return SlowResult("healthy", (), scores, tuple(ev), wins, per_rank, ts.summary())
-    frac = lambda a: float(np.mean(a > 1.25))  # noqa: E731
-    if frac(comp_ratio) >= 0.75:
+    frac = lambda a: float(np.mean(a > GREW))  # noqa: E731
+    if frac(comp_ratio) >= MOST:
         ev.append(f"compute grew on {frac(comp_ratio):.0%} of ranks: the whole job computes "
                   "slower (clocks, thermals, a code or data change)")
         return SlowResult("compute", tuple(ranks), scores, tuple(ev), wins, per_rank,
                           ts.summary())
-    if frac(comm_ratio) >= 0.75:
+    if frac(comm_ratio) >= MOST:
         ev.append(f"collective time up {np.median(comm_ratio):.2f}x on {frac(comm_ratio):.0%} "
                   "of ranks together while compute is unchanged: the fabric (links, switches, "
                   "congestion) got slower")
         return SlowResult("fabric", (), scores, tuple(ev), wins, per_rank, ts.summary())
-    if np.median(b_cur) > 1.25 * np.median(b_ref) + 1e-4 and hid_cur < hid_ref - 0.1:
+    if np.median(b_cur) > GREW * np.median(b_ref) + 1e-4 and hid_cur < hid_ref - HIDDEN_DROP:
         ev.append("collectives take no longer, but ranks now sit blocked on them: "
                   "communication that used to run behind compute is exposed (lost overlap)")
         return SlowResult("lost-overlap", (), scores, tuple(ev), wins, per_rank, ts.summary())
@@ -239,7 +253,7 @@ def _fr_arrivals(ts: TraceSet) -> SlowResult:
     gap = float(np.median(np.diff(starts))) if len(starts) > 1 else 0.0
     z = (med_late - np.median(med_late)) / max(
         MAD_K * float(np.median(np.abs(med_late - np.median(med_late)))), 0.05 * gap, 1e-4)
-    bad = [r for i, r in enumerate(ranks) if z[i] > Z_MAX and med_late[i] > 0.25 * gap]
+    bad = [r for i, r in enumerate(ranks) if z[i] > Z_MAX and med_late[i] > LATE_SHARE * gap]
     scores = {"per_rank": {str(r): float(z[i]) for i, r in enumerate(ranks)}, "per_node": {}}
     ev = [f"{len(full)} collectives recorded by all {len(ranks)} ranks; Flight Recorder on this "
           "backend has no durations, so only arrival lateness is scored",
