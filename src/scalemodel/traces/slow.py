@@ -36,7 +36,6 @@ from ..errors import BadInput
 from .model import TraceSet
 
 
-
 def _thresholds() -> dict[str, float]:
     """The verdict thresholds, with their sources, from reliability.toml [triage]."""
     from ..specs.sources import load_toml
