@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, non_negative_int, positive_int
+from .common import add_output, non_negative_float, non_negative_int, positive_float, positive_int
 
 POLICIES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation")
 
@@ -19,23 +19,6 @@ def _quota(text: str) -> tuple[str, int]:
     if not sep or not team or v < 0:
         raise argparse.ArgumentTypeError(f"expected TEAM=GPUS (e.g. LS=512), got {text!r}")
     return team, v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return v
-
-
-def _pos_float(text: str) -> float:
-    v = _nonneg_float(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return v
 
 
 def register(sub: Any) -> None:
@@ -59,7 +42,7 @@ def register(sub: Any) -> None:
                        help="GPUs per node = one NVLink domain (default 8)")
         q.add_argument("--nodes-per-rack", type=positive_int, default=None,
                        help="nodes per rack (default: scheduler.toml [topology])")
-        q.add_argument("--spread-penalty", type=_nonneg_float, default=None,
+        q.add_argument("--spread-penalty", type=non_negative_float, default=None,
                        help="extra run time of a gang spread over racks, as a fraction "
                             "(default: scheduler.toml [topology])")
         if name == "simulate":
@@ -76,19 +59,19 @@ def register(sub: Any) -> None:
         g.add_argument("--jobs", type=positive_int, default=10000,
                        help="synthetic: number of jobs (default 10000)")
         g.add_argument("--seed", type=non_negative_int, default=0, help="synthetic: seed")
-        g.add_argument("--load", type=_pos_float, default=None,
+        g.add_argument("--load", type=positive_float, default=None,
                        help="synthetic: offered load, demanded/available GPU-time (default 0.9)")
-        g.add_argument("--time-scale", type=_pos_float, default=1.0,
+        g.add_argument("--time-scale", type=positive_float, default=1.0,
                        help="divide the trace's arrival times by this (raise the load of a "
                             "real trace; default 1)")
-        g.add_argument("--checkpoint-interval", type=_nonneg_float, default=None,
+        g.add_argument("--checkpoint-interval", type=non_negative_float, default=None,
                        help="seconds of work between checkpoints when the trace does not say "
                             "(default 1800; 0 = never)")
-        g.add_argument("--checkpoint-cost", type=_nonneg_float, default=None,
+        g.add_argument("--checkpoint-cost", type=non_negative_float, default=None,
                        help="seconds to write one checkpoint (default 60)")
-        g.add_argument("--restore", type=_nonneg_float, default=None,
+        g.add_argument("--restore", type=non_negative_float, default=None,
                        help="seconds to restart from a checkpoint (default 120)")
-        g.add_argument("--grace", type=_nonneg_float, default=None,
+        g.add_argument("--grace", type=non_negative_float, default=None,
                        help="grace period before a preempted job must stop (default 0)")
         if name == "simulate":
             o = q.add_argument_group("exports")

@@ -22,6 +22,23 @@ positive_int = _int_at_least(1, "at least 1")
 non_negative_int = _int_at_least(0, "0 or more")
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    v = non_negative_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
 def tokens(text: str) -> int:
     """Token counts accept 8192, 8k (8192) or 128k (131072)."""
     from ..errors import BadInput

@@ -8,24 +8,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-from .common import add_gpu, add_model, add_output, positive_int, tokens
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return v
-
-
-def _pos_float(text: str) -> float:
-    v = _nonneg_float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return v
+from .common import (
+    add_gpu,
+    add_model,
+    add_output,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    tokens,
+)
 
 
 def register(sub: Any) -> None:
@@ -48,14 +39,14 @@ def register(sub: Any) -> None:
     r.add_argument("--clusters", type=positive_int, default=16, help="token clusters (default 16)")
     r.add_argument("--score", choices=["softmax", "sigmoid"], default=None,
                    help="router scores (default: sigmoid with --balance bias, else softmax)")
-    r.add_argument("--capacity-factor", type=_pos_float, default=None,
+    r.add_argument("--capacity-factor", type=positive_float, default=None,
                    help="expert capacity = cf x tokens x k / E (default: ST-MoE's training "
                         "value, moe.toml router.capacity_factor)")
-    r.add_argument("--aux-coef", type=_nonneg_float, default=None,
+    r.add_argument("--aux-coef", type=non_negative_float, default=None,
                    help="alpha (default: Switch Transformer's, moe.toml router.aux_coef)")
-    r.add_argument("--z-coef", type=_nonneg_float, default=None,
+    r.add_argument("--z-coef", type=non_negative_float, default=None,
                    help="c_z (default: ST-MoE's, moe.toml router.z_coef)")
-    r.add_argument("--gamma", type=_nonneg_float, default=None,
+    r.add_argument("--gamma", type=non_negative_float, default=None,
                    help="bias speed (default: DeepSeek-V3's, moe.toml router.gamma)")
     r.add_argument("--seed", type=int, default=0)
     add_output(r, plot=True)
@@ -80,14 +71,14 @@ def register(sub: Any) -> None:
     s = ms.add_parser("serve", help="layout per phase under TPOT / TTFT SLAs")
     add_model(s, default="deepseek-v3")
     add_gpu(s, default="h800")
-    s.add_argument("--tpot-ms", type=_pos_float, default=50.0, help="TPOT SLA, p99 (default 50)")
-    s.add_argument("--ttft-ms", type=_pos_float, default=2000.0, help="TTFT SLA, p99 (default 2000)")
+    s.add_argument("--tpot-ms", type=positive_float, default=50.0, help="TPOT SLA, p99 (default 50)")
+    s.add_argument("--ttft-ms", type=positive_float, default=2000.0, help="TTFT SLA, p99 (default 2000)")
     s.add_argument("--context", type=tokens, default=None,
                    help="decode KV length (default 4989, DeepSeek's production mean)")
     s.add_argument("--prompt", type=tokens, default=4096, help="prompt tokens (default 4096)")
     s.add_argument("--dtype", default="fp8", help="weights and GEMMs (default fp8)")
     s.add_argument("--kv-dtype", default="bf16", help="KV cache (default bf16)")
-    s.add_argument("--skew", type=_nonneg_float, default=None,
+    s.add_argument("--skew", type=non_negative_float, default=None,
                    help="Zipf exponent of expert popularity (default 0.6)")
     s.add_argument("--gpus-per-node", type=positive_int, default=8)
     s.add_argument("--no-overlap", action="store_true", help="no micro-batch overlap")
@@ -103,12 +94,12 @@ def register(sub: Any) -> None:
     add_model(g, default="deepseek-v3")
     g.add_argument("--regions", metavar="FILE.toml", default=None,
                    help="regions, shares, rtt_s, wan_bytes_per_s (default: bundled example)")
-    g.add_argument("--prefill-tokens-per-s", type=_pos_float, default=None,
+    g.add_argument("--prefill-tokens-per-s", type=positive_float, default=None,
                    help="prefill throughput of one node for recompute (default: DeepSeek's 73.7k)")
-    g.add_argument("--tpot-ms", type=_pos_float, default=50.0)
-    g.add_argument("--step-ms", type=_pos_float, default=30.0,
+    g.add_argument("--tpot-ms", type=positive_float, default=50.0)
+    g.add_argument("--step-ms", type=positive_float, default=30.0,
                    help="local decode step time (default 30 ms)")
-    g.add_argument("--skew", type=_nonneg_float, default=1.0, help="Zipf exponent (default 1)")
+    g.add_argument("--skew", type=non_negative_float, default=1.0, help="Zipf exponent (default 1)")
     g.add_argument("--slots", type=positive_int, default=288)
     g.add_argument("--gpus", type=positive_int, default=144)
     g.add_argument("--kv-dtype", default="bf16")

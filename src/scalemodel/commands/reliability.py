@@ -5,24 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, positive_int, size_bytes
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
-
-
-def _pos_float(text: str) -> float:
-    v = _nonneg_float(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return v
+from .common import add_output, non_negative_float, positive_float, positive_int, size_bytes
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -33,7 +16,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="llama3-h100 | meta-rsc1-a100 | meta-rsc2-a100 (default: by --gpu)")
     p.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per host; host and network failures scale with hosts (default 8)")
-    p.add_argument("--restart-s", type=_nonneg_float, default=600.0,
+    p.add_argument("--restart-s", type=non_negative_float, default=600.0,
                    help="relaunch + reload after an interruption, seconds (default 600)")
 
 
@@ -46,7 +29,7 @@ def register(sub: Any) -> None:
     c = s.add_parser("checkpoint", help="job MTBF, Young/Daly interval, goodput (analytic and "
                      "Monte Carlo, exponential and Weibull failures)")
     _common(c)
-    c.add_argument("--checkpoint-write-s", type=_pos_float, default=None,
+    c.add_argument("--checkpoint-write-s", type=positive_float, default=None,
                    help="seconds to write one checkpoint synchronously (or give --model)")
     c.add_argument("--model", default=None,
                    help="model id or config.json: checkpoint size = params x (weight + optimizer "
@@ -55,18 +38,18 @@ def register(sub: Any) -> None:
     c.add_argument("--dtype", default="bf16", help="weight precision (default bf16)")
     c.add_argument("--storage-bw", type=size_bytes, default=None,
                    help="storage write bandwidth in bytes/s, e.g. 2TB (default 2 TB/s, Llama 3)")
-    c.add_argument("--requeue-s", type=_nonneg_float, default=0.0,
+    c.add_argument("--requeue-s", type=non_negative_float, default=0.0,
                    help="wait for the scheduler to re-admit the job after a failure (default 0)")
-    c.add_argument("--interval-s", type=_pos_float, default=None,
+    c.add_argument("--interval-s", type=positive_float, default=None,
                    help="checkpoint interval to evaluate (default: Daly's optimum)")
     c.add_argument("--mode", choices=("sync", "async", "in-memory"), default="sync",
                    help="how checkpoints are taken (default sync)")
     c.add_argument("--trials", type=int, default=200,
                    help="Monte Carlo trials per interval, 0 = no simulation (default 200)")
-    c.add_argument("--weibull-shape", type=_pos_float, default=None,
+    c.add_argument("--weibull-shape", type=positive_float, default=None,
                    help="shape k of Weibull inter-failure times for the second simulation "
                         "(default 0.7)")
-    c.add_argument("--horizon-days", type=_pos_float, default=30.0,
+    c.add_argument("--horizon-days", type=positive_float, default=30.0,
                    help="simulated wall time per trial (default 30 days)")
     c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     add_output(c, plot=True)
@@ -81,7 +64,7 @@ def register(sub: Any) -> None:
     b.add_argument("--nodes-per-rack", type=positive_int, default=None, help="default 4")
     b.add_argument("--nodes-per-leaf", type=positive_int, default=None, help="default 32")
     b.add_argument("--racks-per-power-domain", type=positive_int, default=None, help="default 8")
-    b.add_argument("--interval-s", type=_pos_float, default=None,
+    b.add_argument("--interval-s", type=positive_float, default=None,
                    help="checkpoint interval for rework cost (default: Daly's at 60 s writes)")
     add_output(b)
     b.set_defaults(run=run_blast)
