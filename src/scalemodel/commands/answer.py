@@ -66,17 +66,14 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-_KEYS = ("model", "gpu", "dtype", "kv_dtype", "context", "seq_len", "batch", "micro_batch", "tp",
-         "gpus", "optimizer", "mem_fraction", "grid", "block", "threads", "regs", "smem", "tile",
-         "n", "tokens", "days", "mfu", "layout", "claim", "ranks", "bytes", "nodes",
-         "gpus_per_node", "intra", "inter", "pp", "dp", "workload", "a2a_share", "ops",
-         "existing_ethernet", "budget", "vendor", "live")
+# what the answer receives: every override flag above (not the output switches)
+_NOT_OPTIONS = {"id", "json", "markdown", "plot", "run", "command"}
 
 
 def run(args: argparse.Namespace) -> Any:
     from ..questions import build_answer
 
-    opts = {k: getattr(args, k) for k in _KEYS}
+    opts = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS}
     opts["skew"] = args.skew
     opts["tpot_s"] = args.tpot_ms / 1e3 if args.tpot_ms else None
     opts["ttft_s"] = args.ttft_ms / 1e3 if args.ttft_ms else None
