@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 
 def _int_at_least(lowest: int, what: str):  # noqa: ANN202 - an argparse type factory
@@ -27,7 +28,9 @@ def non_negative_float(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:  # also refuses nan
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    if v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return v
 
