@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, non_negative_float, non_negative_int, positive_float, positive_int
+from .common import (
+    add_output,
+    at_most,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 POLICIES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation")
 
@@ -37,8 +44,10 @@ def register(sub: Any) -> None:
                        help="alibaba-v2023 (bundled), synthetic, or a CSV file: our format "
                             "(id,submit_s,gpus,duration_s[,priority,team,checkpoint_interval_s,"
                             "checkpoint_cost_s,restore_s,grace_s]) or an openb pod list")
-        q.add_argument("--nodes", type=positive_int, default=128, help="nodes (default 128)")
-        q.add_argument("--gpus-per-node", type=positive_int, default=8,
+        q.add_argument("--nodes", type=at_most(positive_int, 2**17, "a cluster size bound"),
+                       default=128, help="nodes (default 128)")
+        q.add_argument("--gpus-per-node", type=at_most(positive_int, 72, "an NVL72 rack is the largest "
+                                                      "NVLink domain sold"), default=8,
                        help="GPUs per node = one NVLink domain (default 8)")
         q.add_argument("--nodes-per-rack", type=positive_int, default=None,
                        help="nodes per rack (default: scheduler.toml [topology])")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 
 def _int_at_least(lowest: int, what: str):  # noqa: ANN202 - an argparse type factory
@@ -106,3 +107,23 @@ def add_dtypes(p: argparse.ArgumentParser, kv: bool = False) -> None:
     if kv:
         p.add_argument("--kv-dtype", default="bf16",
                        help="KV-cache element type: bf16, fp16, fp8, int8, int4 (default bf16)")
+
+
+def at_most(parse: Any, highest: float, why: str) -> Any:
+    """An argparse type: ``parse`` the text, then refuse values above ``highest`` (input bounds
+    keep one command from running for hours or exhausting memory; ``why`` says where it comes
+    from)."""
+
+    def bounded(text: str) -> Any:
+        v = parse(text)
+        if v > highest:
+            raise argparse.ArgumentTypeError(f"at most {highest:,g} ({why}), got {text}")
+        return v
+
+    bounded.__name__ = getattr(parse, "__name__", "bounded")
+    return bounded
+
+
+# bounds shared by several commands
+MAX_GPUS = 2**21  # about ten times the largest GPU clusters announced by 2026
+MAX_SECONDS = 1e8  # about three years: longer durations are not a training-run question

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_gpu, add_model, add_output, fraction, positive_int, tokens
+from .common import (
+    MAX_GPUS,
+    add_gpu,
+    add_model,
+    add_output,
+    at_most,
+    fraction,
+    positive_int,
+    tokens,
+)
 
 _KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
 
@@ -51,12 +60,15 @@ def register(sub: Any) -> None:
                       "derivation, the next ones and the Pareto front.")
     add_model(t)
     add_gpu(t, default="h100-sxm")
-    t.add_argument("--gpus", type=positive_int, default=64, help="total GPUs (default 64)")
+    t.add_argument("--gpus", type=at_most(positive_int, MAX_GPUS, "a cluster size bound"),
+                   default=64, help="total GPUs (default 64)")
     t.add_argument("--seq-len", type=tokens, default=8192, help="sequence length (default 8192)")
     g = t.add_mutually_exclusive_group()
-    g.add_argument("--global-batch-tokens", type=tokens, default=None,
+    g.add_argument("--global-batch-tokens", type=at_most(tokens, 2**50, "tokens per step"),
+                   default=None,
                    help="tokens per step (default 4M = 4194304)")
-    g.add_argument("--global-batch", type=positive_int, default=None,
+    g.add_argument("--global-batch", type=at_most(positive_int, 2**31, "sequences per step"),
+                   default=None,
                    help="sequences per step (instead of tokens)")
     t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
                    help="training precision of the GEMMs (default bf16)")

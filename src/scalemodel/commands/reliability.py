@@ -5,18 +5,27 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, non_negative_float, positive_float, positive_int, size_bytes
+from .common import (
+    MAX_GPUS,
+    MAX_SECONDS,
+    add_output,
+    at_most,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    size_bytes,
+)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpus", type=positive_int, default=16384, help="GPUs in the job (default 16384)")
+    p.add_argument("--gpus", type=at_most(positive_int, MAX_GPUS, "a cluster size bound"), default=16384, help="GPUs in the job (default 16384)")
     p.add_argument("--gpu", default="h100-sxm",
                    help="GPU model; picks the failure profile measured on it (default h100-sxm)")
     p.add_argument("--failure-profile", default=None,
                    help="llama3-h100 | meta-rsc1-a100 | meta-rsc2-a100 (default: by --gpu)")
     p.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per host; host and network failures scale with hosts (default 8)")
-    p.add_argument("--restart-s", type=non_negative_float, default=600.0,
+    p.add_argument("--restart-s", type=at_most(non_negative_float, MAX_SECONDS, "seconds"), default=600.0,
                    help="relaunch + reload after an interruption, seconds (default 600)")
 
 
@@ -29,7 +38,7 @@ def register(sub: Any) -> None:
     c = s.add_parser("checkpoint", help="job MTBF, Young/Daly interval, goodput (analytic and "
                      "Monte Carlo, exponential and Weibull failures)")
     _common(c)
-    c.add_argument("--checkpoint-write-s", type=positive_float, default=None,
+    c.add_argument("--checkpoint-write-s", type=at_most(positive_float, MAX_SECONDS, "seconds"), default=None,
                    help="seconds to write one checkpoint synchronously (or give --model)")
     c.add_argument("--model", default=None,
                    help="model id or config.json: checkpoint size = params x (weight + optimizer "
@@ -38,9 +47,9 @@ def register(sub: Any) -> None:
     c.add_argument("--dtype", default="bf16", help="weight precision (default bf16)")
     c.add_argument("--storage-bw", type=size_bytes, default=None,
                    help="storage write bandwidth in bytes/s, e.g. 2TB (default 2 TB/s, Llama 3)")
-    c.add_argument("--requeue-s", type=non_negative_float, default=0.0,
+    c.add_argument("--requeue-s", type=at_most(non_negative_float, MAX_SECONDS, "seconds"), default=0.0,
                    help="wait for the scheduler to re-admit the job after a failure (default 0)")
-    c.add_argument("--interval-s", type=positive_float, default=None,
+    c.add_argument("--interval-s", type=at_most(positive_float, MAX_SECONDS, "seconds"), default=None,
                    help="checkpoint interval to evaluate (default: Daly's optimum)")
     c.add_argument("--mode", choices=("sync", "async", "in-memory"), default="sync",
                    help="how checkpoints are taken (default sync)")
@@ -64,7 +73,7 @@ def register(sub: Any) -> None:
     b.add_argument("--nodes-per-rack", type=positive_int, default=None, help="default 4")
     b.add_argument("--nodes-per-leaf", type=positive_int, default=None, help="default 32")
     b.add_argument("--racks-per-power-domain", type=positive_int, default=None, help="default 8")
-    b.add_argument("--interval-s", type=positive_float, default=None,
+    b.add_argument("--interval-s", type=at_most(positive_float, MAX_SECONDS, "seconds"), default=None,
                    help="checkpoint interval for rework cost (default: Daly's at 60 s writes)")
     add_output(b)
     b.set_defaults(run=run_blast)
