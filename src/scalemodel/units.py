@@ -138,7 +138,10 @@ def parse_size(text: str, field: str = "size") -> float:
             f"{field}: cannot read {text!r}; use a number with an optional unit "
             "(B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
-    return float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if not math.isfinite(value):
+        raise BadInput(f"{field}: {text!r} is not a finite size")
+    return value
 
 
 _TOKENS = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmM]?)\s*$")

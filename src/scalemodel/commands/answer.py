@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .claim import _count, _days, _mfu
-from .common import add_output, fraction, positive_int, size_bytes, tokens
+from .common import add_output, finite_float, fraction, positive_int, size_bytes, tokens
 
 
 def register(sub: Any) -> None:
@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     c.add_argument("--pp", type=positive_int, help="pipeline-parallel degree")
     c.add_argument("--dp", type=positive_int, help="data-parallel degree")
     c.add_argument("--workload", help="roce-vs-ib: training, inference or mixed")
-    c.add_argument("--a2a-share", type=float, help="roce-vs-ib: share of step time in all-to-all")
+    c.add_argument("--a2a-share", type=finite_float, help="roce-vs-ib: share of step time in all-to-all")
     c.add_argument("--ops", help="roce-vs-ib: team's experience: ib, ethernet or none")
     c.add_argument("--existing-ethernet", help="roce-vs-ib: yes or no")
     c.add_argument("--budget", help="roce-vs-ib: tight or normal")
@@ -59,9 +59,9 @@ def register(sub: Any) -> None:
     p.add_argument("--live", action="store_true",
                    help="answers built on real runs (hang-triage, slowdown-triage): run them "
                         "again here instead of reading the bundled recordings")
-    g.add_argument("--tpot-ms", type=float, help="TPOT SLA in ms (moe-latency-layout)")
-    g.add_argument("--ttft-ms", type=float, help="TTFT SLA in ms (moe-latency-layout)")
-    g.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (moe)")
+    g.add_argument("--tpot-ms", type=finite_float, help="TPOT SLA in ms (moe-latency-layout)")
+    g.add_argument("--ttft-ms", type=finite_float, help="TTFT SLA in ms (moe-latency-layout)")
+    g.add_argument("--skew", type=finite_float, help="Zipf exponent of expert popularity (moe)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_model, add_output, positive_int, size_bytes
+from .common import add_model, add_output, finite_float, positive_int, size_bytes
 
 COLLECTIVE_CHOICES = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce",
                       "all-to-all", "send-recv")
@@ -23,15 +23,15 @@ def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
     g.add_argument("--nodes", type=positive_int, help="nodes the group spans")
     g.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per node / NVLink domain (default 8, as HGX; 72 for NVL72)")
-    g.add_argument("--nics-per-gpu", type=float, default=1.0,
+    g.add_argument("--nics-per-gpu", type=finite_float, default=1.0,
                    help="NIC rails per GPU (default 1, as HGX/DGX H100)")
-    g.add_argument("--oversubscription", type=float, default=None,
+    g.add_argument("--oversubscription", type=finite_float, default=None,
                    help="leaf-spine down:up ratio (default 1, non-blocking)")
     g.add_argument("--nodes-per-leaf", type=positive_int, default=None,
                    help="nodes under one leaf switch per rail (default 32)")
-    g.add_argument("--efficiency-intra", type=float, default=None,
+    g.add_argument("--efficiency-intra", type=finite_float, default=None,
                    help="override the stated NVLink/PCIe efficiency (0-1]")
-    g.add_argument("--efficiency-inter", type=float, default=None,
+    g.add_argument("--efficiency-inter", type=finite_float, default=None,
                    help="override the stated NIC efficiency (0-1]")
 
 
@@ -92,7 +92,7 @@ def register(sub: Any) -> None:
     b.add_argument("--collectives", default=",".join(COLLECTIVE_CHOICES),
                    help="comma-separated subset")
     b.add_argument("--iters", type=positive_int, default=5, help="timed calls per cell at most")
-    b.add_argument("--timeout", type=float, default=120.0, help="seconds before ranks are killed")
+    b.add_argument("--timeout", type=finite_float, default=120.0, help="seconds before ranks are killed")
     b.add_argument("--save", metavar="FILE", help="write the calibration profile (JSON) here")
     b.add_argument("--torchrun", action="store_true",
                    help="run as one rank of the current torchrun job instead of starting ranks")

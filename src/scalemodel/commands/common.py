@@ -24,6 +24,17 @@ positive_int = _int_at_least(1, "at least 1")
 non_negative_int = _int_at_least(0, "0 or more")
 
 
+def finite_float(text: str) -> float:
+    """Any finite number (nan and infinities are never a meaningful input)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return v
+
+
 def non_negative_float(text: str) -> float:
     try:
         v = float(text)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, non_negative_int, positive_int
+from .common import add_output, finite_float, non_negative_int, positive_int
 
 
 def _dims(text: str) -> tuple[int, ...]:
@@ -113,9 +113,9 @@ def register(sub: Any) -> None:
     d.add_argument("--loop", type=_loop, help="evaluate once per value: NAME=v1,v2,...")
     d.add_argument("--define", type=_define, action="append", default=[],
                    help="NAME=INTEGER bound in the expressions (repeatable)")
-    d.add_argument("--then-cost", type=float, default=1.0,
+    d.add_argument("--then-cost", type=finite_float, default=1.0,
                    help="instructions in the innermost then-body (default 1)")
-    d.add_argument("--else-cost", type=float, default=1.0,
+    d.add_argument("--else-cost", type=finite_float, default=1.0,
                    help="instructions in each else-body; 0 for an if without else (default 1)")
     add_output(d)
     d.set_defaults(run=run_divergence)
@@ -136,7 +136,7 @@ def register(sub: Any) -> None:
                     help="bytes each thread loads per instruction (default 4)")
     lt.add_argument("--ilp", type=positive_int, default=1,
                     help="independent loads / FMAs in flight per thread (default 1)")
-    lt.add_argument("--latency-ns", type=float, help="DRAM latency to use instead of the data")
+    lt.add_argument("--latency-ns", type=finite_float, help="DRAM latency to use instead of the data")
     add_output(lt)
     lt.set_defaults(run=run_latency)
 

@@ -10,6 +10,7 @@ from .common import (
     add_gpu,
     add_model,
     add_output,
+    finite_float,
     fraction,
     positive_int,
     size_bytes,
@@ -44,8 +45,8 @@ def register(sub: Any) -> None:
     s.add_argument("--simulate", action="store_true",
                    help="simulate a request stream with contiguous vs paged allocation")
     s.add_argument("--requests", type=positive_int, default=20000, help="requests (default 20000)")
-    s.add_argument("--prompt-mean", type=float, default=512, help="mean prompt tokens (default 512)")
-    s.add_argument("--output-mean", type=float, default=256, help="mean output tokens (default 256)")
+    s.add_argument("--prompt-mean", type=finite_float, default=512, help="mean prompt tokens (default 512)")
+    s.add_argument("--output-mean", type=finite_float, default=256, help="mean output tokens (default 256)")
     s.add_argument("--pool", type=tokens, default=None,
                    help="KV pool in tokens (default: the capacity computed for --gpu, else 200k)")
     s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

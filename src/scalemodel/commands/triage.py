@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output, positive_int
+from .common import add_output, finite_float, positive_int
 
 SCENARIOS = ("healthy", "dead-rank", "hang", "op-mismatch", "size-mismatch", "order-mismatch",
              "straggler", "slow-link", "lost-overlap")
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     r.add_argument("--fault-rank", type=int, default=-1, help="rank at fault (default: the last)")
     r.add_argument("--ranks-per-node", type=positive_int, default=2,
                    help="ranks labelled as one node in the traces (default 2)")
-    r.add_argument("--pg-timeout-s", type=float, default=4.0,
+    r.add_argument("--pg-timeout-s", type=finite_float, default=4.0,
                    help="collective timeout of the process group (default 4)")
     add_output(r)
     r.set_defaults(run=run_job)

@@ -54,7 +54,7 @@ def _type_name(a: argparse.Action) -> str:
     name = getattr(t, "__name__", "")
     if t is int or name in ("positive_int", "non_negative_int", "_seed"):
         return "integer"
-    if t is float or name in ("fraction", "_days", "positive_float", "non_negative_float"):
+    if t is float or name in ("fraction", "_days", "positive_float", "non_negative_float", "finite_float"):
         return "number"
     return "string"
 
