@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import BadInput
+from .errors import BadInput, as_bad_input
 
 # command name -> module; the order is the order of `scalemodel --help`
 COMMANDS: dict[str, str] = {
@@ -118,9 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:
         sys.stderr.write(f"scalemodel {args.command}: error: {e}\n")
         return 2
-    except UnicodeDecodeError as e:  # an input file that is not text: bad input, not a crash
-        sys.stderr.write(f"scalemodel {args.command}: error: an input file is not UTF-8 text "
-                         f"({e.reason} at byte {e.start})\n")
+    except (UnicodeDecodeError, OSError) as e:  # unusable input files or paths: one line, exit 2
+        bad = as_bad_input(e)
+        if bad is None:
+            raise
+        sys.stderr.write(f"scalemodel {args.command}: error: {bad}\n")
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0

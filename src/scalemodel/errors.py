@@ -8,6 +8,7 @@ the CLI turns it into one line on stderr and exit code 2. Anything else is an in
 from __future__ import annotations
 
 import difflib
+import errno
 
 
 class BadInput(ValueError):
@@ -28,3 +29,20 @@ def require_positive(name: str, value: float, *, integer: bool = False) -> None:
         raise BadInput(f"{name} must be positive, got {value}")
     if integer and int(value) != value:
         raise BadInput(f"{name} must be a whole number, got {value}")
+
+
+# operating-system errors that mean "this path from the user cannot be used"
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES,
+                errno.ELOOP, errno.EINVAL}
+
+
+def as_bad_input(e: BaseException) -> BadInput | None:
+    """A BadInput for errors that come from unusable user input (a path that is too long, a
+    directory given as a file, bytes that are not UTF-8), else None (an internal failure)."""
+    if isinstance(e, UnicodeDecodeError):
+        return BadInput(f"an input file is not UTF-8 text ({e.reason} at byte {e.start})")
+    if isinstance(e, OSError) and e.errno in _PATH_ERRNOS:
+        name = str(e.filename or "")
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        return BadInput(f"cannot use the path {shown!r}: {e.strerror}")
+    return None

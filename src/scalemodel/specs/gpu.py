@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import BadInput, close_matches
-from .sources import cite, load_toml, read_user_toml
+from .sources import cite, is_user_file, load_toml, read_user_toml
 
 _REQUIRED = ("name", "hbm_bytes", "hbm_bytes_per_s", "flop_per_s")
 _POSITIVE = ("hbm_bytes", "hbm_bytes_per_s", "sm_count", "boost_clock_hz", "l2_bytes")
@@ -117,7 +117,7 @@ def gpu_ids() -> list[str]:
 def get_gpu(name: str) -> GPUSpec:
     """A bundled GPU by id (``h100-sxm``) or a user TOML file by path (``./my_gpu.toml``)."""
     # a bundled id wins over a stray file of the same name in the working directory
-    if name.lower() not in _bundled_gpus() and (name.endswith(".toml") or Path(name).is_file()):
+    if name.lower() not in _bundled_gpus() and (name.endswith(".toml") or is_user_file(name)):
         data = read_user_toml(name, "--gpu")
         if "name" not in data and len(data) == 1:  # one table: [my-gpu] ...
             ((gid, t),) = data.items()
@@ -129,7 +129,7 @@ def get_gpu(name: str) -> GPUSpec:
     table = _bundled_gpus().get(name.lower())
     if table is None:
         hint = close_matches(name.lower(), gpu_ids()) or ", ".join(gpu_ids())
-        raise BadInput(f"--gpu: unknown GPU {name!r}; did you mean: {hint}? (or pass a .toml path)")
+        raise BadInput(f"--gpu: unknown GPU {name[:80]!r}; did you mean: {hint}? (or pass a .toml path)")
     return _build_gpu(name.lower(), table, origin="bundled gpus.toml")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, close_matches
-from .sources import cite, data_path, load_toml
+from .sources import cite, data_path, is_user_file, load_toml
 
 
 @dataclass(frozen=True)
@@ -352,8 +352,8 @@ def get_model(name: str) -> ModelSpec:
     """A bundled model id (``llama-3-70b``) or a path to any supported ``config.json``."""
     p = Path(name)
     # a bundled id wins over a stray file of the same name in the working directory
-    if name.lower() not in _catalogue() and (name.endswith(".json") or p.is_file()):
-        if not p.is_file():
+    if name.lower() not in _catalogue() and (name.endswith(".json") or is_user_file(name)):
+        if not is_user_file(name):
             raise BadInput(f"--model: no such file {name!r}")
         try:
             cfg = json.loads(p.read_text())
@@ -364,7 +364,7 @@ def get_model(name: str) -> ModelSpec:
     if key not in _catalogue():
         hint = close_matches(key, model_ids()) or ", ".join(model_ids())
         raise BadInput(
-            f"--model: unknown model {name!r}; did you mean: {hint}? (or pass a config.json path)"
+            f"--model: unknown model {name[:80]!r}; did you mean: {hint}? (or pass a config.json path)"
         )
     return _bundled_model(key)
 

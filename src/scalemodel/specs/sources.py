@@ -38,11 +38,20 @@ def load_toml(name: str) -> dict[str, Any]:
         return tomllib.load(f)
 
 
+def is_user_file(name: str) -> bool:
+    """True when ``name`` names an existing regular file; odd strings (too long, NUL bytes) are
+    simply not files rather than an error."""
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def read_user_toml(path: str | Path, what: str) -> dict[str, Any]:
     """Parse a user's TOML file (data only: TOML cannot execute anything)."""
     p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"{what}: no such file {str(p)!r}")
+    if not is_user_file(str(p)):
+        raise BadInput(f"{what}: no such file {str(p)[:200]!r}")
     try:
         with open(p, "rb") as f:
             return tomllib.load(f)

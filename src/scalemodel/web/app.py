@@ -15,7 +15,7 @@ from typing import Any
 from flask import Flask, Response, abort, g, render_template, request
 
 from .. import __version__
-from ..errors import BadInput
+from ..errors import BadInput, as_bad_input
 from .cache import Cache, key_of
 from .forms import Field, FieldError, argv_from, command_tree, field_for, fields_of, patch_errors
 from .limits import (
@@ -112,6 +112,11 @@ class Study:
             raise
         except BadInput as e:
             raise FieldError(str(e), _field_in_message(fields, str(e))) from None
+        except (UnicodeDecodeError, OSError) as e:  # a user path that cannot be used
+            bad = as_bad_input(e)
+            if bad is None:
+                raise
+            raise FieldError(str(bad), "") from None
         if key is not None:
             self.results.put(key, rep, pin=classic)
         return rep, key
