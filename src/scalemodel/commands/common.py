@@ -36,12 +36,7 @@ def finite_float(text: str) -> float:
 
 
 def non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    v = finite_float(text)
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return v
@@ -54,38 +49,37 @@ def positive_float(text: str) -> float:
     return v
 
 
-def tokens(text: str) -> int:
-    """Token counts accept 8192, 8k (8192) or 128k (131072)."""
+def _parsed(parse: Any, text: str) -> Any:
+    """Run a units parser, turning its BadInput into argparse's one-line error."""
     from ..errors import BadInput
-    from ..units import parse_tokens
 
     try:
-        v = parse_tokens(text)
+        return parse(text)
     except BadInput as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def tokens(text: str) -> int:
+    """Token counts accept 8192, 8k (8192) or 128k (131072)."""
+    from ..units import parse_tokens
+
+    v = _parsed(parse_tokens, text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 token, got {text!r}")
     return v
 
 
 def fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    v = finite_float(text)
     if not 0 < v <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {v}")
     return v
 
 
 def size_bytes(text: str) -> float:
-    from ..errors import BadInput
     from ..units import parse_size
 
-    try:
-        v = parse_size(text)
-    except BadInput as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    v = _parsed(parse_size, text)
     if v < 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return v

@@ -5,27 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_output
+from .common import add_output, at_most, positive_float, positive_int
 
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 1..65535, got {v}")
-    return v
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 < v <= 600:
-        raise argparse.ArgumentTypeError(f"must be in (0, 600] seconds, got {v:g}")
-    return v
+_port = at_most(positive_int, 65535, "the largest TCP port")
+_seconds = at_most(positive_float, 600, "ten minutes per request")
 
 
 def register(sub: Any) -> None:
