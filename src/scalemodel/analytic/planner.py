@@ -105,6 +105,11 @@ def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None =
     return Cluster(g, int(n_gpus), int(node), int(dom), intra, inter_link, int(nics))
 
 
+ATTENTION_KINDS = ("flash", "triton", "unfused")
+KERNEL_MODES = ("fused", "eager")
+FUSED_ATTENTION = ("flash", "triton")  # kernels that never write the score matrix to HBM
+
+
 @dataclass(frozen=True)
 class Job:
     """What is trained: model, sequence length, global batch, precision and optimizer."""
@@ -115,8 +120,14 @@ class Job:
     precision: str = "bf16"
     optimizer_id: str = "adam"
     memory_fraction: float | None = None
-    attention: str = "flash"  # "flash" (fused, causal) or "unfused" (scores in HBM)
+    # "flash" (FlashAttention-2-class fused kernel), "triton" (the older Triton FlashAttention
+    # kernel, slower by planner.toml [attention] triton_slowdown) or "unfused" (scores in HBM)
+    attention: str = "flash"
     ep_overlap: bool = False  # MoE all-to-all overlapped with another micro-batch (DualPipe)
+    # "fused": every elementwise step of a norm, rotary or gated activation is one kernel
+    # (Megatron/Transformer Engine, torch.compile); "eager": PyTorch eager mode runs the
+    # reference code op by op (planner.toml [nongemm] eager_*)
+    kernels: str = "fused"
 
     @property
     def tokens_per_step(self) -> int:
@@ -126,11 +137,15 @@ class Job:
 def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None = None,
              global_batch_seqs: int | None = None, precision: str = "bf16",
              optimizer_id: str = "adam", memory_fraction: float | None = None,
-             attention: str = "flash", ep_overlap: bool = False) -> Job:
+             attention: str = "flash", ep_overlap: bool = False,
+             kernels: str = "fused") -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
-    if attention not in ("flash", "unfused"):
-        raise BadInput(f"--attention must be flash or unfused, got {attention!r}")
+    if attention not in ATTENTION_KINDS:
+        raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)}, "
+                       f"got {attention!r}")
+    if kernels not in KERNEL_MODES:
+        raise BadInput(f"--kernels must be one of {', '.join(KERNEL_MODES)}, got {kernels!r}")
     if seq_len < 1:
         raise BadInput(f"--seq-len must be at least 1, got {seq_len}")
     if (global_batch_tokens is None) == (global_batch_seqs is None):
@@ -145,7 +160,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
     if global_batch_seqs < 1:
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
-               memory_fraction, attention, bool(ep_overlap))
+               memory_fraction, attention, bool(ep_overlap), kernels)
 
 
 # --- GEMM efficiency --------------------------------------------------------------------------------
@@ -231,7 +246,7 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
 
 
 def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
-                        gpu: GPUSpec) -> tuple[Any, Any]:
+                        gpu: GPUSpec, slowdown: float = 1.0) -> tuple[Any, Any]:
     """(forward, backward) seconds of the FlashAttention calls of one layer on one rank.
 
     ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
@@ -239,6 +254,7 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
     geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
     (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
+    ``slowdown`` divides every rate (the Triton kernel runs ``triton_slowdown`` x slower).
     """
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
@@ -249,7 +265,12 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     b = constants()["attention"]["backward_flop_factor"] * (flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
                + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False,
                                                                   backward=True))
-    return f / peak16, b / peak16
+    return slowdown * f / peak16, slowdown * b / peak16
+
+
+def attention_slowdown(kind: str) -> float:
+    """How much slower than the FlashAttention-2 curves a fused attention kind runs."""
+    return float(constants()["attention"]["triton_slowdown"]) if kind == "triton" else 1.0
 
 
 # --- collectives: priced by the collectives engine (analytic/collectives.py) ---------------------
@@ -482,9 +503,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     af1, ab1 = gemm3(T, ms.attn_in_n / tp, h)
     af2, ab2 = gemm3(T, h, ms.attn_out_k / tp)
     ng = constants()["nongemm"]
-    if job.attention == "flash":
+    if job.attention in FUSED_ATTENTION:
         core_flops = 2 * b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
-        core_f, core_b = attention_core_time(core_flops, S, cp, peak16, gpu)
+        core_f, core_b = attention_core_time(core_flops, S, cp, peak16, gpu,
+                                             attention_slowdown(job.attention))
         # ring attention (CP): each of the cp - 1 extra calls merges its partial output into the
         # running result forward, and accumulates dq, dk, dv backward (online-softmax merge)
         merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * T / tp
@@ -529,13 +551,44 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         bout = T * (ms.attn_in_n / tp + h + ms.up_k * width / tp + copies * h)
         return cb * fin, cb * bout
 
+    eager = job.kernels == "eager"
+    rms_n = 2.0 if (eager and m.norm == "rms") else 0.0  # two RMSNorms per layer
+    if m.kv_lora_rank:  # MLA: rotary only on the decoupled rope slices of Q and K
+        rope_w = float(m.n_heads * m.qk_rope_head_dim + m.qk_rope_head_dim)
+    else:
+        rope_w = float(ms.qk_dim + m.kv_dim)
+    rope_w = rope_w if (eager and m.rope) else 0.0
+    n_rep = m.n_heads / max(m.n_kv_heads, 1)
+    rep_w = float(m.kv_dim + ms.qk_dim) if (eager and not m.kv_lora_rank and n_rep > 1) else 0.0
+
+    def eager_bytes(width: float) -> tuple[Any, Any]:
+        """Extra HBM bytes per layer of PyTorch eager mode over the fused accounting of
+        ew_bytes (forward, backward): RMSNorm, rotary and SwiGLU run op by op, grouped-query
+        K/V are materialised per query head, the attention output is copied contiguous."""
+        if not eager:
+            return 0.0, 0.0
+        f = (rms_n * (ng["eager_rmsnorm_fwd"] - ng["fused_norm_fwd"]) * h / sp_div
+             + rope_w * (ng["eager_rope_fwd"] - ng["fused_rope_fwd"]) / tp
+             + (ng["eager_swiglu_fwd"] - ng["fused_swiglu_fwd"]) * width / tp
+             * (ms.up_k == 2)
+             + ng["eager_repeat_kv"] * rep_w / tp
+             + ng["eager_attn_out_copy"] * ms.v_dim / tp)
+        b_ = (rms_n * (ng["eager_rmsnorm_bwd"] - 2 * ng["fused_norm_fwd"]) * h / sp_div
+              + rope_w * (ng["eager_rope_bwd"] - 2 * ng["fused_rope_fwd"]) / tp
+              + (ng["eager_swiglu_bwd"] - 2 * ng["fused_swiglu_fwd"]) * width / tp
+              * (ms.up_k == 2)
+              + ng["eager_repeat_kv"] * rep_w / tp
+              + ng["eager_attn_out_copy"] * ms.v_dim / tp)
+        return T * f, T * b_
+
     def nongemm(width: float, copies: float = 1.0) -> tuple[Any, Any]:
         """Seconds of memory-bound kernels per layer (forward, backward): norms, residual adds,
         the activation function and rotary (backward twice the forward), dropout masks, fp8
         casts."""
         cf, cb_ = cast_bytes(width, copies)
         ew = ew_bytes(width)
-        return (ew + mask_b + cf) / hbm, (2 * ew + mask_b + cb_) / hbm
+        xf, xb = eager_bytes(width)
+        return (ew + mask_b + cf + xf) / hbm, (2 * ew + mask_b + cb_ + xb) / hbm
 
     # dense and MoE layer compute (forward, backward), seconds per micro-batch
     df_, db_ = mlp(T, ms.ffn)
@@ -678,7 +731,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     mem = _training_bytes(ms.sm, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, rc=rc, sp=True,
                           micro_batch=b, seq_len=S, vpp=vpp, microbatches=mb, e_w=e_w, e_g=e_w,
                           k_opt=opt.bytes_per_param, n_first=nf, n_mid=nm, mid_index=mi,
-                          n_last=nl, fused_attention=job.attention == "flash")
+                          n_last=nl, fused_attention=job.attention in FUSED_ATTENTION)
     frac = job.memory_fraction or assumption("training_memory_fraction").value
     cap = gpu.hbm_bytes * frac
     # parameters held by a GPU of the slowest stage (unsharded count)
@@ -982,9 +1035,13 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             e_mlp, "1", cite(g["tile_source"]),
             note="tile padding and wave quantization on "
                  f"{gpu.sm_count} SMs, or the HBM roofline when thin")
-    if job.attention == "flash":
+    if job.attention in FUSED_ATTENTION:
         a = constants()["attention"]
         src = a["a100_source"] if gpu.arch == "ampere" else a["h100_source"]
+        if job.attention == "triton":
+            d.given("Triton FlashAttention: time over the FlashAttention-2 curves", "k_tri",
+                    attention_slowdown("triton"), "1", cite(a["triton_source"]),
+                    note=a["triton_note"])
         S, cp = job.seq_len, lay["cp"]
         d.given(f"FlashAttention forward efficiency, causal call of {S // cp:,} tokens", "eta_af",
                 attention_efficiency(gpu, S / cp), "1", cite(src),
@@ -1004,7 +1061,9 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
     d.given("  of which attention kernels", "t_att", v["attention_s"] / mb, "s",
             note="causal half of the score FLOPs at the efficiencies above; backward "
                  f"{constants()['attention']['backward_flop_factor']:g}x"
-            if job.attention == "flash" else "unfused: batched GEMMs and score passes in HBM")
+            + (" (Triton kernel: times k_tri)" if job.attention == "triton" else "")
+            if job.attention in FUSED_ATTENTION
+            else "unfused: batched GEMMs and score passes in HBM")
     d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",
             v["nongemm_s"] / mb, "s", cite(ng["loss_source"]),
             note="norms, residual adds, activation function, rotary, dropout masks, fp8 casts "

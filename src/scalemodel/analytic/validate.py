@@ -81,9 +81,31 @@ def row_model(row: dict[str, str]) -> ModelSpec:
         n_kv_heads=vals["kv_heads"], head_dim=h // a, ffn=vals["ffn"], vocab=vals["vocab"],
         max_context=1 << 20, gated_mlp=bool(_int(row, "gated")),
         tied_embeddings=bool(_int(row, "tied")), dropout=bool(_int(row, "dropout")),
-        norm="layer" if bool(_int(row, "dropout")) else "rms", source=row.get("source", ""),
+        norm=_norm(row), learned_positions=_positions(row), source=row.get("source", ""),
         origin="validation row",
     )
+
+
+def _norm(row: dict[str, str]) -> str:
+    """The ``norm`` column (layer or rms); blank: layer norm for models trained with dropout
+    (GPT-style), RMSNorm otherwise."""
+    v = (row.get("norm") or "").strip()
+    if not v:
+        return "layer" if bool(_int(row, "dropout")) else "rms"
+    if v not in ("layer", "rms"):
+        raise BadInput(f"column 'norm' must be layer or rms, got {v!r}")
+    return v
+
+
+def _positions(row: dict[str, str]) -> int:
+    """Rows of a learned position table: the ``positions`` column is ``learned`` (a table of
+    seq_len rows, no rotary) or ``rope`` / blank (rotary, no table)."""
+    v = (row.get("positions") or "").strip()
+    if v in ("", "rope"):
+        return 0
+    if v != "learned":
+        raise BadInput(f"column 'positions' must be learned or rope, got {v!r}")
+    return _int(row, "seq_len") or 0
 
 
 def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: float | None
@@ -113,7 +135,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
     prec = (row.get("precision") or "bf16").strip()
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
                    attention=(row.get("attention") or "flash").strip(),
-                   ep_overlap=bool(_int(row, "ep_overlap")))
+                   ep_overlap=bool(_int(row, "ep_overlap")),
+                   kernels=(row.get("kernels") or "fused").strip())
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}

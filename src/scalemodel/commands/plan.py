@@ -84,8 +84,13 @@ def register(sub: Any) -> None:
                    help="scale-out link id from links.toml (default: the GPU's usual NIC)")
     t.add_argument("--nics-per-gpu", type=positive_int, default=None,
                    help="scale-out NICs per GPU (default from the GPU spec, 1)")
-    t.add_argument("--attention", choices=["flash", "unfused"], default="flash",
-                   help="attention kernel: flash (fused, default) or unfused (scores in HBM)")
+    t.add_argument("--attention", choices=["flash", "triton", "unfused"], default="flash",
+                   help="attention kernel: flash (FlashAttention-2 class, default), triton (the older "
+                        "Triton FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
+    t.add_argument("--kernels", choices=["fused", "eager"], default="fused",
+                   help="elementwise kernels: fused (Megatron/Transformer Engine, torch.compile; "
+                        "default) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
+                        "op)")
     t.add_argument("--ep-overlap", action="store_true",
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
@@ -110,7 +115,8 @@ def run(args: argparse.Namespace) -> Any:
     job = make_job(m, seq_len=args.seq_len, global_batch_tokens=tok,
                    global_batch_seqs=args.global_batch, precision=args.precision,
                    optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
-                   attention=args.attention, ep_overlap=args.ep_overlap)
+                   attention=args.attention, ep_overlap=args.ep_overlap,
+                   kernels=args.kernels)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)

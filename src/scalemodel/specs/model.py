@@ -97,6 +97,12 @@ class ModelSpec:
         )
 
     @property
+    def rope(self) -> bool:
+        """Rotary position embedding applied to Q and K (every decoder without a learned
+        position table)."""
+        return self.learned_positions == 0
+
+    @property
     def q_dim(self) -> int:
         """Width of all query heads together (n_heads * head_dim; MLA uses nope + rope dims)."""
         if self.kv_lora_rank:
