@@ -128,6 +128,10 @@ class Job:
     # (Megatron/Transformer Engine, torch.compile); "eager": PyTorch eager mode runs the
     # reference code op by op (planner.toml [nongemm] eager_*)
     kernels: str = "fused"
+    # Megatron's gradient-accumulation fusion (the wgrad GEMM adds into the fp32 main gradient);
+    # False = a separate add pass per micro-batch (Megatron before 2022, or
+    # --no-gradient-accumulation-fusion)
+    grad_accum_fusion: bool = True
 
     @property
     def tokens_per_step(self) -> int:
@@ -138,7 +142,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              global_batch_seqs: int | None = None, precision: str = "bf16",
              optimizer_id: str = "adam", memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
-             kernels: str = "fused") -> Job:
+             kernels: str = "fused", grad_accum_fusion: bool = True) -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
     if attention not in ATTENTION_KINDS:
@@ -160,18 +164,20 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
     if global_batch_seqs < 1:
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
-               memory_fraction, attention, bool(ep_overlap), kernels)
+               memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion))
 
 
 # --- GEMM efficiency --------------------------------------------------------------------------------
 
 
-def _shape_factor(M: Any, N: Any, K: Any, sms: int) -> Any:
-    """Fraction of the ceiling left after tile padding and wave quantization (first principles)."""
+def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0) -> Any:
+    """Fraction of the ceiling left after tile padding and wave quantization (first principles).
+    A batched GEMM (``batch`` independent products in one launch, as bmm / baddbmm run the
+    attention heads) spreads the tiles of every product over the SMs together."""
     g = constants()["gemm"]
     tm, tn, tk = g["tile_m"], g["tile_n"], g["tile_k"]
     tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
-    tiles = tiles_m * tiles_n
+    tiles = tiles_m * tiles_n * batch
     waves = np.ceil(tiles / sms)
     wave = tiles / (waves * sms)
     pad = (M / (tiles_m * tm)) * (N / (tiles_n * tn)) * (K / (np.ceil(K / tk) * tk))
@@ -188,16 +194,20 @@ def gemm_ceiling() -> float:
     return g["anchor_efficiency"] / f
 
 
-def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float) -> Any:
-    """Seconds for one (M x K) @ (K x N) GEMM: compute at the shape's efficiency or HBM traffic,
-    whichever is longer (roofline)."""
+def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float,
+              batch: Any = 1.0) -> Any:
+    """Seconds for one (M x K) @ (K x N) GEMM, or one launch of ``batch`` of them: compute at the
+    shape's efficiency or HBM traffic, whichever is longer (roofline)."""
     g = constants()["gemm"]
     if not gpu.sm_count:
         raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
-    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count)
-    t_c = 2.0 * M * N * K / (peak * eff)
-    t_m = elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s * g["hbm_efficiency"])
+    # the ceiling is a fraction of a peak quoted at a sustainable clock (the Hopper anchor);
+    # GPUs whose peak is quoted at a higher boost clock lose the difference (gpus.toml)
+    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch) * gpu.sustained_fraction
+    t_c = batch * 2.0 * M * N * K / (peak * eff)
+    t_m = batch * elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s
+                                                           * g["hbm_efficiency"])
     return np.maximum(t_c, t_m)
 
 
@@ -487,10 +497,12 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     hbm = gpu.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"]
     T = b * S / cp  # tokens of one micro-batch on one rank
 
-    def gemm3(Mx: Any, Nx: Any, Kx: Any) -> tuple[Any, Any]:
-        """(forward, backward) seconds: backward = dgrad (M x N @ N x K) + wgrad (K x M @ M x N)."""
-        fw = gemm_time(Mx, Nx, Kx, gpu, peak, e_mm)
-        bw = gemm_time(Mx, Kx, Nx, gpu, peak, e_mm) + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm)
+    def gemm3(Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+        """(forward, backward) seconds: backward = dgrad (M x N @ N x K) + wgrad (K x M @ M x N);
+        ``batch`` products per launch (batched GEMMs)."""
+        fw = gemm_time(Mx, Nx, Kx, gpu, peak, e_mm, batch)
+        bw = (gemm_time(Mx, Kx, Nx, gpu, peak, e_mm, batch)
+              + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm, batch))
         return fw, bw
 
     def mlp(Mx: Any, width: float, count: Any = 1.0) -> tuple[Any, Any]:
@@ -520,15 +532,17 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         heads = m.n_heads / tp
         sl = S / cp
         dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
-        qk_f, qk_b = gemm3(sl, S, dq)
-        av_f, av_b = gemm3(sl, dv, S)
+        # one batched launch over the micro-batch's sequences and this rank's heads (bmm)
+        nb = b * heads
+        qk_f, qk_b = gemm3(sl, S, dq, nb)
+        av_f, av_b = gemm3(sl, dv, S, nb)
         per_f = ng["unfused_fwd_bytes_per_score"] + (ng["unfused_dropout_fwd_bytes"]
                                                      if m.dropout else 0)
         per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
                                                      if m.dropout else 0)
         scores = b * heads * sl * S
-        core_f = b * heads * (qk_f + av_f) + scores * per_f / hbm
-        core_b = b * heads * (qk_b + av_b) + scores * per_b / hbm
+        core_f = qk_f + av_f + scores * per_f / hbm
+        core_b = qk_b + av_b + scores * per_b / hbm
     # elementwise traffic per layer, forward (norms, residuals, activation function, rotary)
     sp_div = np.where(tp > 1, tp, 1.0)
 
@@ -782,12 +796,23 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     if fp8:  # bf16 weights cast (and transposed) to fp8 once per step (Transformer Engine)
         t_opt = t_opt + (dense_local + exp_local) * float(ng["fp8_weight_cast_bytes"]) / hbm
 
+    # weight-gradient accumulation: without Megatron's fused wgrad GEMM (which accumulates into
+    # the fp32 main gradient itself), every micro-batch adds each 16-bit weight gradient into it
+    # in a separate pass (planner.toml [nongemm] grad_accum_bytes per local parameter); ZeRO-3
+    # reduce-scatters each micro-batch's gradients instead, so it has no such pass
+    t_acc = np.zeros_like(t_slow)
+    if not job.grad_accum_fusion:
+        t_acc = np.where(zero >= 3, 0.0, (dense_local + exp_local)
+                         * float(ng["grad_accum_bytes"]) / hbm)
+    t_slow = t_slow + t_acc
+    bubble = (pp - 1) / vpp * t_slow
+    slow["compute"] = slow["compute"] + t_acc
     compute = mb * slow["compute"]
     has_head = one | (which == 2)
     attn_s = mb * np.where(one, m.n_layers * attn_l, n_slow * attn_l)
     ng_s = mb * (np.where(one, ms.n_dense * Ld["ng"] + ms.n_moe * Lm["ng"],
                           n_slow * np.maximum(Ld["ng"], Lm["ng"]))
-                 + np.where(has_head, loss_ng, 0.0))
+                 + np.where(has_head, loss_ng, 0.0) + t_acc)
     tp_t, cp_t, ep_t = mb * slow["tp"], mb * slow["cp"], mb * slow["ep"]
     # compute that runs beside a collective is slowed down (SMs, HBM and power shared with the
     # communication kernels): sigma x the hidden communication time, added to the step

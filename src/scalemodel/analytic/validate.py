@@ -86,6 +86,12 @@ def row_model(row: dict[str, str]) -> ModelSpec:
     )
 
 
+def _flag(row: dict[str, str], key: str, default: bool) -> bool:
+    """A 0/1 column; blank takes ``default``."""
+    v = _int(row, key)
+    return default if v is None else bool(v)
+
+
 def _norm(row: dict[str, str]) -> str:
     """The ``norm`` column (layer or rms); blank: layer norm for models trained with dropout
     (GPT-style), RMSNorm otherwise."""
@@ -136,7 +142,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
                    attention=(row.get("attention") or "flash").strip(),
                    ep_overlap=bool(_int(row, "ep_overlap")),
-                   kernels=(row.get("kernels") or "fused").strip())
+                   kernels=(row.get("kernels") or "fused").strip(),
+                   grad_accum_fusion=_flag(row, "grad_accum_fusion", True))
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}

@@ -91,6 +91,10 @@ def register(sub: Any) -> None:
                    help="elementwise kernels: fused (Megatron/Transformer Engine, torch.compile; "
                         "default) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
                         "op)")
+    t.add_argument("--no-grad-accum-fusion", dest="grad_accum_fusion", action="store_false",
+                   help="weight gradients are added into the fp32 main gradient in a separate "
+                        "pass per micro-batch (Megatron before 2022, or "
+                        "--no-gradient-accumulation-fusion)")
     t.add_argument("--ep-overlap", action="store_true",
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
@@ -116,7 +120,7 @@ def run(args: argparse.Namespace) -> Any:
                    global_batch_seqs=args.global_batch, precision=args.precision,
                    optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
                    attention=args.attention, ep_overlap=args.ep_overlap,
-                   kernels=args.kernels)
+                   kernels=args.kernels, grad_accum_fusion=args.grad_accum_fusion)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)

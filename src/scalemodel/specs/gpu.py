@@ -17,7 +17,8 @@ from ..errors import BadInput, close_matches
 from .sources import cite, is_user_file, load_toml, read_user_toml
 
 _REQUIRED = ("name", "hbm_bytes", "hbm_bytes_per_s", "flop_per_s")
-_POSITIVE = ("hbm_bytes", "hbm_bytes_per_s", "sm_count", "boost_clock_hz", "l2_bytes")
+_POSITIVE = ("hbm_bytes", "hbm_bytes_per_s", "sm_count", "boost_clock_hz", "l2_bytes",
+             "peak_clock_hz", "sustained_clock_hz")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class GPUSpec:
     compute_capability: str = ""
     sm_count: int = 0
     boost_clock_hz: float = 0.0
+    peak_clock_hz: float = 0.0  # the clock the datasheet's dense tensor peaks are quoted at
+    sustained_clock_hz: float = 0.0  # the clock held under sustained dense math at the power limit
     l2_bytes: float = 0.0
     tdp_w: float = 0.0
     sm: Mapping[str, Any] = field(default_factory=dict)
@@ -64,6 +67,14 @@ class GPUSpec:
         return cite(key) if key else self.origin
 
     @property
+    def sustained_fraction(self) -> float:
+        """Fraction of the quoted tensor peak left at the clock sustained under dense math
+        (sustained_clock_hz / peak_clock_hz); 1 when either clock is unknown."""
+        if self.peak_clock_hz and self.sustained_clock_hz:
+            return min(1.0, self.sustained_clock_hz / self.peak_clock_hz)
+        return 1.0
+
+    @property
     def scale_up_bytes_per_s(self) -> float:
         """Per-GPU scale-up (NVLink-class) bandwidth, one direction; 0 when the GPU has none."""
         return float(self.interconnect.get("scale_up_bytes_per_s_per_direction", 0.0))
@@ -93,6 +104,8 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         compute_capability=str(t.get("compute_capability", "")),
         sm_count=int(t.get("sm_count", 0)),
         boost_clock_hz=float(t.get("boost_clock_hz", 0.0)),
+        peak_clock_hz=float(t.get("peak_clock_hz", 0.0)),
+        sustained_clock_hz=float(t.get("sustained_clock_hz", 0.0)),
         l2_bytes=float(t.get("l2_bytes", 0.0)),
         tdp_w=float(t.get("tdp_w", 0.0)),
         sm=MappingProxyType(dict(t.get("sm", {}))),
