@@ -105,9 +105,9 @@ def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None =
     return Cluster(g, int(n_gpus), int(node), int(dom), intra, inter_link, int(nics))
 
 
-ATTENTION_KINDS = ("flash", "triton", "unfused")
+ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
 KERNEL_MODES = ("fused", "eager")
-FUSED_ATTENTION = ("flash", "triton")  # kernels that never write the score matrix to HBM
+FUSED_ATTENTION = ("flash", "flash3", "triton")  # kernels that never write the score matrix to HBM
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
 
 
 def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
-                        gpu: GPUSpec, slowdown: float = 1.0) -> tuple[Any, Any]:
+                        gpu: GPUSpec, kind: str = "flash") -> tuple[Any, Any]:
     """(forward, backward) seconds of the FlashAttention calls of one layer on one rank.
 
     ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
@@ -264,7 +264,7 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
     geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
     (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
-    ``slowdown`` divides every rate (the Triton kernel runs ``triton_slowdown`` x slower).
+    ``kind`` scales the FlashAttention-2 rates (:func:`attention_slowdown`).
     """
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
@@ -275,12 +275,20 @@ def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
     b = constants()["attention"]["backward_flop_factor"] * (flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
                + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False,
                                                                   backward=True))
-    return slowdown * f / peak16, slowdown * b / peak16
+    return (attention_slowdown(kind) * f / peak16,
+            attention_slowdown(kind, backward=True) * b / peak16)
 
 
-def attention_slowdown(kind: str) -> float:
-    """How much slower than the FlashAttention-2 curves a fused attention kind runs."""
-    return float(constants()["attention"]["triton_slowdown"]) if kind == "triton" else 1.0
+def attention_slowdown(kind: str, backward: bool = False) -> float:
+    """How much slower than the FlashAttention-2 curves a fused attention kind runs (below 1:
+    faster): the Triton kernel by ``triton_slowdown``; FlashAttention-3 / cuDNN on Hopper by the
+    inverse of ``flash3_fwd_speedup`` / ``flash3_bwd_speedup``."""
+    a = constants()["attention"]
+    if kind == "triton":
+        return float(a["triton_slowdown"])
+    if kind == "flash3":
+        return 1.0 / float(a["flash3_bwd_speedup" if backward else "flash3_fwd_speedup"])
+    return 1.0
 
 
 # --- collectives: priced by the collectives engine (analytic/collectives.py) ---------------------
@@ -485,6 +493,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     m = job.model
     ms = model_shapes(m)
     gpu = cl.gpu
+    if job.attention == "flash3" and gpu.arch != "hopper":
+        raise BadInput(f"--attention flash3 (FlashAttention-3 / cuDNN attention) is measured on "
+                       f"Hopper only; {gpu.id} is {gpu.arch or 'of unknown architecture'}: "
+                       "use --attention flash")
     f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp, pp, dp, cp, ep, zero = f["tp"], f["pp"], f["dp"], f["cp"], f["ep"], f["zero"]
     vpp, rc, b, mb = f["vpp"], f["rc"], f["micro_batch"], f["microbatches"]
@@ -517,8 +529,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     ng = constants()["nongemm"]
     if job.attention in FUSED_ATTENTION:
         core_flops = 2 * b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
-        core_f, core_b = attention_core_time(core_flops, S, cp, peak16, gpu,
-                                             attention_slowdown(job.attention))
+        core_f, core_b = attention_core_time(core_flops, S, cp, peak16, gpu, job.attention)
         # ring attention (CP): each of the cp - 1 extra calls merges its partial output into the
         # running result forward, and accumulates dq, dk, dv backward (online-softmax merge)
         merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * T / tp
@@ -644,9 +655,15 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     ov = constants()["overlap"]
     if m.is_moe:
         r_ep = ranks_per_node(tp * cp, ep, dom)
-        a2a = collective_time("all_to_all", e_a * T * dispatch_copies(m, ep, r_ep) * h, ep,
-                              r_ep, cl)
-        ep_f_raw, ep_b_raw = 2 * a2a, 2 * a2a
+        # with sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
+        # only those; the experts are split over the TP group like the dense MLP, so the tokens
+        # an EP rank received are then gathered across its TP group (and reduce-scattered on
+        # the way back) inside the node
+        a2a = collective_time("all_to_all", e_a * (T / sp_div) * dispatch_copies(m, ep, r_ep)
+                              * h, ep, r_ep, cl)
+        etp = collective_time("all_gather", e_a * T * m.top_k * h, tp,
+                              ranks_per_node(1, tp, dom), cl)
+        ep_f_raw = ep_b_raw = 2 * a2a + 2 * etp
     else:
         ep_f_raw = ep_b_raw = np.zeros_like(tp)
     tp_exp = 1 - ov["tp"]
@@ -878,7 +895,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2)) + TP_BWD_COLLECTIVES)
         * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
-        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T * h
+        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T / sp_div * h
         * dispatch_copies(m, ep, ranks_per_node(tp * cp, ep, dom)) if m.is_moe
         else np.zeros_like(step),
         "pp_bytes": np.where(pp > 1, 2 * vpp * mb * pp_msg, 0.0),
@@ -1064,9 +1081,13 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
         a = constants()["attention"]
         src = a["a100_source"] if gpu.arch == "ampere" else a["h100_source"]
         if job.attention == "triton":
-            d.given("Triton FlashAttention: time over the FlashAttention-2 curves", "k_tri",
+            d.given("Triton FlashAttention: time over the FlashAttention-2 curves", "k_att",
                     attention_slowdown("triton"), "1", cite(a["triton_source"]),
                     note=a["triton_note"])
+        elif job.attention == "flash3":
+            d.given("FlashAttention-3 / cuDNN: forward time over the FlashAttention-2 curve",
+                    "k_att", attention_slowdown("flash3"), "1", cite(a["flash3_source"]),
+                    note=a["flash3_note"])
         S, cp = job.seq_len, lay["cp"]
         d.given(f"FlashAttention forward efficiency, causal call of {S // cp:,} tokens", "eta_af",
                 attention_efficiency(gpu, S / cp), "1", cite(src),
@@ -1086,7 +1107,7 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
     d.given("  of which attention kernels", "t_att", v["attention_s"] / mb, "s",
             note="causal half of the score FLOPs at the efficiencies above; backward "
                  f"{constants()['attention']['backward_flop_factor']:g}x"
-            + (" (Triton kernel: times k_tri)" if job.attention == "triton" else "")
+            + (" (times k_att)" if job.attention in ("triton", "flash3") else "")
             if job.attention in FUSED_ATTENTION
             else "unfused: batched GEMMs and score passes in HBM")
     d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",

@@ -84,9 +84,11 @@ def register(sub: Any) -> None:
                    help="scale-out link id from links.toml (default: the GPU's usual NIC)")
     t.add_argument("--nics-per-gpu", type=positive_int, default=None,
                    help="scale-out NICs per GPU (default from the GPU spec, 1)")
-    t.add_argument("--attention", choices=["flash", "triton", "unfused"], default="flash",
-                   help="attention kernel: flash (FlashAttention-2 class, default), triton (the older "
-                        "Triton FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
+    t.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
+                   default="flash",
+                   help="attention kernel: flash (FlashAttention-2 class, default), flash3 "
+                        "(FlashAttention-3 / cuDNN, Hopper only), triton (the older Triton "
+                        "FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
     t.add_argument("--kernels", choices=["fused", "eager"], default="fused",
                    help="elementwise kernels: fused (Megatron/Transformer Engine, torch.compile; "
                         "default) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
