@@ -146,8 +146,8 @@ def test_validation_rows_all_predicted():
     """Every row of validation/training_runs.csv (published MFU / TFLOP/s / tokens per second,
     each row with its source column) is predicted, and the accuracy does not regress.
 
-    Regression guard, not a target: on 2026-11-29 `python -m scalemodel validate` gave a mean
-    absolute error of 19.6% and a largest error of 56.5% (mpt-13b) over 24 rows; the limits
+    Regression guard, not a target: on 2026-12-01 `python -m scalemodel validate` gave a mean
+    absolute error of 11.1% and a largest error of 46.4% (mpt-13b-h100) over 35 rows; the limits
     below are those values plus about 2 points of margin. Tighten them when the model improves.
     """
     from pathlib import Path
@@ -156,8 +156,8 @@ def test_validation_rows_all_predicted():
 
     text = (Path(__file__).resolve().parents[2] / "validation" / "training_runs.csv").read_text()
     results, skipped = validate(text)
-    assert not skipped and len(results) >= 24
+    assert not skipped and len(results) >= 35
     s = summary(results)
     assert s["row_count"] == len(results)
-    assert s["mape"] < 0.215
-    assert s["max_ape"] < 0.585
+    assert s["mape"] < 0.13
+    assert s["max_ape"] < 0.485

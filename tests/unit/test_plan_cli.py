@@ -107,3 +107,52 @@ def test_validate_bad_file(capsys, tmp_path):
     f.write_text("a,b\n1,2\n")
     rc, _, err = run(capsys, "validate", "--file", str(f))
     assert rc == 2 and "lacks columns" in err
+
+
+BASE = ("--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch-tokens",
+        "1M", "--seq-len", "4096", "--layout", "tp=1,pp=1,dp=8,cp=1,zero=1,micro_batch=1,"
+        "recompute=selective")
+
+
+def test_framework_flags_move_the_step_the_right_way(capsys):
+    fused = plan_json(capsys, *BASE)
+    eager = plan_json(capsys, *BASE, "--kernels", "eager")
+    unfused_acc = plan_json(capsys, *BASE, "--no-grad-accum-fusion")
+    fa3 = plan_json(capsys, *BASE, "--attention", "flash3")
+    tri = plan_json(capsys, *BASE, "--attention", "triton")
+    assert eager["step_time_s"] > fused["step_time_s"]
+    assert unfused_acc["step_time_s"] > fused["step_time_s"]
+    assert tri["step_time_s"] > fused["step_time_s"] > fa3["step_time_s"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "Hopper"),
+    (("--kernels", "jit"), "invalid choice"),
+    (("--attention", "sdpa"), "invalid choice"),
+])
+def test_framework_flags_bad_input(capsys, argv, needle):
+    rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8", *argv)
+    assert rc == 2 and needle in err
+    assert err.strip().count("\n") <= 1 or "usage" in err
+
+
+def test_validate_row_with_bad_columns_is_reported(capsys, tmp_path):
+    import csv
+    import io
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "validation" / "training_runs.csv"
+    rows = list(csv.DictReader(io.StringIO(src.read_text())))[:2]
+    rows[0] = dict(rows[0], id="bad-positions", positions="alibi-ish")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    f = tmp_path / "rows.csv"
+    f.write_text(buf.getvalue())
+    rc, out, err = run(capsys, "validate", "--file", str(f), "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert len(d["rows"]) == 1
+    assert d["skipped"][0]["id"] == "bad-positions"
+    assert "positions" in d["skipped"][0]["reason"]

@@ -895,7 +895,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2)) + TP_BWD_COLLECTIVES)
         * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
-        "ep_bytes": mb * n_slow * 4 * (ep - 1) / ep * e_a * T / sp_div * h
+        "ep_bytes": mb * n_slow * (4 + 2 * (rc == 2)) * (ep - 1) / ep * e_a * T / sp_div * h
         * dispatch_copies(m, ep, ranks_per_node(tp * cp, ep, dom)) if m.is_moe
         else np.zeros_like(step),
         "pp_bytes": np.where(pp > 1, 2 * vpp * mb * pp_msg, 0.0),

@@ -1,0 +1,153 @@
+"""Golden checks of the framework-level terms of the step-time model: batched attention GEMMs,
+eager-mode elementwise traffic, unfused gradient accumulation, sustained clocks, the attention
+kernel kinds and the MoE dispatch under tensor parallelism. Each expected value is derived by
+hand in the test from the constants' sources (planner.toml, gpus.toml)."""
+
+import numpy as np
+import pytest
+
+from scalemodel.analytic.planner import (
+    attention_core_time,
+    constants,
+    evaluate_one,
+    gemm_ceiling,
+    gemm_efficiency,
+    make_cluster,
+    make_job,
+)
+from scalemodel.errors import BadInput
+from scalemodel.specs import get_gpu, get_model
+from scalemodel.specs.model import from_hf_config
+
+LAYOUT = {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1, "micro_batch": 1,
+          "recompute": "none"}
+
+
+def _values(model="llama-3-8b", gpu="h100-sxm", n=8, seq=4096, batch=64, layout=None, **job):
+    m = get_model(model) if isinstance(model, str) else model
+    j = make_job(m, seq_len=seq, global_batch_seqs=batch, **job)
+    return evaluate_one(j, make_cluster(gpu, n), layout or LAYOUT).values
+
+
+def test_batched_gemm_shares_its_waves():
+    # One head's score GEMM of a 2048-token sequence, head dim 96 (Megatron's 1.7B model):
+    # 2048 x 2048 output = 16 x 16 = 256 tiles of 128 x 128 on 108 SMs -> 3 waves, 256 / 324 of
+    # the slots busy. Run as one bmm over 16 sequences x 24 heads = 384 products: 98,304 tiles,
+    # 911 waves, 98,304 / 98,388 busy. K = 96 pads to 128 in both cases (0.75).
+    g = get_gpu("a100-sxm-80gb")
+    one = float(gemm_efficiency(np.float64(2048), np.float64(2048), np.float64(96), g))
+    eta = gemm_ceiling() * g.sustained_fraction * 0.75
+    assert one == pytest.approx(eta * 256 / 324, rel=1e-9)
+    from scalemodel.analytic.planner import gemm_time
+
+    peak = g.peak_flop_per_s("bf16")
+    t = float(gemm_time(np.float64(2048), np.float64(2048), np.float64(96), g, peak, 2.0, 384.0))
+    flops = 384 * 2 * 2048 * 2048 * 96
+    t_compute = flops / (peak * eta * 98_304 / (911 * 108))
+    t_memory = 384 * 2 * (2048 * 96 + 96 * 2048 + 2048 * 2048) / (g.hbm_bytes_per_s * 0.8)
+    assert t == pytest.approx(max(t_compute, t_memory), rel=1e-9)
+
+
+def test_a100_runs_at_its_sustained_clock():
+    # gpus.toml: the A100's dense peak is quoted at 1.41 GHz; it sustains 1.305 GHz under dense
+    # math (NVIDIA's HPL convention, glennklockwood.com/garden/peak-FLOPS). The H100's peak is
+    # quoted at 1.83 GHz already (989.4 TF = 528 tensor cores x 1024 FLOP x 1.83 GHz).
+    a100, h100 = get_gpu("a100-sxm-80gb"), get_gpu("h100-sxm")
+    assert a100.sustained_fraction == pytest.approx(1.305 / 1.41)
+    assert h100.sustained_fraction == 1.0
+    # a shape that fills whole waves on both GPUs: 108 x 132 tiles, K a multiple of 64
+    M, N, K = np.float64(108 * 128), np.float64(132 * 128), np.float64(8192)
+    assert float(gemm_efficiency(M, N, K, a100)) == pytest.approx(gemm_ceiling() * 1.305 / 1.41)
+    assert float(gemm_efficiency(M, N, K, h100)) == pytest.approx(gemm_ceiling())
+
+
+def test_eager_mode_bytes_for_a_llama_layer():
+    # Llama 3 8B (h 4096, 32 query / 8 KV heads of 128, SwiGLU 14336), micro-batch 1 x 4096
+    # tokens, TP1. Extra bytes of eager mode per layer over the fused accounting
+    # (planner.toml [nongemm] eager_*):
+    #   2 RMSNorms  forward (36 - 4) h, backward (76 - 8) h
+    #   rotary on Q (4096) and K (1024): forward (20 - 4), backward (20 - 8) per element
+    #   SwiGLU over 14336: forward (10 - 6), backward (18 - 12) per element
+    #   repeat_kv: 4 bytes per element of (kv 1024 + q 4096), forward and backward
+    #   attention output made contiguous: 4 bytes per element of V width 4096, both ways
+    h, q, kv, ffn, T = 4096, 4096, 1024, 14336, 4096
+    fwd = 2 * 32 * h + 16 * (q + kv) + 4 * ffn + 4 * (kv + q) + 4 * q
+    bwd = 2 * 68 * h + 12 * (q + kv) + 6 * ffn + 4 * (kv + q) + 4 * q
+    per_layer = T * (fwd + bwd)
+    g = get_gpu("h100-sxm")
+    hbm = g.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"]
+    fused = _values(kernels="fused")
+    eager = _values(kernels="eager")
+    mb = 64 // 8  # micro-batches per step on each of the 8 data-parallel ranks
+    expected = mb * 32 * per_layer / hbm
+    assert eager["nongemm_s"] - fused["nongemm_s"] == pytest.approx(expected, rel=1e-9)
+    assert eager["step_time_s"] > fused["step_time_s"]
+
+
+def test_eager_mode_changes_nothing_without_rms_rope_or_gating():
+    # a GPT-2-style model: LayerNorm, learned positions, GELU MLP, full multi-head attention;
+    # only the attention-output copy remains
+    g = get_gpu("h100-sxm")
+    hbm = g.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"]
+    m = from_hf_config({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
+                        "n_positions": 1024, "vocab_size": 50257}, "gpt2-small", where="test")
+    assert not m.rope and not m.gated_mlp and m.norm == "layer"
+    fused = _values(model=m, seq=1024, kernels="fused")
+    eager = _values(model=m, seq=1024, kernels="eager")
+    copy = 1024 * (4 + 4) * m.n_heads * m.head_dim  # bytes per layer per micro-batch
+    assert eager["nongemm_s"] - fused["nongemm_s"] == pytest.approx(
+        8 * m.n_layers * copy / hbm, rel=1e-9)
+
+
+def test_unfused_gradient_accumulation_pass():
+    # Without Megatron's gradient-accumulation fusion each micro-batch adds its 16-bit weight
+    # gradient into the fp32 main gradient: 2 + 4 + 4 = 10 bytes per local parameter, 8 micro-
+    # batches per step here (no pipeline, so no bubble share).
+    g = get_gpu("h100-sxm")
+    hbm = g.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"]
+    from scalemodel.analytic.params import count_params
+
+    n = count_params(get_model("llama-3-8b")).total
+    fused = _values()
+    unfused = _values(grad_accum_fusion=False)
+    assert unfused["step_time_s"] - fused["step_time_s"] == pytest.approx(
+        8 * 10 * n / hbm, rel=1e-6)
+    # ZeRO-3 reduce-scatters each micro-batch's gradients instead: no add pass
+    z3 = dict(LAYOUT, zero=3)
+    assert _values(layout=z3, grad_accum_fusion=False)["step_time_s"] == pytest.approx(
+        _values(layout=z3)["step_time_s"], rel=1e-12)
+
+
+def test_attention_kinds_scale_the_fa2_curves():
+    # planner.toml [attention]: Triton FlashAttention 1.8x the FlashAttention-2 time (the
+    # geometric middle of the FA2 paper's 1.3-2.5x); FlashAttention-3 / cuDNN 616/335 = 1.84x
+    # faster forward and 561/322 = 1.74x faster backward (FA3 paper, 16k tokens)
+    g = get_gpu("h100-sxm")
+    peak = g.peak_flop_per_s("bf16")
+    f2, b2 = attention_core_time(1e12, 8192.0, 1.0, peak, g, "flash")
+    ft, bt = attention_core_time(1e12, 8192.0, 1.0, peak, g, "triton")
+    f3, b3 = attention_core_time(1e12, 8192.0, 1.0, peak, g, "flash3")
+    assert (ft / f2, bt / b2) == (pytest.approx(1.8), pytest.approx(1.8))
+    assert (f2 / f3, b2 / b3) == (pytest.approx(1.84), pytest.approx(1.74))
+
+
+def test_flash3_needs_hopper():
+    with pytest.raises(BadInput, match="Hopper"):
+        _values(gpu="a100-sxm-80gb", attention="flash3")
+
+
+def test_moe_dispatch_sends_only_the_sequence_parallel_shard():
+    # Mixtral 8x7B on two 8-GPU nodes, EP 4: with TP 2 and sequence parallelism each rank
+    # dispatches half of the micro-batch's tokens, so the bytes it sends across the EP group
+    # halve; top-2 copies, 16-bit activations, (ep - 1) / ep of them leave the rank, six
+    # all-to-alls per layer (dispatch and combine: forward, its full recompute, backward).
+    m = get_model("mixtral-8x7b")
+    base = {"pp": 1, "cp": 1, "zero": 3, "vpp": 1, "micro_batch": 1, "recompute": "full"}
+    v1 = _values(model="mixtral-8x7b", n=16, seq=4096, batch=32,
+                 layout=dict(base, tp=1, dp=16, ep=4))
+    v2 = _values(model="mixtral-8x7b", n=16, seq=4096, batch=32,
+                 layout=dict(base, tp=2, dp=8, ep=4))
+    per_layer_tp1 = 6 * 3 / 4 * 2 * 4096 * 2 * m.hidden
+    mb1, mb2 = 32 // 16, 32 // 8
+    assert v1["ep_bytes"] == pytest.approx(mb1 * m.n_layers * per_layer_tp1)
+    assert v2["ep_bytes"] == pytest.approx(mb2 * m.n_layers * per_layer_tp1 / 2)
