@@ -151,3 +151,32 @@ def test_moe_dispatch_sends_only_the_sequence_parallel_shard():
     mb1, mb2 = 32 // 16, 32 // 8
     assert v1["ep_bytes"] == pytest.approx(mb1 * m.n_layers * per_layer_tp1)
     assert v2["ep_bytes"] == pytest.approx(mb2 * m.n_layers * per_layer_tp1 / 2)
+
+
+def test_op_level_recompute_keeps_every_other_matmul():
+    # torchtitan's selective "op" policy on a Llama 3 8B block: matmuls in call order are
+    # wq, wk, wv, wo, w1, w3, w2; the 1st, 3rd, 5th and 7th outputs (q 4096, v 1024, w1 14336,
+    # w2 4096) and the attention output (4096) are kept besides the block input (4096), all in
+    # 16 bits: 2 x (4096 + 4096 + 1024 + 4096 + 14336 + 4096) = 63,488 bytes per token per
+    # layer at TP 1. Recomputed in the backward: wk, wo, w3 -> 2 h (1024 + 4096 + 14336) FLOPs
+    # per token per layer, plus the elementwise kernels.
+    from scalemodel.analytic.memory import act_per_layer, layer_act_coeffs
+
+    m = get_model("llama-3-8b")
+    c = layer_act_coeffs(m, False)
+    per_token = float(act_per_layer(c, 4096, 1, m.n_heads, m.n_kv_heads, 1, True, 3, False,
+                                    fused_attention=True)) / 4096
+    assert per_token == 63_488
+    v = _values(layout=dict(LAYOUT, zero=3, recompute="op"))
+    v0 = _values(layout=dict(LAYOUT, zero=3, recompute="none"))
+    tokens = 64 * 4096
+    extra = 2 * 4096 * (1024 + 4096 + 14336) * 32 * tokens
+    assert v["hw_flops"] - v0["model_flops"] == pytest.approx(extra, rel=1e-12)
+    assert v["step_time_s"] > v0["step_time_s"]
+    assert v["memory_per_gpu_bytes"] < v0["memory_per_gpu_bytes"]
+
+
+def test_op_level_recompute_rejects_moe_and_mla():
+    for model in ("mixtral-8x7b", "deepseek-v3"):
+        with pytest.raises(BadInput, match="op-level"):
+            _values(model=model, n=64, layout=dict(LAYOUT, dp=64, zero=3, recompute="op"))

@@ -156,3 +156,14 @@ def test_validate_row_with_bad_columns_is_reported(capsys, tmp_path):
     assert len(d["rows"]) == 1
     assert d["skipped"][0]["id"] == "bad-positions"
     assert "positions" in d["skipped"][0]["reason"]
+
+
+def test_op_recompute_exports_torchtitan_policy(capsys):
+    d = plan_json(capsys, "--model", "llama-3-8b", "--gpus", "8", "--kernels", "eager",
+                  "--layout", "tp=1,pp=1,dp=8,zero=3,recompute=op", "--export", "torchtitan")
+    assert d["best"]["recompute"] == "op"
+    assert 'mode = "selective"' in d["export"]["text"]
+    assert 'selective_ac_option = "op"' in d["export"]["text"]
+    rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8",
+                     "--layout", "recompute=sometimes")
+    assert rc == 2 and "op" in err

@@ -42,6 +42,9 @@ from .kv import check_tp
 from .params import ParamCount, count_params
 
 RECOMPUTE = ("none", "selective", "full")
+# the planner adds torchtitan's op-level policy (code 3): save the outputs of every other matmul
+# of a block and of the attention kernel, recompute the rest (see layer_act_coeffs)
+PLAN_RECOMPUTE = RECOMPUTE + ("op",)
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ class ActCoeffs:
     kv: float
     scores: float
     full: float
+    op: float = 0.0  # TP-split bytes per token kept by the op-level policy (dense, no MLA)
 
 
 def layer_act_coeffs(m: ModelSpec, moe_layer: bool) -> ActCoeffs:
@@ -148,7 +152,11 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool) -> ActCoeffs:
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
         split += mlp_k * m.ffn
-    return ActCoeffs(rep=rep, split=split, kv=kv, scores=2 + 3 * drop, full=2 * h)
+    # op-level policy (torchtitan selective_ac_option "op"): of a block's matmuls in call order
+    # (q, k, v, o, then gate, up, down or up, down) the 1st, 3rd, 5th and 7th outputs are kept,
+    # with the attention kernel's output; 16-bit, per token
+    op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
+    return ActCoeffs(rep=rep, split=split, kv=kv, scores=2 + 3 * drop, full=2 * h, op=op)
 
 
 def _layer_coeffs(m: ModelSpec) -> tuple[ActCoeffs, ActCoeffs | None, int]:
@@ -161,7 +169,8 @@ def act_per_layer(
     c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
     fused_attention: bool = False,
 ) -> Any:
-    """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2).
+    """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2/3;
+    3 = the op-level policy: the layer input and the kept matmul / attention outputs).
 
     ``fused_attention`` (FlashAttention) never stores the a s^2 scores: its backward recomputes
     them inside the kernel, so "none" then keeps what "selective" keeps.
@@ -172,7 +181,9 @@ def act_per_layer(
     none_sel = c.rep * sb / rep_div + c.split * sb / tp + c.kv * sb / kv_div
     scores = 0.0 if fused_attention else c.scores * a * s * s * b / tp
     full = c.full * sb / rep_div
-    return np.where(rc == 0, none_sel + scores, np.where(rc == 1, none_sel, full))
+    op = full + c.op * sb / tp
+    return np.where(rc == 0, none_sel + scores,
+                    np.where(rc == 1, none_sel, np.where(rc == 3, op, full)))
 
 
 def zero_state_bytes(

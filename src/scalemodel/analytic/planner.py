@@ -34,7 +34,14 @@ import numpy as np
 from ..errors import BadInput
 from ..specs import GPUSpec, LinkSpec, ModelSpec, assumption, dtype, get_gpu, get_link, optimizer
 from ..specs.sources import cite, load_toml
-from .memory import RECOMPUTE, StaticModel, stage_partition, stage_shape, static_model, tp_options
+from .memory import (
+    PLAN_RECOMPUTE,
+    StaticModel,
+    stage_partition,
+    stage_shape,
+    static_model,
+    tp_options,
+)
 from .memory import training_bytes as _training_bytes
 
 # Tensor-parallel collectives per layer and micro-batch with sequence parallelism, each moving
@@ -424,8 +431,12 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of LAYOUT_KEYS."""
     fixed = dict(fixed or {})
     m, N, B = job.model, cl.n_gpus, job.global_batch_seqs
-    if "recompute" in fixed and fixed["recompute"] not in RECOMPUTE:
-        raise BadInput(f"--layout recompute must be one of {', '.join(RECOMPUTE)}")
+    if "recompute" in fixed and fixed["recompute"] not in PLAN_RECOMPUTE:
+        raise BadInput(f"--layout recompute must be one of {', '.join(PLAN_RECOMPUTE)}")
+    if fixed.get("recompute") == "op" and (job.model.is_moe or job.model.kv_lora_rank):
+        raise BadInput("--layout recompute=op (torchtitan's op-level policy) is modelled for dense "
+                       f"models without MLA; {job.model.id} is "
+                       f"{'MoE' if job.model.is_moe else 'MLA'}: use selective or full")
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -435,7 +446,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
            ([e for e in _divisors(m.n_experts) if e <= N] if m.is_moe else [1]))
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
-    rcs = [RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
+    rcs = [PLAN_RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
     grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in
                           (tps, pps, cps, eps, zeros, vpps, rcs, mbs)), indexing="ij")
@@ -617,6 +628,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
 
     # dense and MoE layer compute (forward, backward), seconds per micro-batch
     df_, db_ = mlp(T, ms.ffn)
+    up_f, _ = gemm3(T, ms.up_k * ms.ffn / tp, h)
+    down_f, _ = gemm3(T, h, ms.ffn / tp)
     ng_df, ng_db = nongemm(ms.ffn)
     dense_f = af1 + af2 + core_f + df_ + ng_df
     dense_b = ab1 + ab2 + core_b + db_ + ng_db
@@ -632,8 +645,14 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         moe_b = ab1 + ab2 + core_b + eb + sb + rb + ng_mb
     else:
         moe_f = moe_b = np.zeros_like(dense_f)
-    # recompute: full repeats the forward, selective repeats the attention core
-    rc_dense = np.where(rc == 2, dense_f, np.where(rc == 1, core_f, 0.0))
+    # recompute: full repeats the forward, selective repeats the attention core, the op-level
+    # policy repeats every second matmul of the block (k, o, and up or down) and every
+    # elementwise kernel, not the attention kernel (its output is kept)
+    k_share = (m.kv_dim / ms.attn_in_n) if ms.attn_in_n else 0.0
+    op_mm = af1 * k_share + af2 + (0.5 * up_f if ms.up_k == 2 else down_f)
+    op_f = op_mm + ng_df
+    rc_dense = np.where(rc == 2, dense_f, np.where(rc == 1, core_f,
+                                                   np.where(rc == 3, op_f, 0.0)))
     rc_moe = np.where(rc == 2, moe_f, np.where(rc == 1, core_f, 0.0))
 
     # --- communication inside a layer (per micro-batch) ---
@@ -643,7 +662,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     tp_one = collective_time("all_gather", act_bytes, tp, ranks_per_node(1, tp, dom), cl)
     tp_f = TP_FWD_COLLECTIVES * tp_one
     tp_b = TP_BWD_COLLECTIVES * tp_one
-    tp_rc = np.where(rc == 2, tp_f, 0.0)
+    # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
+    tp_rc = np.where(rc == 2, tp_f, np.where(rc == 3, 0.5 * tp_f, 0.0))
     cp_intra = tp * cp <= dom
     kv_bytes = e_a * b * (S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else e_a * b * (S / cp) * ms.kv_dim
@@ -698,8 +718,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     Ld = layer_time(dense_f, dense_b, rc_dense, False)
     Lm = layer_time(moe_f, moe_b, rc_moe, True) if m.is_moe else Ld
     # of the compute: attention kernels and memory-bound kernels (shown in the derivation)
-    attn_l = core_f + core_b + np.where(rc >= 1, core_f, 0.0)
-    Ld = {**Ld, "attn": attn_l, "ng": ng_df + ng_db + np.where(rc == 2, ng_df, 0.0)}
+    attn_l = core_f + core_b + np.where((rc == 1) | (rc == 2), core_f, 0.0)
+    Ld = {**Ld, "attn": attn_l, "ng": ng_df + ng_db + np.where(rc >= 2, ng_df, 0.0)}
     if m.is_moe:
         Lm = {**Lm, "attn": attn_l, "ng": ng_mf + ng_mb + np.where(rc == 2, ng_mf, 0.0)}
     else:
@@ -851,7 +871,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     fpt = model_flops_per_token(m, job.seq_len)
     model_flops = fpt * tokens
     attn_fwd_tok = 2 * m.n_layers * S * (ms.qk_dim + ms.v_dim)
-    rc_tok = np.where(rc == 2, fpt / 3, np.where(rc == 1, attn_fwd_tok, 0.0))
+    op_tok = 2 * m.n_layers * m.hidden * (m.kv_dim + ms.attn_out_k + ms.ffn)
+    rc_tok = np.where(rc == 2, fpt / 3, np.where(rc == 1, attn_fwd_tok,
+                                                 np.where(rc == 3, op_tok, 0.0)))
     hw_flops = (fpt + rc_tok) * tokens
     n = float(cl.n_gpus)
     return {
@@ -892,7 +914,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "capacity_bytes": np.full_like(step, cap),
         "fits": np.asarray(mem["total"]) <= cap,
         # traffic per step per GPU on each tier, for the explanation
-        "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2)) + TP_BWD_COLLECTIVES)
+        "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2) + 0.5 * (rc == 3))
+                                   + TP_BWD_COLLECTIVES)
         * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
         "ep_bytes": mb * n_slow * (4 + 2 * (rc == 2)) * (ep - 1) / ep * e_a * T / sp_div * h
@@ -963,7 +986,7 @@ class PlanResult:
 def row_at(cols: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int) -> PlanRow:
     lay = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "vpp",
                                          "micro_batch")}
-    lay["recompute"] = RECOMPUTE[int(cols["rc"][i])]
+    lay["recompute"] = PLAN_RECOMPUTE[int(cols["rc"][i])]
     vals = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
     vals["microbatches"] = int(cols["microbatches"][i])
     return PlanRow(lay, vals)

@@ -32,8 +32,10 @@ def layout_arg(text: str) -> dict[str, Any]:
         if k not in _KEYS:
             raise argparse.ArgumentTypeError(f"unknown key {k!r}; keys: {', '.join(_KEYS)}")
         if k == "recompute":
-            if v not in ("none", "selective", "full"):
-                raise argparse.ArgumentTypeError("recompute must be none, selective or full")
+            if v not in ("none", "selective", "full", "op"):
+                raise argparse.ArgumentTypeError(
+                    "recompute must be none, selective, full or op (torchtitan's op-level "
+                    "policy)")
             out[k] = v
             continue
         try:

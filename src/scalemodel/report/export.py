@@ -43,13 +43,17 @@ def megatron(lay: dict[str, Any], job: dict[str, Any]) -> str:
     elif lay["recompute"] == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform",
                  "--recompute-num-layers 1"]
+    elif lay["recompute"] == "op":
+        args.append("--recompute-activations  # torchtitan's op-level policy has no Megatron "
+                    "flag: selective is the nearest")
     args.append("--bf16" if job["precision"] == "bf16" else "--bf16 --fp8-format hybrid")
     args += ["--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather"]
     return " \\\n  ".join(args)
 
 
 def torchtitan(lay: dict[str, Any], job: dict[str, Any]) -> str:
-    ac = {"none": "none", "selective": "selective", "full": "full"}[lay["recompute"]]
+    ac = {"none": "none", "selective": "selective", "full": "full",
+          "op": "selective"}[lay["recompute"]]
     shard = lay["dp"] if lay["zero"] >= 1 else 1
     rep = 1 if lay["zero"] >= 1 else lay["dp"]
     lines = [
@@ -72,6 +76,8 @@ def torchtitan(lay: dict[str, Any], job: dict[str, Any]) -> str:
     if lay["ep"] > 1:
         lines.append(f"expert_parallel_degree = {lay['ep']}")
     lines += ["", "[activation_checkpoint]", f"mode = \"{ac}\""]
+    if lay["recompute"] == "op":
+        lines.append("selective_ac_option = \"op\"")
     if job["precision"] == "fp8":
         lines += ["", "[float8]", "enable_fsdp_float8_all_gather = true"]
     return "\n".join(lines)
