@@ -891,6 +891,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "bubble_s": bubble,
         "overlap_s": t_ov,
         "optimizer_s": t_opt,
+        "grad_acc_s": mb * t_acc,
         "tp_raw_s": mb * n_slow * (tp_f + tp_b + tp_rc),
         "pp_raw_s": pp_raw,
         "dp_raw_s": dp_raw,
@@ -1096,6 +1097,12 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                                   np.float64(m.hidden), gpu, job.precision))
     d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
             note=g["anchor_note"])
+    if gpu.sustained_fraction != 1.0:
+        d.given(f"{gpu.id}: clock sustained under dense math over the clock its peak is quoted "
+                "at", "f_clk", gpu.sustained_fraction, "1", gpu.source_of("sustained_clock_hz"),
+                note=f"{gpu.sustained_clock_hz / 1e9:.3f} / {gpu.peak_clock_hz / 1e9:.2f} GHz; "
+                     "eta_0 is a fraction of a peak quoted at a sustainable clock (the Hopper "
+                     "anchor), so this GPU's GEMMs run at f_clk x eta")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(g["tile_source"]),
             note="tile padding and wave quantization on "
@@ -1138,7 +1145,16 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             note="norms, residual adds, activation function, rotary, dropout masks, fp8 casts "
                  f"and the loss ({ng['loss_fwd_bytes_per_logit']} + "
                  f"{ng['loss_bwd_bytes_per_logit']} bytes per logit) at "
-                 f"{g['hbm_efficiency']} of {gpu.hbm_bytes_per_s / 1e12:.2f} TB/s")
+                 f"{g['hbm_efficiency']} of {gpu.hbm_bytes_per_s / 1e12:.2f} TB/s"
+                 + ("; eager mode: RMSNorm, rotary, SwiGLU op by op, K/V copied per query head "
+                    "(planner.toml [nongemm] eager_*)" if job.kernels == "eager" else "")
+                 + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
+                    else ""))
+    if not job.grad_accum_fusion:
+        d.given("  of which adding weight gradients into the fp32 main gradient (no "
+                "accumulation fusion)", "t_acc", v["grad_acc_s"] / mb, "s",
+                cite(ng["grad_accum_source"]),
+                note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch")
     d.given("exposed TP/SP collectives per micro-batch", "t_tp", v["tp_s"] / mb, "s",
             note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
                  "the collectives engine (NCCL-like choice)")

@@ -1,0 +1,86 @@
+"""What each framework-level term of the planner moves on the validation rows.
+
+    PYTHONPATH=src python bench/ablate_plan.py
+
+Prints the mean / max absolute error over validation/training_runs.csv and the per-group range
+for the final model and with one term switched off at a time: a CSV column set back to its
+default (Triton attention, eager mode, unfused gradient accumulation, flash3) or a mechanism
+replaced by its earlier form (the A100 sustained-clock factor, batched GEMMs sharing waves).
+Nothing is tuned here; the figures are quoted in docs/planner.md.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from scalemodel.analytic import planner  # noqa: E402
+from scalemodel.analytic.validate import summary, validate  # noqa: E402
+from scalemodel.specs import gpu as gpu_spec  # noqa: E402
+
+TEXT = (ROOT / "validation" / "training_runs.csv").read_text()
+
+
+def group(row_id: str, gpu: str) -> str:
+    head = row_id.split("-")[0]
+    return f"{head}-{gpu.split('-')[0]}" if head == "mpt" else head
+
+
+def report(text: str, label: str) -> None:
+    results, skipped = validate(text)
+    by = collections.defaultdict(list)
+    for r in results:
+        by[group(r.id, r.gpu)].append(r.error)
+    s = summary(results)
+    ranges = "  ".join(f"{k} {100 * min(v):+.0f}..{100 * max(v):+.0f}" for k, v in by.items())
+    print(f"{label:34s} MAPE {100 * s['mape']:.1f}% max {100 * s['max_ape']:.1f}%"
+          f"{' (' + str(len(skipped)) + ' skipped)' if skipped else ''} | {ranges}")
+
+
+def edited(fn: Callable[[dict[str, str]], None]) -> str:
+    rows = list(csv.DictReader(io.StringIO(TEXT)))
+    for r in rows:
+        fn(r)
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return out.getvalue()
+
+
+def swap(column: str, old: str, new: str) -> Callable[[dict[str, str]], None]:
+    def fn(r: dict[str, str]) -> None:
+        if r.get(column) == old:
+            r[column] = new
+    return fn
+
+
+def main() -> None:
+    report(TEXT, "final")
+    report(edited(swap("attention", "triton", "flash")), "MPT triton -> flash")
+    report(edited(swap("kernels", "eager", "fused")), "torchtitan eager -> fused")
+    report(edited(swap("grad_accum_fusion", "0", "1")), "Megatron grad-accum fused")
+    report(edited(swap("attention", "flash3", "flash")), "Megatron-Bridge flash3 -> flash")
+    prop = gpu_spec.GPUSpec.sustained_fraction
+    gpu_spec.GPUSpec.sustained_fraction = property(lambda self: 1.0)  # type: ignore[method-assign]
+    try:
+        report(TEXT, "no sustained-clock factor")
+    finally:
+        gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
+    shape = planner._shape_factor
+    planner._shape_factor = lambda M, N, K, sms, batch=1.0: shape(M, N, K, sms, 1.0)
+    try:
+        report(TEXT, "batched GEMMs priced per product")
+    finally:
+        planner._shape_factor = shape
+
+
+if __name__ == "__main__":
+    main()
