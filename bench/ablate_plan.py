@@ -4,7 +4,8 @@
 
 Prints the mean / max absolute error over validation/training_runs.csv and the per-group range
 for the final model and with one term switched off at a time: a CSV column set back to its
-default (Triton attention, eager mode, unfused gradient accumulation, flash3) or a mechanism
+default (Triton attention, eager mode, unfused gradient accumulation, flash3, DualPipe) or a
+mechanism
 replaced by its earlier form (the A100 sustained-clock factor, batched GEMMs sharing waves).
 Nothing is tuned here; the figures are quoted in docs/planner.md.
 """
@@ -68,6 +69,7 @@ def main() -> None:
     report(edited(swap("kernels", "eager", "fused")), "torchtitan eager -> fused")
     report(edited(swap("grad_accum_fusion", "0", "1")), "Megatron grad-accum fused")
     report(edited(swap("attention", "flash3", "flash")), "Megatron-Bridge flash3 -> flash")
+    report(edited(swap("schedule", "dualpipe", "1f1b")), "DeepSeek-V3 dualpipe -> 1f1b")
     prop = gpu_spec.GPUSpec.sustained_fraction
     gpu_spec.GPUSpec.sustained_fraction = property(lambda self: 1.0)  # type: ignore[method-assign]
     try:

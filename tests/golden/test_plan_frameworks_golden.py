@@ -180,3 +180,26 @@ def test_op_level_recompute_rejects_moe_and_mla():
     for model in ("mixtral-8x7b", "deepseek-v3"):
         with pytest.raises(BadInput, match="op-level"):
             _values(model=model, n=64, layout=dict(LAYOUT, dp=64, zero=3, recompute="op"))
+
+
+def test_dualpipe_bubble_and_memory():
+    # DeepSeek-V3 report, Table 2: 1F1B bubble (PP - 1)(F + B); DualPipe (PP/2 - 1)(F&B + B - 3W)
+    # with two copies of the parameters and PP + 1 micro-batches of activations. Here F&B is
+    # taken as F + B (the overlapped pair's compute) and W as the forward GEMM time (a weight-
+    # gradient GEMM has the forward GEMM's shape and FLOPs). Llama 3 8B, PP 4, 8 micro-batches.
+    lay = dict(LAYOUT, pp=4, dp=2, zero=1)
+    one = _values(layout=lay)
+    dual = _values(layout=lay, schedule="dualpipe")
+    t_mb, f, w = dual["t_slow_s"], dual["fwd_mb_s"], dual["w_mb_s"]
+    b = t_mb - f
+    assert 0 < w < f < t_mb
+    assert dual["bubble_s"] == pytest.approx((4 / 2 - 1) * (f + 2 * b - 3 * w), rel=1e-9)
+    assert one["bubble_s"] == pytest.approx(3 * one["t_slow_s"], rel=1e-9)
+    assert dual["bubble_s"] < one["bubble_s"]
+    assert dual["mem_params"] == pytest.approx(2 * one["mem_params"], rel=1e-9)
+    assert dual["mem_activations"] == pytest.approx(one["mem_activations"] * 5 / 4, rel=1e-9)
+
+
+def test_dualpipe_needs_even_stages():
+    with pytest.raises(BadInput, match="DualPipe"):
+        _values(layout=dict(LAYOUT, pp=2, dp=4, vpp=2, zero=1), schedule="dualpipe")

@@ -129,6 +129,8 @@ def test_framework_flags_move_the_step_the_right_way(capsys):
     (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "Hopper"),
     (("--kernels", "jit"), "invalid choice"),
     (("--attention", "sdpa"), "invalid choice"),
+    (("--schedule", "zigzag"), "invalid choice"),
+    (("--schedule", "dualpipe", "--layout", "pp=2,vpp=2"), "DualPipe"),
 ])
 def test_framework_flags_bad_input(capsys, argv, needle):
     rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8", *argv)

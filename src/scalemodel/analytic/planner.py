@@ -114,6 +114,7 @@ def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None =
 
 ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
 KERNEL_MODES = ("fused", "eager")
+SCHEDULES = ("1f1b", "dualpipe")
 FUSED_ATTENTION = ("flash", "flash3", "triton")  # kernels that never write the score matrix to HBM
 
 
@@ -139,6 +140,10 @@ class Job:
     # False = a separate add pass per micro-batch (Megatron before 2022, or
     # --no-gradient-accumulation-fusion)
     grad_accum_fusion: bool = True
+    # pipeline schedule: "1f1b" (Megatron's, interleaved when vpp > 1) or "dualpipe" (DeepSeek-V3:
+    # bidirectional, a forward and a backward chunk overlapped; bubble (p/2 - 1)(F&B + B - 3W),
+    # two copies of the parameters, p + 1 micro-batches of activations)
+    schedule: str = "1f1b"
 
     @property
     def tokens_per_step(self) -> int:
@@ -149,12 +154,15 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              global_batch_seqs: int | None = None, precision: str = "bf16",
              optimizer_id: str = "adam", memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
-             kernels: str = "fused", grad_accum_fusion: bool = True) -> Job:
+             kernels: str = "fused", grad_accum_fusion: bool = True,
+             schedule: str = "1f1b") -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
     if attention not in ATTENTION_KINDS:
         raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)}, "
                        f"got {attention!r}")
+    if schedule not in SCHEDULES:
+        raise BadInput(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if kernels not in KERNEL_MODES:
         raise BadInput(f"--kernels must be one of {', '.join(KERNEL_MODES)}, got {kernels!r}")
     if seq_len < 1:
@@ -171,7 +179,8 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
     if global_batch_seqs < 1:
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
-               memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion))
+               memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion),
+               schedule)
 
 
 # --- GEMM efficiency --------------------------------------------------------------------------------
@@ -487,6 +496,11 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     M = B // (D * Bm)
     rule("pipeline: vpp > 1 needs pp > 1 and micro-batches divisible by pp",
          (V == 1) | ((P > 1) & (M % np.maximum(P, 1) == 0)))
+    if job.schedule == "dualpipe":
+        D = N // (T * P * C)
+        M = B // (D * Bm)
+        rule("pipeline: DualPipe needs an even number of stages, vpp = 1 and an even number of "
+             "micro-batches", (P == 1) | ((P % 2 == 0) & (V == 1) & (M % 2 == 0)))
     D = N // (T * P * C)
     rule("zero: ZeRO stages need dp x cp > 1", (Z == 0) | (D * C > 1))
     D = N // (T * P * C)
@@ -715,6 +729,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
             + (e_f + e_b + rc_ep) - x_f - x_b,
         }
 
+    # weight-gradient GEMMs do the forward GEMMs' FLOPs on the same shapes (W of DualPipe)
+    w_dense = af1 + af2 + df_
+    w_moe = (af1 + af2 + ef + sf + rf) if m.is_moe else w_dense
     Ld = layer_time(dense_f, dense_b, rc_dense, False)
     Lm = layer_time(moe_f, moe_b, rc_moe, True) if m.is_moe else Ld
     # of the compute: attention kernels and memory-bound kernels (shown in the derivation)
@@ -767,7 +784,19 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     fwd_mb = np.where(one, ms.n_dense * Ld["fwd"] + ms.n_moe * Lm["fwd"] + head_fw,
                       n_slow * np.maximum(Ld["fwd"], Lm["fwd"]))
     bwd_mb = t_slow - fwd_mb
-    bubble = (pp - 1) / vpp * t_slow
+    w_mb = np.where(one, ms.n_dense * w_dense + ms.n_moe * w_moe,
+                    n_slow * np.maximum(w_dense, w_moe))
+    dual = (job.schedule == "dualpipe") & (pp > 1)
+
+    def bubble_of(t_mb: Any, f_mb: Any) -> Any:
+        """Pipeline bubble: 1F1B (p - 1) / v t_mb (Narayanan 2021); DualPipe
+        (p / 2 - 1)(F&B + B - 3 W) with F&B = F + B (the overlapped pair's compute, its
+        communication hidden) (DeepSeek-V3 report, Table 2)."""
+        b_mb = t_mb - f_mb
+        return np.where(dual, (pp / 2 - 1) * np.maximum(0.0, f_mb + 2 * b_mb - 3 * w_mb),
+                        (pp - 1) / vpp * t_mb)
+
+    bubble = bubble_of(t_slow, fwd_mb)
 
     # pipeline send/recv on the critical path: v m + p - 1 crossings, forward and backward
     pp_intra = tp * cp * dp * pp <= dom
@@ -783,6 +812,13 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
                           micro_batch=b, seq_len=S, vpp=vpp, microbatches=mb, e_w=e_w, e_g=e_w,
                           k_opt=opt.bytes_per_param, n_first=nf, n_mid=nm, mid_index=mi,
                           n_last=nl, fused_attention=job.attention in FUSED_ATTENTION)
+    if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
+        extra = np.where(dual, np.asarray(mem["params"])
+                         + np.asarray(mem["activations"]) / np.maximum(pp, 1), 0.0)
+        mem = {**mem, "params": np.where(dual, 2 * np.asarray(mem["params"]), mem["params"]),
+               "activations": np.where(dual, np.asarray(mem["activations"]) * (pp + 1) / pp,
+                                       mem["activations"]),
+               "total": np.asarray(mem["total"]) + extra}
     frac = job.memory_fraction or assumption("training_memory_fraction").value
     cap = gpu.hbm_bytes * frac
     # parameters held by a GPU of the slowest stage (unsharded count)
@@ -842,7 +878,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         t_acc = np.where(zero >= 3, 0.0, (dense_local + exp_local)
                          * float(ng["grad_accum_bytes"]) / hbm)
     t_slow = t_slow + t_acc
-    bubble = (pp - 1) / vpp * t_slow
+    bubble = bubble_of(t_slow, fwd_mb)
     slow["compute"] = slow["compute"] + t_acc
     compute = mb * slow["compute"]
     has_head = one | (which == 2)
@@ -859,7 +895,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     hidden = (mb * hidden_layer + (pp_raw - pp_exposed) + np.maximum(0.0, dp_raw - dp_exposed))
     t_ov = sigma * hidden
     step = mb * t_slow + bubble + pp_exposed + dp_exposed + t_opt + t_ov
-    bubble_lower = (pp - 1) / vpp * slow["compute"]
+    bubble_lower = bubble * slow["compute"] / np.maximum(t_slow, 1e-30)
     lower = compute + bubble_lower + t_opt
     raw_layer = np.where(one, ms.n_dense * Ld["raw_comm"] + ms.n_moe * Lm["raw_comm"],
                          n_slow * np.maximum(Ld["raw_comm"], Lm["raw_comm"]))
@@ -897,6 +933,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "dp_raw_s": dp_raw,
         "t_slow_s": t_slow,
         "fwd_mb_s": fwd_mb,
+        "w_mb_s": w_mb,
         "bwd_mb_s": bwd_mb,
         "slow_stage": which,
         "n_first": nf, "n_mid": nm, "n_last": nl, "mid_index": mi,
@@ -1168,8 +1205,16 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
     d.given("micro-batches per step per pipeline", "m", mb, "1")
     d.given("pipeline stages", "p", lay["pp"], "1")
     d.given("interleaved chunks per stage", "v", lay["vpp"], "1")
-    d.calc("pipeline bubble", "t_bub", "(p - 1) / v * t_mb", "s", check=v["bubble_s"],
-           rel_tol=1e-6, source=cite("narayanan-2021-megatron"))
+    if job.schedule == "dualpipe" and lay["pp"] > 1:
+        d.given("forward of one micro-batch on the slowest stage", "t_f", v["fwd_mb_s"], "s")
+        d.given("its weight-gradient GEMMs (the forward GEMMs' FLOPs)", "t_w", v["w_mb_s"], "s")
+        d.calc("DualPipe bubble, (p/2 - 1)(F&B + B - 3W) with F&B = F + B", "t_bub",
+               "(p / 2 - 1) * max(0, t_f + 2 * (t_mb - t_f) - 3 * t_w)", "s",
+               check=v["bubble_s"], rel_tol=1e-6, source=cite("deepseek-2024-v3-dualpipe"),
+               note="two parameter copies and p + 1 micro-batches of activations are held")
+    else:
+        d.calc("pipeline bubble", "t_bub", "(p - 1) / v * t_mb", "s", check=v["bubble_s"],
+               rel_tol=1e-6, source=cite("narayanan-2021-megatron"))
     d.given("exposed pipeline send/recv", "t_pp", v["pp_s"], "s",
             note="2 (v m + p - 1) crossings on the critical path")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v["dp_s"], "s",

@@ -143,7 +143,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
                    attention=(row.get("attention") or "flash").strip(),
                    ep_overlap=bool(_int(row, "ep_overlap")),
                    kernels=(row.get("kernels") or "fused").strip(),
-                   grad_accum_fusion=_flag(row, "grad_accum_fusion", True))
+                   grad_accum_fusion=_flag(row, "grad_accum_fusion", True),
+                   schedule=(row.get("schedule") or "1f1b").strip())
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}

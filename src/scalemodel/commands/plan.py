@@ -99,6 +99,9 @@ def register(sub: Any) -> None:
                    help="weight gradients are added into the fp32 main gradient in a separate "
                         "pass per micro-batch (Megatron before 2022, or "
                         "--no-gradient-accumulation-fusion)")
+    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default="1f1b",
+                   help="pipeline schedule: 1f1b (Megatron's, interleaved when vpp > 1; default) "
+                        "or dualpipe (DeepSeek-V3: smaller bubble, two parameter copies)")
     t.add_argument("--ep-overlap", action="store_true",
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
@@ -124,7 +127,8 @@ def run(args: argparse.Namespace) -> Any:
                    global_batch_seqs=args.global_batch, precision=args.precision,
                    optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
                    attention=args.attention, ep_overlap=args.ep_overlap,
-                   kernels=args.kernels, grad_accum_fusion=args.grad_accum_fusion)
+                   kernels=args.kernels, grad_accum_fusion=args.grad_accum_fusion,
+                   schedule=args.schedule)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)
