@@ -100,6 +100,11 @@ def test_validate_json(capsys):
     assert d["mape"] == pytest.approx(sum(abs(r["error"]) for r in d["rows"]) / len(d["rows"]))
     for r in d["rows"]:
         assert r["predicted"] > 0 and r["measured"] > 0
+    assert sum(g["rows"] for g in d["by_source"]) == len(d["rows"])
+    for g in d["by_source"]:
+        errs = [r["error"] for r in d["rows"] if r["source"] == g["source"]]
+        assert g["mean_abs_error"] == pytest.approx(sum(map(abs, errs)) / len(errs))
+        assert g["min_error"] == min(errs) and g["max_error"] == max(errs)
 
 
 def test_validate_bad_file(capsys, tmp_path):

@@ -15,9 +15,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "validate", help="planner predictions vs published training runs (validation/)",
         description="Predicts every row of validation/training_runs.csv with its published "
-        "layout fixed (unstated keys searched) and compares with the measured figure in the "
-        "source's own FLOP convention; prints each error and the mean / max absolute "
-        "percentage error.")
+        "layout fixed (unstated keys searched) and compares with the measured figure (tokens/s "
+        "per GPU where the source publishes it, else in the source's own FLOP convention); "
+        "prints each error, the error by source and the mean / max absolute percentage error.")
     p.add_argument("--file", default=None, metavar="CSV",
                    help="validation CSV (default: the repository's validation/training_runs.csv)")
     add_output(p)
@@ -40,15 +40,24 @@ def run(args: argparse.Namespace) -> Any:
     s = summary(results)
     rows = tuple((r.id, r.model, f"{r.gpus} x {r.gpu}", r.metric, r.convention, r.measured,
                   r.predicted, r.error) for r in results)
+    by_source: dict[str, list[float]] = {}
+    for r in results:
+        by_source.setdefault(r.source or "(no source)", []).append(r.error)
+    groups = [{"source": k, "rows": len(v), "mean_abs_error": sum(map(abs, v)) / len(v),
+               "min_error": min(v), "max_error": max(v)} for k, v in by_source.items()]
     data = {"rows": [r.to_dict() for r in results], "skipped":
-            [{"id": i, "reason": why} for i, why in skipped], **s}
+            [{"id": i, "reason": why} for i, why in skipped], "by_source": groups, **s}
     sec = Section(
         f"Predicted vs measured ({len(results)} runs)",
         headlines=(Headline("mean absolute error", s["mape"], "1"),
                    Headline("max absolute error", s["max_ape"], "1")),
-        tables=(Table("runs", ("id", "model", "GPUs", "metric", "convention", "measured",
-                               "predicted", "error"), rows),),
+        tables=(Table("by source", ("source", "rows", "mean |error|", "lowest", "highest"),
+                      tuple((g["source"], g["rows"], g["mean_abs_error"], g["min_error"],
+                             g["max_error"]) for g in groups)),
+                Table("runs", ("id", "model", "GPUs", "metric", "convention", "measured",
+                               "predicted", "error"), rows)),
         text="Each row keeps its published layout; keys the source does not state are "
-             "searched. Errors are in the source's own FLOP convention.")
+             "searched. Tokens per second per GPU are compared where the source publishes "
+             "them, otherwise the source's own figure in its own FLOP convention.")
     warnings = tuple(f"row {i} skipped: {why}" for i, why in skipped)
     return Report("scalemodel validate: training planner", (sec,), data, warnings=warnings)
