@@ -128,10 +128,13 @@ class Job:
     precision: str = "bf16"
     optimizer_id: str = "adam"
     memory_fraction: float | None = None
-    # "flash" (FlashAttention-2-class fused kernel), "triton" (the older Triton FlashAttention
-    # kernel, slower by planner.toml [attention] triton_slowdown) or "unfused" (scores in HBM)
+    # "flash" (FlashAttention-2-class fused kernel), "flash3" (FlashAttention-3 / cuDNN, Hopper),
+    # "triton" (the older Triton FlashAttention kernel) - planner.toml [attention] - or
+    # "unfused" (scores in HBM)
     attention: str = "flash"
-    ep_overlap: bool = False  # MoE all-to-all overlapped with another micro-batch (DualPipe)
+    # MoE all-to-alls overlapped with another micro-batch's compute (DualPipe, Megatron's EP
+    # overlap)
+    ep_overlap: bool = False
     # "fused": every elementwise step of a norm, rotary or gated activation is one kernel
     # (Megatron/Transformer Engine, torch.compile); "eager": PyTorch eager mode runs the
     # reference code op by op (planner.toml [nongemm] eager_*)
