@@ -677,10 +677,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     inner_tp = tp <= dom
     act_bytes = e_a * T * h  # a full (gathered) activation of the micro-batch on this rank
     tp_one = collective_time("all_gather", act_bytes, tp, ranks_per_node(1, tp, dom), cl)
-    tp_f = TP_FWD_COLLECTIVES * tp_one
-    tp_b = TP_BWD_COLLECTIVES * tp_one
+    tp_f_all = TP_FWD_COLLECTIVES * tp_one
+    tp_b_all = TP_BWD_COLLECTIVES * tp_one
     # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
-    tp_rc = np.where(rc == 2, tp_f, np.where(rc == 3, 0.5 * tp_f, 0.0))
+    tp_rc_all = np.where(rc == 2, tp_f_all, np.where(rc == 3, 0.5 * tp_f_all, 0.0))
     cp_intra = tp * cp <= dom
     kv_bytes = e_a * b * (S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else e_a * b * (S / cp) * ms.kv_dim
@@ -698,8 +698,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         # the way back) inside the node
         a2a = collective_time("all_to_all", e_a * (T / sp_div) * dispatch_copies(m, ep, r_ep)
                               * h, ep, r_ep, cl)
-        etp = collective_time("all_gather", e_a * T * m.top_k * h, tp,
-                              ranks_per_node(1, tp, dom), cl)
+        etp = np.where(ep > 1, collective_time("all_gather", e_a * T * m.top_k * h, tp,
+                                               ranks_per_node(1, tp, dom), cl), 0.0)
         ep_f_raw = ep_b_raw = 2 * a2a + 2 * etp
     else:
         ep_f_raw = ep_b_raw = np.zeros_like(tp)
@@ -709,6 +709,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     def layer_time(fw: Any, bw: Any, rcx: Any, moe: bool) -> dict[str, Any]:
         e_f = ep_f_raw if moe else 0.0
         e_b = ep_b_raw if moe else 0.0
+        # with EP the MoE block's tokens move by dispatch and the expert-TP gather (in e_f), so
+        # of the layer's TP collectives only the attention block's half remains
+        k_tp = np.where(ep > 1, 0.5, 1.0) if moe else 1.0
+        tp_f, tp_b, tp_rc = k_tp * tp_f_all, k_tp * tp_b_all, k_tp * tp_rc_all
         rc_ep = np.where(rc == 2, e_f, 0.0)
         rc_cp = np.where(rc == 2, cp_f, 0.0)
         if moe and job.ep_overlap:
@@ -754,9 +758,19 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     nf, nm, mi, nl = (shape[inv.ravel(), i] for i in range(4))
     one = pp == 1
 
+    # a pipeline stage is priced as n copies of its heavier layer kind, judged on the whole
+    # per-layer time (so every part comes from the same kind); dense-only or MoE-only models
+    # use their one kind
+    tot_d = Ld["compute"] + Ld["tp"] + Ld["cp"] + Ld["ep"]
+    tot_m = Lm["compute"] + Lm["tp"] + Lm["cp"] + Lm["ep"]
+    use_m = (ms.n_moe > 0) & ((ms.n_dense == 0) | (tot_m >= tot_d))
+
+    def heavy(part: str) -> Any:
+        return np.where(use_m, Lm[part], Ld[part])
+
     def stage(n: Any, part: str) -> Any:
         """A stage's per-micro-batch seconds of one part: heaviest layer kind unless pp == 1."""
-        big = np.maximum(Ld[part], Lm[part])
+        big = heavy(part)
         whole = ms.n_dense * Ld[part] + ms.n_moe * Lm[part]
         return np.where(one, whole, n * big)
 
@@ -785,10 +799,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     slow = pick("")
     n_slow = np.where(which == 0, nf, np.where(which == 1, nm, nl))
     fwd_mb = np.where(one, ms.n_dense * Ld["fwd"] + ms.n_moe * Lm["fwd"] + head_fw,
-                      n_slow * np.maximum(Ld["fwd"], Lm["fwd"]))
+                      n_slow * heavy("fwd"))
     bwd_mb = t_slow - fwd_mb
     w_mb = np.where(one, ms.n_dense * w_dense + ms.n_moe * w_moe,
-                    n_slow * np.maximum(w_dense, w_moe))
+                    n_slow * np.where(use_m, w_moe, w_dense))
     dual = (job.schedule == "dualpipe") & (pp > 1)
 
     def bubble_of(t_mb: Any, f_mb: Any) -> Any:
@@ -887,23 +901,29 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     has_head = one | (which == 2)
     attn_s = mb * np.where(one, m.n_layers * attn_l, n_slow * attn_l)
     ng_s = mb * (np.where(one, ms.n_dense * Ld["ng"] + ms.n_moe * Lm["ng"],
-                          n_slow * np.maximum(Ld["ng"], Lm["ng"]))
+                          n_slow * heavy("ng"))
                  + np.where(has_head, loss_ng, 0.0) + t_acc)
     tp_t, cp_t, ep_t = mb * slow["tp"], mb * slow["cp"], mb * slow["ep"]
     # compute that runs beside a collective is slowed down (SMs, HBM and power shared with the
     # communication kernels): sigma x the hidden communication time, added to the step
     sigma = float(ov["compute_slowdown"])
     hidden_layer = np.where(one, ms.n_dense * Ld["hidden"] + ms.n_moe * Lm["hidden"],
-                            n_slow * np.maximum(Ld["hidden"], Lm["hidden"]))
+                            n_slow * heavy("hidden"))
     hidden = (mb * hidden_layer + (pp_raw - pp_exposed) + np.maximum(0.0, dp_raw - dp_exposed))
     t_ov = sigma * hidden
     step = mb * t_slow + bubble + pp_exposed + dp_exposed + t_opt + t_ov
     bubble_lower = bubble * slow["compute"] / np.maximum(t_slow, 1e-30)
     lower = compute + bubble_lower + t_opt
     raw_layer = np.where(one, ms.n_dense * Ld["raw_comm"] + ms.n_moe * Lm["raw_comm"],
-                         n_slow * np.maximum(Ld["raw_comm"], Lm["raw_comm"]))
+                         n_slow * heavy("raw_comm"))
     upper_mb = slow["compute"] + raw_layer
     upper = mb * upper_mb + (pp - 1) / vpp * upper_mb + pp_raw + dp_raw + t_opt
+
+    # share of a layer's TP collectives the slowest stage runs: MoE layers with EP keep only the
+    # attention block's half (see layer_time)
+    k_moe = np.where(ep > 1, 0.5, 1.0)
+    tp_share = np.where(one, (ms.n_dense + ms.n_moe * k_moe) / m.n_layers,
+                        np.where(ms.n_moe > 0, k_moe, 1.0)) if m.is_moe else 1.0
 
     # FLOPs: model (PaLM convention) and hardware (+ recompute)
     tokens = float(job.tokens_per_step)
@@ -931,7 +951,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "overlap_s": t_ov,
         "optimizer_s": t_opt,
         "grad_acc_s": mb * t_acc,
-        "tp_raw_s": mb * n_slow * (tp_f + tp_b + tp_rc),
+        "tp_raw_s": mb * n_slow * tp_share * (tp_f_all + tp_b_all + tp_rc_all),
         "pp_raw_s": pp_raw,
         "dp_raw_s": dp_raw,
         "t_slow_s": t_slow,
@@ -955,8 +975,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         "capacity_bytes": np.full_like(step, cap),
         "fits": np.asarray(mem["total"]) <= cap,
         # traffic per step per GPU on each tier, for the explanation
-        "tp_bytes": mb * n_slow * (TP_FWD_COLLECTIVES * (1 + (rc == 2) + 0.5 * (rc == 3))
-                                   + TP_BWD_COLLECTIVES)
+        "tp_bytes": mb * n_slow * tp_share * (TP_FWD_COLLECTIVES
+                                              * (1 + (rc == 2) + 0.5 * (rc == 3))
+                                              + TP_BWD_COLLECTIVES)
         * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
         "ep_bytes": mb * n_slow * (4 + 2 * (rc == 2)) * (ep - 1) / ep * e_a * T / sp_div * h
