@@ -174,3 +174,13 @@ def test_op_recompute_exports_torchtitan_policy(capsys):
     rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8",
                      "--layout", "recompute=sometimes")
     assert rc == 2 and "op" in err
+
+
+def test_validate_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "errors.png"
+    rc, out, err = run(capsys, "validate", "--plot", str(f))
+    assert rc == 0, err
+    assert f.stat().st_size > 10_000
+    rc, _, err = run(capsys, "validate", "--plot", str(tmp_path / "x.txt"))
+    assert rc == 2 and ".png" in err

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         "prints each error, the error by source and the mean / max absolute percentage error.")
     p.add_argument("--file", default=None, metavar="CSV",
                    help="validation CSV (default: the repository's validation/training_runs.csv)")
-    add_output(p)
+    add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
@@ -60,4 +60,15 @@ def run(args: argparse.Namespace) -> Any:
              "searched. Tokens per second per GPU are compared where the source publishes "
              "them, otherwise the source's own figure in its own FLOP convention.")
     warnings = tuple(f"row {i} skipped: {why}" for i, why in skipped)
-    return Report("scalemodel validate: training planner", (sec,), data, warnings=warnings)
+    draw = None
+    if getattr(args, "plot", None) and results:
+        from ..report import plot as _plot
+
+        def draw(out: str) -> None:
+            _plot.errors_by_row(
+                out, title=f"scalemodel validate: {len(results)} runs, mean |error| "
+                           f"{100 * s['mape']:.1f}%, max {100 * s['max_ape']:.1f}%",
+                labels=[r.id for r in results], errors=[r.error for r in results],
+                groups=[r.source for r in results])
+    return Report("scalemodel validate: training planner", (sec,), data, warnings=warnings,
+                  plot=draw)

@@ -198,3 +198,31 @@ def cluster_timeline(path: str, *, title: str, hours: Sequence[float],
     fig.savefig(p, dpi=130)
     plt.close(fig)
     return p
+
+
+def errors_by_row(path: str, *, title: str, labels: Sequence[str], errors: Sequence[float],
+                  groups: Sequence[str], bands: Sequence[float] = (0.10, 0.25)) -> Path:
+    """Signed relative error per row as horizontal bars, one colour per group, with the
+    +-bands drawn as guides (validation: predicted / measured - 1 per published run)."""
+    p = _check_path(path)
+    plt = _pyplot()
+    order = list(dict.fromkeys(groups))
+    fig, ax = plt.subplots(figsize=(8, max(4.0, 0.22 * len(labels) + 1.5)))
+    ys = list(range(len(labels)))[::-1]
+    for i, g in enumerate(order):
+        idx = [k for k, gg in enumerate(groups) if gg == g]
+        ax.barh([ys[k] for k in idx], [100 * errors[k] for k in idx], color=f"C{i % 10}",
+                label=g)
+    for j, b in enumerate(bands):
+        for sign in (-1, 1):
+            ax.axvline(100 * sign * b, color="0.4", ls="--" if j else ":", lw=0.8)
+    ax.axvline(0, color="0.2", lw=0.8)
+    ax.set_yticks(ys, labels, fontsize=7)
+    ax.set_xlabel("predicted / measured - 1 (%)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(p, dpi=130)
+    plt.close(fig)
+    return p
