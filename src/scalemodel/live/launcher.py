@@ -17,12 +17,15 @@ the child processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,26 +126,8 @@ def launch(
 def _run(procs: list[Any], wd: Path, world_size: int, backend: str, spec: dict[str, Any],
          base_env: dict[str, str], port: int, rank_env: Mapping[int, Mapping[str, str]] | None,
          t0: float, timeout_s: float, fail_fast: bool) -> LaunchResult:
-    for rank in range(world_size):
-        env = dict(base_env)
-        env.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(world_size),
-            LOCAL_RANK=str(rank),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            SCALEMODEL_LAUNCH_DIR=str(wd),
-        )
-        env.update({k: str(v) for k, v in (rank_env or {}).get(rank, {}).items()})
-        err = open(wd / f"rank_{rank}.stderr", "wb")  # noqa: SIM115 - closed below
-        p = subprocess.Popen(
-            [sys.executable, "-m", "scalemodel.live.worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-        )
-        procs.append((rank, p, err, time.monotonic()))
+    with _signals_held():  # a Ctrl-C mid-spawn lands after every started rank is in ``procs``
+        _spawn(procs, wd, world_size, base_env, port, rank_env)
     deadline = t0 + timeout_s
     results: dict[int, RankResult] = {}
     failed = False
@@ -170,6 +155,47 @@ def _run(procs: list[Any], wd: Path, world_size: int, backend: str, spec: dict[s
         wall_s=time.monotonic() - t0,
         workdir=str(wd),
     )
+
+
+@contextlib.contextmanager
+def _signals_held() -> Any:
+    """Hold SIGINT and SIGTERM while ranks are spawned (main thread, POSIX): an interrupt that
+    arrives between a child's fork and its entry in the launcher's list would orphan it; held,
+    it is raised right after, when the cleanup in :func:`launch` can see every child."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not \
+            threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _spawn(procs: list[Any], wd: Path, world_size: int, base_env: dict[str, str], port: int,
+           rank_env: Mapping[int, Mapping[str, str]] | None) -> None:
+    for rank in range(world_size):
+        env = dict(base_env)
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(world_size),
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            SCALEMODEL_LAUNCH_DIR=str(wd),
+        )
+        env.update({k: str(v) for k, v in (rank_env or {}).get(rank, {}).items()})
+        err = open(wd / f"rank_{rank}.stderr", "wb")  # noqa: SIM115 - closed below
+        p = subprocess.Popen(
+            [sys.executable, "-m", "scalemodel.live.worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+        procs.append((rank, p, err, time.monotonic()))
 
 
 def _kill(p: subprocess.Popen[bytes]) -> None:

@@ -7,10 +7,14 @@ import datetime
 import importlib
 import json
 import os
+import signal
 from pathlib import Path
 
 
 def main() -> int:
+    # the launcher holds SIGINT / SIGTERM while it spawns ranks, and a signal mask survives exec
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     wd = Path(os.environ["SCALEMODEL_LAUNCH_DIR"])
     spec = json.loads((wd / "spec.json").read_text())
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
