@@ -706,12 +706,14 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     tp_exp = 1 - ov["tp"]
     ep_exp = 1 - ov["ep"]
 
+    # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw), so
+    # of the layer's TP collectives only the attention block's half remains
+    moe_tp_keep = np.where(ep > 1, 0.5, 1.0)
+
     def layer_time(fw: Any, bw: Any, rcx: Any, moe: bool) -> dict[str, Any]:
         e_f = ep_f_raw if moe else 0.0
         e_b = ep_b_raw if moe else 0.0
-        # with EP the MoE block's tokens move by dispatch and the expert-TP gather (in e_f), so
-        # of the layer's TP collectives only the attention block's half remains
-        k_tp = np.where(ep > 1, 0.5, 1.0) if moe else 1.0
+        k_tp = moe_tp_keep if moe else 1.0
         tp_f, tp_b, tp_rc = k_tp * tp_f_all, k_tp * tp_b_all, k_tp * tp_rc_all
         rc_ep = np.where(rc == 2, e_f, 0.0)
         rc_cp = np.where(rc == 2, cp_f, 0.0)
@@ -919,11 +921,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     upper_mb = slow["compute"] + raw_layer
     upper = mb * upper_mb + (pp - 1) / vpp * upper_mb + pp_raw + dp_raw + t_opt
 
-    # share of a layer's TP collectives the slowest stage runs: MoE layers with EP keep only the
-    # attention block's half (see layer_time)
-    k_moe = np.where(ep > 1, 0.5, 1.0)
-    tp_share = np.where(one, (ms.n_dense + ms.n_moe * k_moe) / m.n_layers,
-                        np.where(ms.n_moe > 0, k_moe, 1.0)) if m.is_moe else 1.0
+    # share of a layer's TP collectives the slowest stage runs (moe_tp_keep, see layer_time)
+    tp_share = np.where(one, (ms.n_dense + ms.n_moe * moe_tp_keep) / m.n_layers,
+                        np.where(ms.n_moe > 0, moe_tp_keep, 1.0)) if m.is_moe else 1.0
 
     # FLOPs: model (PaLM convention) and hardware (+ recompute)
     tokens = float(job.tokens_per_step)
