@@ -75,8 +75,10 @@ def test_gemm_calibration_point_consistency():
 
     g = constants()["gemm"]
     shape = (np.float64(g["anchor_m"]), np.float64(g["anchor_n"]), np.float64(g["anchor_k"]))
-    e = gemm_efficiency(*shape, get_gpu(g["anchor_gpu"]))
-    assert float(e) == pytest.approx(g["anchor_efficiency"], rel=1e-9)
+    gpu = get_gpu(g["anchor_gpu"])
+    e = gemm_efficiency(*shape, gpu)
+    # the anchor is a short-run (burst) rate; a training step keeps the sustained share
+    assert float(e) / gpu.sustained_fraction == pytest.approx(g["anchor_efficiency"], rel=1e-9)
 
 
 def test_gpu_without_sm_count_is_bad_input():

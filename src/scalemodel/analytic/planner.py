@@ -1158,12 +1158,18 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                                   np.float64(m.hidden), gpu, job.precision))
     d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
             note=g["anchor_note"])
-    if gpu.sustained_fraction != 1.0:
+    if gpu.sustained_basis == "gemm":
+        d.given(f"{gpu.id}: sustained over short-burst throughput of large GEMMs", "f_clk",
+                gpu.sustained_fraction, "1", gpu.source_of("sustained_gemm_ratio"),
+                note="measured with every GPU of the node busy; eta_0 comes from short runs, a "
+                     "training step is one long power-saturated run, so this GPU's GEMMs run at "
+                     "f_clk x eta")
+    elif gpu.sustained_basis == "clock":
         d.given(f"{gpu.id}: clock sustained under dense math over the clock its peak is quoted "
                 "at", "f_clk", gpu.sustained_fraction, "1", gpu.source_of("sustained_clock_hz"),
                 note=f"{gpu.sustained_clock_hz / 1e9:.3f} / {gpu.peak_clock_hz / 1e9:.2f} GHz; "
-                     "eta_0 is a fraction of a peak quoted at a sustainable clock (the Hopper "
-                     "anchor), so this GPU's GEMMs run at f_clk x eta")
+                     "eta_0 comes from short runs at the quoted clock, so this GPU's GEMMs run at "
+                     "f_clk x eta")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(g["tile_source"]),
             note="tile padding and wave quantization on "

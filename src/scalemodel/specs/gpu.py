@@ -35,6 +35,9 @@ class GPUSpec:
     boost_clock_hz: float = 0.0
     peak_clock_hz: float = 0.0  # the clock the datasheet's dense tensor peaks are quoted at
     sustained_clock_hz: float = 0.0  # the clock held under sustained dense math at the power limit
+    # sustained / short-burst throughput of large dense GEMMs, measured on this GPU by one tool
+    # (0 = not measured; the clock ratio above is used instead)
+    sustained_gemm_ratio: float = 0.0
     l2_bytes: float = 0.0
     tdp_w: float = 0.0
     sm: Mapping[str, Any] = field(default_factory=dict)
@@ -68,11 +71,24 @@ class GPUSpec:
 
     @property
     def sustained_fraction(self) -> float:
-        """Fraction of the quoted tensor peak left at the clock sustained under dense math
-        (sustained_clock_hz / peak_clock_hz); 1 when either clock is unknown."""
+        """What a long, power-saturated run of dense GEMMs keeps of a short burst's rate: the
+        measured ``sustained_gemm_ratio`` where the GPU has one, else the clock held at the power
+        limit over the clock the peak is quoted at (sustained_clock_hz / peak_clock_hz); 1 when
+        neither is known."""
+        if self.sustained_gemm_ratio:
+            return self.sustained_gemm_ratio
         if self.peak_clock_hz and self.sustained_clock_hz:
             return min(1.0, self.sustained_clock_hz / self.peak_clock_hz)
         return 1.0
+
+    @property
+    def sustained_basis(self) -> str:
+        """Which figure sustained_fraction comes from: 'gemm' (measured ratio), 'clock' or ''."""
+        if self.sustained_gemm_ratio:
+            return "gemm"
+        if self.peak_clock_hz and self.sustained_clock_hz and self.sustained_fraction < 1.0:
+            return "clock"
+        return ""
 
     @property
     def scale_up_bytes_per_s(self) -> float:
@@ -87,6 +103,10 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
     for k in _POSITIVE:
         if k in t and not (isinstance(t[k], int | float) and t[k] > 0):
             raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be a positive number")
+    r = t.get("sustained_gemm_ratio", 0.0)
+    if "sustained_gemm_ratio" in t and not (isinstance(r, int | float) and 0 < r <= 1):
+        raise BadInput(f"GPU {gid!r} ({origin}): field 'sustained_gemm_ratio' must be in (0, 1] "
+                       f"(sustained over short-burst GEMM throughput), got {r!r}")
     flops = t["flop_per_s"]
     if not isinstance(flops, dict) or not flops:
         raise BadInput(f"GPU {gid!r} ({origin}): flop_per_s must be a table such as bf16 = 989.4e12")
@@ -106,6 +126,7 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         boost_clock_hz=float(t.get("boost_clock_hz", 0.0)),
         peak_clock_hz=float(t.get("peak_clock_hz", 0.0)),
         sustained_clock_hz=float(t.get("sustained_clock_hz", 0.0)),
+        sustained_gemm_ratio=float(t.get("sustained_gemm_ratio", 0.0)),
         l2_bytes=float(t.get("l2_bytes", 0.0)),
         tdp_w=float(t.get("tdp_w", 0.0)),
         sm=MappingProxyType(dict(t.get("sm", {}))),
