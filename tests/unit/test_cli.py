@@ -119,6 +119,10 @@ def test_plot_roofline(tmp_path, capsys):
 def test_specs_lists(capsys):
     d = run_json(capsys, "specs", "gpus")
     assert any(g["id"] == "h100-sxm" for g in d["items"])
+    by = {g["id"]: g for g in d["items"]}
+    # the share of a burst GEMM rate a long run keeps (gpus.toml; docs/planner.md "Sustained rate")
+    assert by["h100-sxm"]["sustained_fraction"] == by["h100-sxm"]["sustained_gemm_ratio"] == 0.848
+    assert by["a100-sxm-80gb"]["sustained_fraction"] == pytest.approx(1.305 / 1.41)
     d = run_json(capsys, "specs", "models", "deepseek-v3")
     assert d["items"][0]["attention"] == "mla"
 

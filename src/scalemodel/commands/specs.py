@@ -35,7 +35,11 @@ def run(args: argparse.Namespace) -> Any:
                 "scale-up GB/s/dir", "source")
         data = [{"id": g.id, "name": g.name, "hbm_bytes": g.hbm_bytes,
                  "hbm_bytes_per_s": g.hbm_bytes_per_s, "flop_per_s": dict(g.flop_per_s),
-                 "sm_count": g.sm_count, "sm": dict(g.sm), "interconnect": dict(g.interconnect),
+                 "sm_count": g.sm_count, "boost_clock_hz": g.boost_clock_hz,
+                 "peak_clock_hz": g.peak_clock_hz, "sustained_clock_hz": g.sustained_clock_hz,
+                 "sustained_gemm_ratio": g.sustained_gemm_ratio,
+                 "sustained_fraction": g.sustained_fraction,
+                 "sm": dict(g.sm), "interconnect": dict(g.interconnect),
                  "source": g.source_of(""), "notes": g.notes} for g in items]
     elif k == "links":
         items = [specs.get_link(i) for i in ([args.id] if args.id else specs.link_ids())]
