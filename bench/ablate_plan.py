@@ -6,7 +6,8 @@ Prints the mean / max absolute error over validation/training_runs.csv and the p
 for the final model and with one term switched off at a time: a CSV column set back to its
 default (Triton attention, eager mode, unfused gradient accumulation, flash3, DualPipe) or a
 mechanism
-replaced by its earlier form (the measured sustained GEMM ratio of Hopper and B200, the A100
+replaced by its earlier form (the measured sustained GEMM ratio of Hopper and B200, the measured fp8/bf16 GEMM
+efficiency ratio, the A100
 sustained-clock factor, batched GEMMs sharing waves).
 Nothing is tuned here; the figures are quoted in docs/planner.md.
 """
@@ -80,6 +81,12 @@ def main() -> None:
         report(TEXT, "no measured sustained GEMM ratio")
     finally:
         gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
+    dtype_factor = gpu_spec.GPUSpec.gemm_dtype_factor
+    gpu_spec.GPUSpec.gemm_dtype_factor = lambda self, dtype: 1.0  # type: ignore[method-assign]
+    try:
+        report(TEXT, "fp8 GEMMs at the bf16 efficiency")
+    finally:
+        gpu_spec.GPUSpec.gemm_dtype_factor = dtype_factor  # type: ignore[method-assign]
     gpu_spec.GPUSpec.sustained_fraction = property(lambda self: 1.0)  # type: ignore[method-assign]
     try:
         report(TEXT, "no sustained factor at all")

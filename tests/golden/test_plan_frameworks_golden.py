@@ -73,14 +73,32 @@ def test_gemms_run_at_the_rate_a_long_run_sustains():
     assert r == pytest.approx(989.4 * 0.848 / (312 * 1.305 / 1.41), rel=1e-9)
 
 
+def test_fp8_gemms_take_the_measured_fp8_over_bf16_efficiency():
+    # ml-engineering's MAMF table, H100 SXM with torch 2.7.0+cu126: bf16 794.5 of 989 TFLOP/s,
+    # fp8 1402.6 of 1979. fp8 reaches (1402.6 / 1979) / (794.5 / 989) = 0.882 of the bf16
+    # efficiency; B200 (torch 2.7.1+cu128): (3432.5 / 4500) / (1745.0 / 2250) = 0.984.
+    h100, b200, a100 = get_gpu("h100-sxm"), get_gpu("b200"), get_gpu("a100-sxm-80gb")
+    assert h100.gemm_dtype_factor("fp8") == pytest.approx((1402.6 / 1979) / (794.5 / 989),
+                                                           abs=5e-4)
+    assert b200.gemm_dtype_factor("fp8") == pytest.approx((3432.5 / 4500) / (1745.0 / 2250),
+                                                          abs=5e-4)
+    assert h100.gemm_dtype_factor("bf16") == 1.0
+    assert a100.gemm_dtype_factor("fp8") == 1.0  # not measured (and no fp8 path on A100)
+    M, N, K = np.float64(108 * 128), np.float64(132 * 128), np.float64(8192)
+    e16 = float(gemm_efficiency(M, N, K, h100, "bf16"))
+    e8 = float(gemm_efficiency(M, N, K, h100, "fp8"))
+    assert e8 == pytest.approx(0.882 * e16, rel=1e-9)
+
+
 def test_a_gpu_file_rejects_a_sustained_ratio_outside_0_1():
     from scalemodel.errors import BadInput
     from scalemodel.specs.gpu import _build_gpu
 
     base = {"name": "x", "hbm_bytes": 1e9, "hbm_bytes_per_s": 1e12, "flop_per_s": {"bf16": 1e15}}
-    for bad in (0, 1.2, -0.5, "0.8"):
-        with pytest.raises(BadInput, match="sustained_gemm_ratio"):
-            _build_gpu("x", {**base, "sustained_gemm_ratio": bad}, "test")
+    for field in ("sustained_gemm_ratio", "fp8_gemm_ratio"):
+        for bad in (0, 1.2, -0.5, "0.8", True):
+            with pytest.raises(BadInput, match=field):
+                _build_gpu("x", {**base, field: bad}, "test")
     assert _build_gpu("x", {**base, "sustained_gemm_ratio": 0.9}, "test").sustained_fraction == 0.9
 
 

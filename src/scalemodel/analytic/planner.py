@@ -214,16 +214,18 @@ def gemm_ceiling() -> float:
 
 
 def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float,
-              batch: Any = 1.0) -> Any:
+              batch: Any = 1.0, dtype_name: str = "bf16") -> Any:
     """Seconds for one (M x K) @ (K x N) GEMM, or one launch of ``batch`` of them: compute at the
-    shape's efficiency or HBM traffic, whichever is longer (roofline)."""
+    shape's efficiency or HBM traffic, whichever is longer (roofline). ``peak`` is the dense
+    peak of ``dtype_name``; an fp8 GEMM also takes the GPU's measured fp8/bf16 efficiency ratio."""
     g = constants()["gemm"]
     if not gpu.sm_count:
         raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
     # the ceiling is a fraction of a peak quoted at a sustainable clock (the Hopper anchor);
     # GPUs whose peak is quoted at a higher boost clock lose the difference (gpus.toml)
-    eff = gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch) * gpu.sustained_fraction
+    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch) * gpu.sustained_fraction
+           * gpu.gemm_dtype_factor(dtype_name))
     t_c = batch * 2.0 * M * N * K / (peak * eff)
     t_m = batch * elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s
                                                            * g["hbm_efficiency"])
@@ -234,7 +236,7 @@ def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf1
     """Achieved fraction of the dense peak for one GEMM (the curve docs/planner.md plots)."""
     peak = gpu.peak_flop_per_s(dtype_name)
     e = dtype(dtype_name).bytes
-    t = gemm_time(M, N, K, gpu, peak, e)
+    t = gemm_time(M, N, K, gpu, peak, e, dtype_name=dtype_name)
     return 2.0 * M * N * K / (t * peak)
 
 
@@ -540,9 +542,9 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     def gemm3(Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
         """(forward, backward) seconds: backward = dgrad (M x N @ N x K) + wgrad (K x M @ M x N);
         ``batch`` products per launch (batched GEMMs)."""
-        fw = gemm_time(Mx, Nx, Kx, gpu, peak, e_mm, batch)
-        bw = (gemm_time(Mx, Kx, Nx, gpu, peak, e_mm, batch)
-              + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm, batch))
+        fw = gemm_time(Mx, Nx, Kx, gpu, peak, e_mm, batch, job.precision)
+        bw = (gemm_time(Mx, Kx, Nx, gpu, peak, e_mm, batch, job.precision)
+              + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm, batch, job.precision))
         return fw, bw
 
     def mlp(Mx: Any, width: float, count: Any = 1.0) -> tuple[Any, Any]:
@@ -1170,6 +1172,10 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                 note=f"{gpu.sustained_clock_hz / 1e9:.3f} / {gpu.peak_clock_hz / 1e9:.2f} GHz; "
                      "eta_0 comes from short runs at the quoted clock, so this GPU's GEMMs run at "
                      "f_clk x eta")
+    if gpu.gemm_dtype_factor(job.precision) != 1.0:
+        d.given(f"{gpu.id}: {job.precision} GEMM efficiency over bf16's (each against its own "
+                "peak)", "k_fp8", gpu.gemm_dtype_factor(job.precision), "1",
+                gpu.source_of("fp8_gemm_ratio"), note="this GPU's fp8 GEMMs run at k_fp8 x eta")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(g["tile_source"]),
             note="tile padding and wave quantization on "

@@ -38,6 +38,9 @@ class GPUSpec:
     # sustained / short-burst throughput of large dense GEMMs, measured on this GPU by one tool
     # (0 = not measured; the clock ratio above is used instead)
     sustained_gemm_ratio: float = 0.0
+    # fp8 GEMM efficiency over bf16 GEMM efficiency (each as a fraction of its own dense peak),
+    # measured on this GPU by one tool (0 = not measured: the same fraction is assumed)
+    fp8_gemm_ratio: float = 0.0
     l2_bytes: float = 0.0
     tdp_w: float = 0.0
     sm: Mapping[str, Any] = field(default_factory=dict)
@@ -81,6 +84,13 @@ class GPUSpec:
             return min(1.0, self.sustained_clock_hz / self.peak_clock_hz)
         return 1.0
 
+    def gemm_dtype_factor(self, dtype: str) -> float:
+        """How much of the bf16 GEMM efficiency a GEMM in ``dtype`` reaches, each against its own
+        dense peak: ``fp8_gemm_ratio`` for fp8 where measured, else 1."""
+        if dtype == "fp8" and self.fp8_gemm_ratio:
+            return self.fp8_gemm_ratio
+        return 1.0
+
     @property
     def sustained_basis(self) -> str:
         """Which figure sustained_fraction comes from: 'gemm' (measured ratio), 'clock' or ''."""
@@ -103,10 +113,12 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
     for k in _POSITIVE:
         if k in t and not (isinstance(t[k], int | float) and t[k] > 0):
             raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be a positive number")
-    r = t.get("sustained_gemm_ratio", 0.0)
-    if "sustained_gemm_ratio" in t and not (isinstance(r, int | float) and 0 < r <= 1):
-        raise BadInput(f"GPU {gid!r} ({origin}): field 'sustained_gemm_ratio' must be in (0, 1] "
-                       f"(sustained over short-burst GEMM throughput), got {r!r}")
+    for k, what in (("sustained_gemm_ratio", "sustained over short-burst GEMM throughput"),
+                    ("fp8_gemm_ratio", "fp8 over bf16 GEMM efficiency")):
+        r = t.get(k, 0.0)
+        if k in t and not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
+            raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be in (0, 1] ({what}), "
+                           f"got {r!r}")
     flops = t["flop_per_s"]
     if not isinstance(flops, dict) or not flops:
         raise BadInput(f"GPU {gid!r} ({origin}): flop_per_s must be a table such as bf16 = 989.4e12")
@@ -127,6 +139,7 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         peak_clock_hz=float(t.get("peak_clock_hz", 0.0)),
         sustained_clock_hz=float(t.get("sustained_clock_hz", 0.0)),
         sustained_gemm_ratio=float(t.get("sustained_gemm_ratio", 0.0)),
+        fp8_gemm_ratio=float(t.get("fp8_gemm_ratio", 0.0)),
         l2_bytes=float(t.get("l2_bytes", 0.0)),
         tdp_w=float(t.get("tdp_w", 0.0)),
         sm=MappingProxyType(dict(t.get("sm", {}))),
