@@ -258,3 +258,18 @@ def test_moe_layers_with_ep_keep_only_the_attention_tp_collectives():
     assert v2["tp_bytes"] == pytest.approx(0.5 * v1["tp_bytes"], rel=1e-12)
     assert v2["tp_raw_s"] == pytest.approx(0.5 * v1["tp_raw_s"], rel=1e-12)
     assert v2["step_time_s"] <= v2["upper_s"] * (1 + 1e-12)
+
+
+def test_every_bundled_gpu_has_a_sustained_share_and_dtype_factor_in_0_1():
+    from scalemodel.specs import gpu_ids
+
+    for gid in gpu_ids():
+        g = get_gpu(gid)
+        assert 0 < g.sustained_fraction <= 1, gid
+        for dt in ("bf16", "fp8"):
+            assert 0 < g.gemm_dtype_factor(dt) <= 1, (gid, dt)
+        if g.sustained_gemm_ratio:
+            assert g.sustained_basis == "gemm"
+            assert g.source_of("sustained_gemm_ratio") != g.source_of(""), gid
+        if g.fp8_gemm_ratio:
+            assert g.source_of("fp8_gemm_ratio") != g.source_of(""), gid
