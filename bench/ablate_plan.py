@@ -81,6 +81,12 @@ def main() -> None:
         report(TEXT, "no measured sustained GEMM ratio")
     finally:
         gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
+    gpu_spec.GPUSpec.sustained_fraction = property(  # type: ignore[method-assign]
+        lambda self: 1.0 if self.arch == "ampere" else prop.fget(self))
+    try:
+        report(TEXT, "no A100 sustained-clock factor")
+    finally:
+        gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
     dtype_factor = gpu_spec.GPUSpec.gemm_dtype_factor
     gpu_spec.GPUSpec.gemm_dtype_factor = lambda self, dtype: 1.0  # type: ignore[method-assign]
     try:

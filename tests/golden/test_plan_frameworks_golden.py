@@ -273,3 +273,41 @@ def test_every_bundled_gpu_has_a_sustained_share_and_dtype_factor_in_0_1():
             assert g.source_of("sustained_gemm_ratio") != g.source_of(""), gid
         if g.fp8_gemm_ratio:
             assert g.source_of("fp8_gemm_ratio") != g.source_of(""), gid
+
+
+def test_fp8_training_keeps_the_output_head_in_bf16():
+    # planner.toml [nongemm] fp8_bf16_modules: the output head stays bf16 in fp8 training
+    # (DeepSeek-V3 report Sec. 3.3; torchtitan's Float8 filter_fqns = "output"). So what a larger
+    # vocabulary adds to the compute time is the same in bf16 and in fp8 training: only the head
+    # GEMMs and the loss grow with it.
+    import dataclasses
+
+    m = get_model("llama-3-8b")
+    grow = {}
+    for prec in ("bf16", "fp8"):
+        t = [_values(dataclasses.replace(m, vocab=v), precision=prec, seq=4096, batch=8)[
+            "compute_s"] for v in (128_256, 256_512)]
+        grow[prec] = t[1] - t[0]
+    assert grow["bf16"] > 0
+    assert grow["fp8"] == pytest.approx(grow["bf16"], rel=1e-9)
+
+
+def test_derivation_names_the_sustained_share_and_the_fp8_factor():
+    from scalemodel.analytic.planner import derive_row, make_cluster, search
+
+    def steps(gpu, precision):
+        job = make_job(get_model("llama-3-8b"), seq_len=4096, global_batch_seqs=64,
+                       precision=precision)
+        res = search(job, make_cluster(gpu, 8), {"tp": 1, "pp": 1}, top=0)
+        return {s["symbol"]: s for s in derive_row(res, res.best).to_dict()["steps"]
+                if s.get("symbol")}
+
+    h = steps("h100-sxm", "fp8")
+    assert h["f_clk"]["value"] == pytest.approx(0.848)
+    assert h["k_fp8"]["value"] == pytest.approx(0.882)
+    assert "mamf" in h["f_clk"]["source"].lower()
+    assert "k_fp8" not in steps("h100-sxm", "bf16")
+    a = steps("a100-sxm-80gb", "bf16")
+    assert a["f_clk"]["value"] == pytest.approx(1.305 / 1.41)
+    mi = steps("mi300x", "bf16")  # no measurement: 1 assumed, and said so
+    assert mi["f_clk"]["value"] == 1.0 and "assum" in mi["f_clk"]["source"].lower()

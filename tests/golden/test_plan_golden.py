@@ -147,7 +147,7 @@ def test_validation_rows_all_predicted():
     each row with its source column) is predicted, and the accuracy does not regress.
 
     Regression guard: on 2026-12-01 (second session) `python -m scalemodel validate` gave a mean
-    absolute error of 8.8% and a largest error of 30.3% (mpt-13b-h100) over 40 rows. The mean is
+    absolute error of 8.7% and a largest error of 30.3% (mpt-13b-h100) over 40 rows. The mean is
     held to the issue's target (10%); the largest error to its value plus about 2 points.
     """
     from pathlib import Path

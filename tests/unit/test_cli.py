@@ -123,6 +123,8 @@ def test_specs_lists(capsys):
     # the share of a burst GEMM rate a long run keeps (gpus.toml; docs/planner.md "Sustained rate")
     assert by["h100-sxm"]["sustained_fraction"] == by["h100-sxm"]["sustained_gemm_ratio"] == 0.848
     assert by["a100-sxm-80gb"]["sustained_fraction"] == pytest.approx(1.305 / 1.41)
+    assert by["h100-sxm"]["sustained_basis"] == "gemm" and by["h100-sxm"]["fp8_gemm_ratio"] == 0.882
+    assert "mamf" in by["h100-sxm"]["sources"]["sustained_gemm_ratio"]
     d = run_json(capsys, "specs", "models", "deepseek-v3")
     assert d["items"][0]["attention"] == "mla"
 

@@ -222,8 +222,8 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
     if not gpu.sm_count:
         raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
-    # the ceiling is a fraction of a peak quoted at a sustainable clock (the Hopper anchor);
-    # GPUs whose peak is quoted at a higher boost clock lose the difference (gpus.toml)
+    # the ceiling is a short-run (burst) fraction of the dense peak; a training step keeps the
+    # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
     eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch) * gpu.sustained_fraction
            * gpu.gemm_dtype_factor(dtype_name))
     t_c = batch * 2.0 * M * N * K / (peak * eff)
@@ -547,6 +547,14 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
               + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm, batch, job.precision))
         return fw, bw
 
+    def gemm3_bf16(Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+        """gemm3 for what fp8 training keeps in bf16 (the output head, an MoE router, the
+        attention matmuls; planner.toml [nongemm] fp8_bf16_modules); gemm3 in bf16 training."""
+        fw = gemm_time(Mx, Nx, Kx, gpu, peak16, 2.0, batch)
+        bw = (gemm_time(Mx, Kx, Nx, gpu, peak16, 2.0, batch)
+              + gemm_time(Kx, Nx, Mx, gpu, peak16, 2.0, batch))
+        return fw, bw
+
     def mlp(Mx: Any, width: float, count: Any = 1.0) -> tuple[Any, Any]:
         uf, ub = gemm3(Mx, ms.up_k * width / tp, h)
         df, db = gemm3(Mx, h, width / tp)
@@ -575,8 +583,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
         # one batched launch over the micro-batch's sequences and this rank's heads (bmm)
         nb = b * heads
-        qk_f, qk_b = gemm3(sl, S, dq, nb)
-        av_f, av_b = gemm3(sl, dv, S, nb)
+        qk_f, qk_b = gemm3_bf16(sl, S, dq, nb)
+        av_f, av_b = gemm3_bf16(sl, dv, S, nb)
         per_f = ng["unfused_fwd_bytes_per_score"] + (ng["unfused_dropout_fwd_bytes"]
                                                      if m.dropout else 0)
         per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
@@ -657,7 +665,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         Me = T * m.top_k / n_local  # tokens per local expert (balanced routing)
         ef, eb = mlp(Me, ms.moe_ffn, n_local)
         sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
-        rf, rb = gemm3(T, float(m.n_experts), h)
+        rf, rb = gemm3_bf16(T, float(m.n_experts), h)
         width = m.top_k * ms.moe_ffn + ms.shared_ffn
         ng_mf, ng_mb = nongemm(width, m.top_k + (1 if ms.shared_ffn else 0))
         moe_f = af1 + af2 + core_f + ef + sf + rf + ng_mf
@@ -778,7 +786,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         whole = ms.n_dense * Ld[part] + ms.n_moe * Lm[part]
         return np.where(one, whole, n * big)
 
-    head_f, head_b = gemm3(T, m.vocab / tp, h)
+    head_f, head_b = gemm3_bf16(T, m.vocab / tp, h)
     # the loss over the vocabulary: unfused fp32 passes over every logit (planner.toml [nongemm])
     logits = T * m.vocab / tp
     head_fw = head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / hbm
@@ -1161,25 +1169,32 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
     d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
             note=g["anchor_note"])
     if gpu.sustained_basis == "gemm":
-        d.given(f"{gpu.id}: sustained over short-burst throughput of large GEMMs", "f_clk",
-                gpu.sustained_fraction, "1", gpu.source_of("sustained_gemm_ratio"),
+        d.given(f"{gpu.id}: sustained over short-burst throughput of large GEMMs (measured on "
+                "this GPU's die)", "f_clk", gpu.sustained_fraction, "1",
+                gpu.source_of("sustained_gemm_ratio"),
                 note="measured with every GPU of the node busy; eta_0 comes from short runs, a "
-                     "training step is one long power-saturated run, so this GPU's GEMMs run at "
-                     "f_clk x eta")
+                     "training step is one long power-saturated run")
     elif gpu.sustained_basis == "clock":
         d.given(f"{gpu.id}: clock sustained under dense math over the clock its peak is quoted "
                 "at", "f_clk", gpu.sustained_fraction, "1", gpu.source_of("sustained_clock_hz"),
                 note=f"{gpu.sustained_clock_hz / 1e9:.3f} / {gpu.peak_clock_hz / 1e9:.2f} GHz; "
-                     "eta_0 comes from short runs at the quoted clock, so this GPU's GEMMs run at "
-                     "f_clk x eta")
+                     "eta_0 comes from short runs at the quoted clock")
+    else:
+        d.given(f"{gpu.id}: sustained share of a burst GEMM rate", "f_clk", 1.0, "1",
+                cite("scalemodel-assumption"),
+                note="not measured for this GPU (no sustained_gemm_ratio or sustained clock in "
+                     "its TOML): 1 assumed, so its GEMMs may be priced fast")
     if gpu.gemm_dtype_factor(job.precision) != 1.0:
         d.given(f"{gpu.id}: {job.precision} GEMM efficiency over bf16's (each against its own "
                 "peak)", "k_fp8", gpu.gemm_dtype_factor(job.precision), "1",
-                gpu.source_of("fp8_gemm_ratio"), note="this GPU's fp8 GEMMs run at k_fp8 x eta")
+                gpu.source_of("fp8_gemm_ratio"),
+                note="the output head (and an MoE router) stay bf16 in fp8 training")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(g["tile_source"]),
-            note="tile padding and wave quantization on "
-                 f"{gpu.sm_count} SMs, or the HBM roofline when thin")
+            note="eta_0 x f_clk" + (" x k_fp8" if gpu.gemm_dtype_factor(job.precision) != 1.0
+                                    else "")
+                 + f" x tile padding and wave quantization on {gpu.sm_count} SMs, or the HBM "
+                 "roofline when thin")
     if job.attention in FUSED_ATTENTION:
         a = constants()["attention"]
         src = a["a100_source"] if gpu.arch == "ampere" else a["h100_source"]

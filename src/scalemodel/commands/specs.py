@@ -39,8 +39,11 @@ def run(args: argparse.Namespace) -> Any:
                  "peak_clock_hz": g.peak_clock_hz, "sustained_clock_hz": g.sustained_clock_hz,
                  "sustained_gemm_ratio": g.sustained_gemm_ratio,
                  "sustained_fraction": g.sustained_fraction,
+                 "sustained_basis": g.sustained_basis, "fp8_gemm_ratio": g.fp8_gemm_ratio,
                  "sm": dict(g.sm), "interconnect": dict(g.interconnect),
-                 "source": g.source_of(""), "notes": g.notes} for g in items]
+                 "source": g.source_of(""),
+                 "sources": {k: g.source_of(k) for k in g.field_sources},
+                 "notes": g.notes} for g in items]
     elif k == "links":
         items = [specs.get_link(i) for i in ([args.id] if args.id else specs.link_ids())]
         rows = tuple((li.id, li.name, li.kind, li.bytes_per_s_per_direction / 1e9,

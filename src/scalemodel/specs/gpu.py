@@ -35,11 +35,11 @@ class GPUSpec:
     boost_clock_hz: float = 0.0
     peak_clock_hz: float = 0.0  # the clock the datasheet's dense tensor peaks are quoted at
     sustained_clock_hz: float = 0.0  # the clock held under sustained dense math at the power limit
-    # sustained / short-burst throughput of large dense GEMMs, measured on this GPU by one tool
-    # (0 = not measured; the clock ratio above is used instead)
+    # sustained / short-burst throughput of large dense GEMMs, measured by one tool on this GPU or
+    # one of the same die (0 = not measured; the clock ratio above is used instead)
     sustained_gemm_ratio: float = 0.0
     # fp8 GEMM efficiency over bf16 GEMM efficiency (each as a fraction of its own dense peak),
-    # measured on this GPU by one tool (0 = not measured: the same fraction is assumed)
+    # measured by one tool on this GPU or one of the same die (0 = not measured: 1 assumed)
     fp8_gemm_ratio: float = 0.0
     l2_bytes: float = 0.0
     tdp_w: float = 0.0
