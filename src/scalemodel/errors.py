@@ -12,7 +12,16 @@ import errno
 
 
 class BadInput(ValueError):
-    """The user's input cannot be used; the message says which field and why."""
+    """The user's input cannot be used; the message says which field and why.
+
+    The message is always one line: control characters that reach it (a newline in a path or a
+    value the user typed and the message quotes) are shown escaped."""
+
+    def __str__(self) -> str:
+        s = super().__str__()
+        if s.isprintable():
+            return s
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def close_matches(word: str, choices: list[str], n: int = 4) -> str:

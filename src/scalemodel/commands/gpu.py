@@ -418,7 +418,7 @@ def run_hierarchy(args: argparse.Namespace) -> Any:
                 raw = json.load(f)
             measured = {k: float(v["seconds"]) for k, v in raw.get("latency", {}).items()}
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-            raise BadInput(f"--measured: cannot read latencies from {args.measured} "
+            raise BadInput(f"--measured: cannot read latencies from {args.measured!r} "
                            f"({type(e).__name__})") from None
     t = memory_hierarchy(g, measured)
     keys = ("level", "capacity_bytes", "latency_cycles", "latency_s", "bytes_per_s", "sources")
