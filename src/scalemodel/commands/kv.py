@@ -12,6 +12,7 @@ from .common import (
     add_output,
     finite_float,
     fraction,
+    non_negative_int,
     positive_int,
     size_bytes,
     tokens,
@@ -49,7 +50,7 @@ def register(sub: Any) -> None:
     s.add_argument("--output-mean", type=finite_float, default=256, help="mean output tokens (default 256)")
     s.add_argument("--pool", type=tokens, default=None,
                    help="KV pool in tokens (default: the capacity computed for --gpu, else 200k)")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     add_output(p)
     p.set_defaults(run=run)
 

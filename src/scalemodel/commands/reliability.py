@@ -11,6 +11,7 @@ from .common import (
     add_output,
     at_most,
     non_negative_float,
+    non_negative_int,
     positive_float,
     positive_int,
     size_bytes,
@@ -60,7 +61,7 @@ def register(sub: Any) -> None:
                         "(default 0.7)")
     c.add_argument("--horizon-days", type=positive_float, default=30.0,
                    help="simulated wall time per trial (default 30 days)")
-    c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    c.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     add_output(c, plot=True)
     c.set_defaults(run=run_checkpoint)
 
