@@ -13,7 +13,6 @@ from .common import (
     add_model,
     add_output,
     non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
     tokens,
@@ -49,7 +48,7 @@ def register(sub: Any) -> None:
                    help="c_z (default: ST-MoE's, moe.toml router.z_coef)")
     r.add_argument("--gamma", type=non_negative_float, default=None,
                    help="bias speed (default: DeepSeek-V3's, moe.toml router.gamma)")
-    r.add_argument("--seed", type=non_negative_int, default=0, help="random seed, 0 or more (default 0)")
+    r.add_argument("--seed", type=int, default=0, help="random seed, 0 or more (default 0)")
     add_output(r, plot=True)
     r.set_defaults(run=run_route)
 
