@@ -1188,7 +1188,7 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
         d.given(f"{gpu.id}: {job.precision} GEMM efficiency over bf16's (each against its own "
                 "peak)", "k_fp8", gpu.gemm_dtype_factor(job.precision), "1",
                 gpu.source_of("fp8_gemm_ratio"),
-                note="the output head (and an MoE router) stay bf16 in fp8 training")
+                note="the output head, an MoE router and the attention matmuls stay bf16")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(g["tile_source"]),
             note="eta_0 x f_clk" + (" x k_fp8" if gpu.gemm_dtype_factor(job.precision) != 1.0
