@@ -547,9 +547,13 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
               + gemm_time(Kx, Nx, Mx, gpu, peak, e_mm, batch, job.precision))
         return fw, bw
 
-    def gemm3_bf16(Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
-        """gemm3 for what fp8 training keeps in bf16 (the output head, an MoE router, the
-        attention matmuls; planner.toml [nongemm] fp8_bf16_modules); gemm3 in bf16 training."""
+    keep_bf16 = set(constants()["nongemm"]["fp8_bf16_modules"])
+
+    def gemm3_of(module: str, Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+        """gemm3 for a module that fp8 training may keep in bf16 (planner.toml [nongemm]
+        fp8_bf16_modules: the output head, an MoE router, the attention matmuls)."""
+        if module not in keep_bf16:
+            return gemm3(Mx, Nx, Kx, batch)
         fw = gemm_time(Mx, Nx, Kx, gpu, peak16, 2.0, batch)
         bw = (gemm_time(Mx, Kx, Nx, gpu, peak16, 2.0, batch)
               + gemm_time(Kx, Nx, Mx, gpu, peak16, 2.0, batch))
@@ -583,8 +587,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
         # one batched launch over the micro-batch's sequences and this rank's heads (bmm)
         nb = b * heads
-        qk_f, qk_b = gemm3_bf16(sl, S, dq, nb)
-        av_f, av_b = gemm3_bf16(sl, dv, S, nb)
+        qk_f, qk_b = gemm3_of("attention_matmuls", sl, S, dq, nb)
+        av_f, av_b = gemm3_of("attention_matmuls", sl, dv, S, nb)
         per_f = ng["unfused_fwd_bytes_per_score"] + (ng["unfused_dropout_fwd_bytes"]
                                                      if m.dropout else 0)
         per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
@@ -665,7 +669,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         Me = T * m.top_k / n_local  # tokens per local expert (balanced routing)
         ef, eb = mlp(Me, ms.moe_ffn, n_local)
         sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
-        rf, rb = gemm3_bf16(T, float(m.n_experts), h)
+        rf, rb = gemm3_of("router", T, float(m.n_experts), h)
         width = m.top_k * ms.moe_ffn + ms.shared_ffn
         ng_mf, ng_mb = nongemm(width, m.top_k + (1 if ms.shared_ffn else 0))
         moe_f = af1 + af2 + core_f + ef + sf + rf + ng_mf
@@ -786,7 +790,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         whole = ms.n_dense * Ld[part] + ms.n_moe * Lm[part]
         return np.where(one, whole, n * big)
 
-    head_f, head_b = gemm3_bf16(T, m.vocab / tp, h)
+    head_f, head_b = gemm3_of("output_head", T, m.vocab / tp, h)
     # the loss over the vocabulary: unfused fp32 passes over every logit (planner.toml [nongemm])
     logits = T * m.vocab / tp
     head_fw = head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / hbm
