@@ -95,3 +95,50 @@ def test_gpt3_against_paper():
     # from its published shapes (12 L h^2 + embeddings gives 174.6B), so allow 0.5%.
     total = count_params(get_model("gpt3-175b")).total
     assert abs(total - 175.0e9) / 175.0e9 < 0.005
+
+
+# Qwen3-8B config.json (Qwen/Qwen3-8B on Hugging Face), the shape keys written out
+QWEN3_8B = dict(model_type="qwen3", hidden_size=4096, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                intermediate_size=12288, vocab_size=151936, max_position_embeddings=40960,
+                tie_word_embeddings=False, attention_bias=False)
+
+
+@pytest.mark.parametrize(
+    "model, total, non_embedding, active",
+    [
+        # Qwen3-30B-A3B model card: 30.5B total, 29.9B non-embedding, 3.3B activated
+        ("qwen3-30b-a3b", "30.5", "29.9", "3.3"),
+        # Qwen3-235B-A22B model card: 235B total, 234B non-embedding, 22B activated
+        ("qwen3-235b-a22b", "235", "234", "22"),
+    ],
+)
+def test_qwen3_moe_cards(model, total, non_embedding, active):
+    pc = count_params(get_model(model))
+    assert abs(pc.total - float(total) * 1e9) <= _half_unit(total)
+    assert abs(pc.non_embedding - float(non_embedding) * 1e9) <= _half_unit(non_embedding)
+    # the activated count on the 30B card is cut, not rounded, to one decimal: the config gives
+    # 3.353B (3 x 2048 x 768 x 8 experts x 48 layers + attention + embeddings + head), which
+    # would round to 3.4; so the check is that the count lies in [published, published + 1 unit)
+    unit = 2 * _half_unit(active)
+    assert float(active) * 1e9 <= pc.active < float(active) * 1e9 + unit
+
+
+def test_qwen3_dense_card():
+    # Qwen3-8B model card: 8.2B parameters, 6.95B non-embedding. The QK-norm weights (2 x 128
+    # per layer) are part of the count; explicit head_dim 128 gives q width 4096 = hidden here.
+    m = from_hf_config(QWEN3_8B, "qwen3-8b", "test")
+    assert m.qk_norm and not m.qkv_bias and m.head_dim == 128
+    pc = count_params(m)
+    assert abs(pc.total - 8.2e9) <= _half_unit("8.2")
+    assert abs(pc.non_embedding - 6.95e9) <= _half_unit("6.95")
+
+
+def test_qwen3_moe_reader_rejects_dense_only_layers():
+    # mlp_only_layers (dense layers inside a qwen3_moe config) are not expressible yet: one line
+    from scalemodel.errors import BadInput
+
+    cfg = dict(QWEN3_8B, model_type="qwen3_moe", num_experts=128, num_experts_per_tok=8,
+               moe_intermediate_size=768, mlp_only_layers=[0])
+    with pytest.raises(BadInput, match="mlp_only_layers"):
+        from_hf_config(cfg, "q", "test")

@@ -59,7 +59,9 @@ def attention_params(m: ModelSpec) -> tuple[int, int]:
         w += q + 2 * kv
     if m.linear_bias:
         w += h  # output projection bias
-    return w, 0
+    # QK-norm: one RMSNorm weight of head_dim for the query heads and one for the key heads,
+    # replicated across TP like the other norms
+    return w, (2 * m.head_dim if m.qk_norm else 0)
 
 
 def mlp_params(m: ModelSpec, width: int) -> int:

@@ -599,10 +599,14 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     # elementwise traffic per layer, forward (norms, residuals, activation function, rotary)
     sp_div = np.where(tp > 1, tp, 1.0)
 
+    # QK-norm (Qwen3): an RMSNorm reads and writes every query and key element
+    qkn_w = float(ms.qk_dim + m.kv_dim) if m.qk_norm else 0.0
+
     def ew_bytes(width: float) -> Any:
         return e_a * T * ((2 * 2 * h + 2 * 3 * h) / sp_div
                           + (3 if ms.up_k == 2 else 2) * width / tp
-                          + 2 * (ms.qk_dim + ms.v_dim) / tp)
+                          + 2 * (ms.qk_dim + ms.v_dim) / tp
+                          + 2 * qkn_w / tp)
 
     mask_b = float(ng["dropout_mask_bytes"]) * 2 * T * h / sp_div if m.dropout else 0.0
     fp8 = job.precision == "fp8"
@@ -1234,7 +1238,8 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
             else "unfused: batched GEMMs and score passes in HBM")
     d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",
             v["nongemm_s"] / mb, "s", cite(ng["loss_source"]),
-            note="norms, residual adds, activation function, rotary, dropout masks, fp8 casts "
+            note="norms" + (" (and QK-norm)" if m.qk_norm else "")
+                 + ", residual adds, activation function, rotary, dropout masks, fp8 casts "
                  f"and the loss ({ng['loss_fwd_bytes_per_logit']} + "
                  f"{ng['loss_bwd_bytes_per_logit']} bytes per logit) at "
                  f"{g['hbm_efficiency']} of {gpu.hbm_bytes_per_s / 1e12:.2f} TB/s"

@@ -48,6 +48,7 @@ class ModelSpec:
     linear_bias: bool = False  # biases on every linear layer (GPT-2, OPT, NeoX)
     learned_positions: int = 0  # rows of a learned position table (GPT-2, OPT)
     dropout: bool = False  # dropout layers present in training (their masks cost memory)
+    qk_norm: bool = False  # an RMSNorm over each query and key head before rotary (Qwen3)
     # MLA (DeepSeek)
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -187,6 +188,26 @@ def _read_qwen2_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     return d
 
 
+def _read_qwen3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)  # Qwen3: no q/k/v biases (attention_bias false), explicit head_dim
+    d["qk_norm"] = True
+    return d
+
+
+def _read_qwen3_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _read_qwen3(cfg, where)
+    if cfg.get("mlp_only_layers"):
+        raise BadInput(f"{where}: qwen3_moe configs with mlp_only_layers are not supported yet")
+    d.update(
+        n_experts=_get(cfg, "num_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=_get(cfg, "moe_intermediate_size", where),
+        moe_every=int(_get(cfg, "decoder_sparse_step", where, 1)),
+        moe_offset=1,  # as Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0
+    )
+    return d
+
+
 def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     d = _llama_like(cfg, where)
     nope = _get(cfg, "qk_nope_head_dim", where)
@@ -290,6 +311,8 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     "qwen2": _read_qwen2,
     "mixtral": _read_mixtral,
     "qwen2_moe": _read_qwen2_moe,
+    "qwen3": _read_qwen3,
+    "qwen3_moe": _read_qwen3_moe,
     "deepseek_v3": _read_deepseek_v3,
     "gpt2": _read_gpt2,
     "gpt_neox": _read_gpt_neox,
