@@ -29,7 +29,9 @@ def plan_json(capsys, *argv):
 def test_plan_json_keys(capsys):
     d = plan_json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "16",
                   "--global-batch-tokens", "1M", "--seq-len", "4096")
-    assert set(d["best"]) == BEST_KEYS
+    # the keys the issue fixes, plus etp (expert tensor parallelism; the tp for a dense model)
+    assert set(d["best"]) == BEST_KEYS | {"etp"}
+    assert d["best"]["etp"] == d["best"]["tp"]
     for k in TOP_KEYS + ("candidates_evaluated",):
         assert k in d
     assert d["top"] and set(d["top"][0]) >= BEST_KEYS and set(TOP_KEYS) <= set(d["top"][0])
@@ -44,8 +46,8 @@ def test_layout_all_given_evaluates_that_layout(capsys):
     d = plan_json(capsys, "--model", "llama-3-8b", "--gpus", "16", "--global-batch", "64",
                   "--seq-len", "4096", "--layout",
                   "tp=2,pp=2,dp=4,cp=1,ep=1,zero=1,vpp=1,micro_batch=2,recompute=selective")
-    assert d["best"] == {"tp": 2, "pp": 2, "dp": 4, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
-                         "micro_batch": 2, "recompute": "selective"}
+    assert d["best"] == {"tp": 2, "pp": 2, "dp": 4, "cp": 1, "ep": 1, "etp": 2, "zero": 1,
+                         "vpp": 1, "micro_batch": 2, "recompute": "selective"}
     assert d["valid_layouts"] == 1
 
 

@@ -310,6 +310,7 @@ def training_bytes(
     dp: Any,
     cp: Any = 1,
     ep: Any = 1,
+    etp: Any = None,
     zero: Any = 0,
     rc: Any = 0,
     sp: Any = True,
@@ -333,10 +334,14 @@ def training_bytes(
     ``mid_index``; 0 for none) describe an uneven split (see :func:`stage_partition`). A middle
     stage holds pp - mid_index micro-batches in flight.
 
+    Routed experts are split over ``etp`` ranks (default: the tp) and ``ep`` expert groups; the
+    ranks holding the same expert shard number tp x dp x cp / (etp x ep).
+
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
     boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
+    etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
     zero, rc = np.asarray(zero), np.asarray(rc)
     s = np.asarray(seq_len, dtype=np.float64) / cp
     b = np.asarray(micro_batch, dtype=np.float64)
@@ -361,18 +366,19 @@ def training_bytes(
     mid_p = nm * lay_d
 
     def experts(n: Any) -> Any:
-        return np.where(one, sm.sum_exp, n * sm.big_exp) / (tp * ep)
+        return np.where(one, sm.sum_exp, n * sm.big_exp) / (etp * ep)
 
     exp_p = experts(nf)
 
     group = dp * cp  # ranks holding the same dense shard
-    egroup = group / ep  # ranks holding the same expert shard
+    egroup = tp * group / (etp * ep)  # ranks holding the same expert shard
 
     def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
         par, gr, op = zero_state_bytes(p_dense, p_exp, group, egroup, zero, e_w, e_g, k_opt)
         # ZeRO-3 gathers whole layers for compute: the current one and one prefetched
-        par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (tp * ep)) * e_w, 0.0)
+        par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (etp * ep)) * e_w,
+                             0.0)
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
@@ -404,7 +410,7 @@ def training_bytes(
 
     fp, fg, fo = states(first_p)
     lp_, lg, lo = states(last_p, experts(nl))
-    mp, mg, mo = states(mid_p, nm * sm.big_exp / (tp * ep))
+    mp, mg, mo = states(mid_p, nm * sm.big_exp / (etp * ep))
     first_t = fp + fg + fo + first_a
     last_t = lp_ + lg + lo + last_a
     mid_t = np.where(nm > 0, mp + mg + mo + mid_a, 0.0)

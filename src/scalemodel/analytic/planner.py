@@ -52,7 +52,7 @@ from .memory import training_bytes as _training_bytes
 TP_FWD_COLLECTIVES = 4
 TP_BWD_COLLECTIVES = 6
 
-LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
 STRATEGIES = ("tp", "cp", "ep", "pp", "dp")
 
 
@@ -458,22 +458,30 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in _divisors(N) if p <= m.n_layers]
     eps = ([fixed["ep"]] if "ep" in fixed else
            ([e for e in _divisors(m.n_experts) if e <= N] if m.is_moe else [1]))
+    # expert tensor parallelism: 0 stands for "as the attention's tp" (Megatron's default); a
+    # folded layout (MoE parallel folding) runs the experts unsplit (etp 1) with EP drawn from
+    # the tp x dp x cp ranks
+    etps = ([fixed["etp"]] if "etp" in fixed else ([0, 1] if m.is_moe else [0]))
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
     rcs = [PLAN_RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
     grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in
-                          (tps, pps, cps, eps, zeros, vpps, rcs, mbs)), indexing="ij")
-    T, P, C, E, Z, V, R, Bm = (a.ravel() for a in grids)
+                          (tps, pps, cps, eps, etps, zeros, vpps, rcs, mbs)), indexing="ij")
+    T, P, C, E, X, Z, V, R, Bm = (a.ravel() for a in grids)
+    # etp 0 stands for the attention's tp; where tp is 1 the two etp choices are one layout
+    once = ~((X == 1) & (T == 1) & (len(etps) > 1))
+    T, P, C, E, X, Z, V, R, Bm = (a[once] for a in (T, P, C, E, X, Z, V, R, Bm))
+    X = np.where(X == 0, T, X)
     total = T.size
     rejected: dict[str, int] = {}
 
     def rule(name: str, ok: np.ndarray) -> None:
-        nonlocal T, P, C, E, Z, V, R, Bm
+        nonlocal T, P, C, E, X, Z, V, R, Bm
         bad = int((~ok).sum())
         if bad:
             rejected[name] = rejected.get(name, 0) + bad
-        T, P, C, E, Z, V, R, Bm = (a[ok] for a in (T, P, C, E, Z, V, R, Bm))
+        T, P, C, E, X, Z, V, R, Bm = (a[ok] for a in (T, P, C, E, X, Z, V, R, Bm))
 
     rule("gpu count: tp x pp x cp must divide the GPUs", N % (T * P * C) == 0)
     D = N // (T * P * C)
@@ -488,10 +496,15 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     rule(f"layers: pp x vpp must be at most the {m.n_layers} layers", m.n_layers >= P * V)
     D = N // (T * P * C)
     if m.is_moe:
-        rule(f"divisibility: ep must divide the {m.n_experts} experts and dp x cp",
-             (m.n_experts % E == 0) & ((D * C) % E == 0))
+        rule("divisibility: etp must be 1 or the tp (experts split like the dense MLP)",
+             (X == 1) | (X == T))
+        D = N // (T * P * C)
+        rule(f"divisibility: ep must divide the {m.n_experts} experts and dp x cp (tp x dp x cp "
+             "when etp = 1)",
+             (m.n_experts % E == 0) & (np.where(X == T, D * C, T * D * C) % E == 0))
     else:
         rule(f"divisibility: {m.id} has no experts, ep must be 1", E == 1)
+        rule(f"divisibility: {m.id} has no experts, etp must be its tp", X == T)
     D = N // (T * P * C)
     rule(f"sequence: cp must divide the sequence length {job.seq_len}", job.seq_len % C == 0)
     D = N // (T * P * C)
@@ -510,7 +523,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     rule("zero: ZeRO stages need dp x cp > 1", (Z == 0) | (D * C > 1))
     D = N // (T * P * C)
     M = B // (D * Bm)
-    cols = {"tp": T, "pp": P, "dp": D, "cp": C, "ep": E, "zero": Z, "vpp": V, "rc": R,
+    cols = {"tp": T, "pp": P, "dp": D, "cp": C, "ep": E, "etp": X, "zero": Z, "vpp": V, "rc": R,
             "micro_batch": Bm, "microbatches": M}
     return Grid(cols, rejected, total)
 
@@ -529,6 +542,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
                        "use --attention flash")
     f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp, pp, dp, cp, ep, zero = f["tp"], f["pp"], f["dp"], f["cp"], f["ep"], f["zero"]
+    etp = f.get("etp", tp)  # expert tensor parallelism (1 or tp)
     vpp, rc, b, mb = f["vpp"], f["rc"], f["micro_batch"], f["microbatches"]
     S = float(job.seq_len)
     h = float(m.hidden)
@@ -559,9 +573,11 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
               + gemm_time(Kx, Nx, Mx, gpu, peak16, 2.0, batch))
         return fw, bw
 
-    def mlp(Mx: Any, width: float, count: Any = 1.0) -> tuple[Any, Any]:
-        uf, ub = gemm3(Mx, ms.up_k * width / tp, h)
-        df, db = gemm3(Mx, h, width / tp)
+    def mlp(Mx: Any, width: float, count: Any = 1.0, split: Any = None) -> tuple[Any, Any]:
+        """An MLP's GEMMs, its width split over ``split`` ranks (the tp unless given)."""
+        k = tp if split is None else split
+        uf, ub = gemm3(Mx, ms.up_k * width / k, h)
+        df, db = gemm3(Mx, h, width / k)
         return count * (uf + df), count * (ub + db)
 
     # attention projections and core (FlashAttention: causal half executed, backward
@@ -670,8 +686,11 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     dense_b = ab1 + ab2 + core_b + db_ + ng_db
     if m.is_moe:
         n_local = m.n_experts / ep
-        Me = T * m.top_k / n_local  # tokens per local expert (balanced routing)
-        ef, eb = mlp(Me, ms.moe_ffn, n_local)
+        # tokens per local expert (balanced routing): the EP group's ranks each route their
+        # T / tp sequence-parallel tokens (T after the expert-TP gather when etp = tp), so an
+        # expert sees T top_k etp / (tp n_local) tokens and holds moe_ffn / etp of its width
+        Me = T * m.top_k * etp / (tp * n_local)
+        ef, eb = mlp(Me, ms.moe_ffn, n_local, etp)
         sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
         rf, rb = gemm3_of("router", T, float(m.n_experts), h)
         width = m.top_k * ms.moe_ffn + ms.shared_ffn
@@ -709,16 +728,18 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     cp_b = np.maximum(0.0, cp_b_raw - core_b)
     ov = constants()["overlap"]
     if m.is_moe:
-        r_ep = ranks_per_node(tp * cp, ep, dom)
+        # an EP group strides over the DP ranks (past TP and CP) when the experts are split
+        # like the dense MLP; a folded group (etp < tp) takes consecutive ranks, etp apart
+        r_ep = ranks_per_node(np.where(etp == tp, tp * cp, etp), ep, dom)
         # with sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
-        # only those; the experts are split over the TP group like the dense MLP, so the tokens
-        # an EP rank received are then gathered across its TP group (and reduce-scattered on
-        # the way back) inside the node
+        # only those; experts split over etp ranks then gather the tokens an EP rank received
+        # across those etp ranks (and reduce-scatter them on the way back) inside the node
         a2a = collective_time("all_to_all", e_a * (T / sp_div) * dispatch_copies(m, ep, r_ep)
                               * h, ep, r_ep, cl)
-        etp = np.where(ep > 1, collective_time("all_gather", e_a * T * m.top_k * h, tp,
-                                               ranks_per_node(1, tp, dom), cl), 0.0)
-        ep_f_raw = ep_b_raw = 2 * a2a + 2 * etp
+        e_gather = np.where(ep > 1, collective_time("all_gather",
+                                                    e_a * T * etp / tp * m.top_k * h, etp,
+                                                    ranks_per_node(1, etp, dom), cl), 0.0)
+        ep_f_raw = ep_b_raw = 2 * a2a + 2 * e_gather
     else:
         ep_f_raw = ep_b_raw = np.zeros_like(tp)
     tp_exp = 1 - ov["tp"]
@@ -845,7 +866,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     # --- memory (the shared model), then DP / ZeRO traffic from the same parameter counts ---
     opt = optimizer(job.optimizer_id)
     e_w = 2.0  # bf16 working weights (fp8 GEMMs cast on the fly)
-    mem = _training_bytes(ms.sm, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, rc=rc, sp=True,
+    mem = _training_bytes(ms.sm, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, rc=rc,
+                          sp=True,
                           micro_batch=b, seq_len=S, vpp=vpp, microbatches=mb, e_w=e_w, e_g=e_w,
                           k_opt=opt.bytes_per_param, n_first=nf, n_mid=nm, mid_index=mi,
                           n_last=nl, fused_attention=job.attention in FUSED_ATTENTION)
@@ -861,18 +883,18 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     # parameters held by a GPU of the slowest stage (unsharded count)
     pc = ms.sm.pc
     lay_d = ms.sm.big_split / tp + ms.sm.big_rep
-    lay_e = ms.sm.big_exp / (tp * ep)
+    lay_e = ms.sm.big_exp / (etp * ep)
     head_p = (pc.lm_head or pc.embedding) / tp
     dense_local = np.where(one, ms.sm.sum_split / tp + ms.sm.sum_rep
                            + (pc.embedding + pc.lm_head) / tp,
                            n_slow * lay_d + np.where(which == 0, pc.embedding / tp,
                                                      np.where(which == 2, head_p, 0.0)))
-    exp_local = np.where(one, ms.sm.sum_exp / (tp * ep), n_slow * lay_e)
+    exp_local = np.where(one, ms.sm.sum_exp / (etp * ep), n_slow * lay_e)
     group = dp * cp
-    egroup = group / ep
+    egroup = tp * group / (etp * ep)  # ranks holding the same expert shard (tp x dp x cp / etp ep)
     dp_intra = tp * cp * dp <= dom
     r_dp = ranks_per_node(tp, group, dom)
-    r_edp = ranks_per_node(tp, egroup, dom)
+    r_edp = ranks_per_node(np.where(etp == tp, tp, etp * ep), egroup, dom)
     e_red = float(ov["grad_reduce_bytes"])
     g_bytes = dense_local * e_red
     ge_bytes = exp_local * e_red
@@ -1007,7 +1029,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
             np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * (g_bytes + ge_bytes)
             + np.where((zero >= 1) & (zero < 3), (dense_local + exp_local) * e_w, 0.0)), 0.0),
         "tp_intra": inner_tp, "cp_intra": cp_intra, "pp_intra": pp_intra, "dp_intra": dp_intra,
-        "ep_intra": (tp * cp * ep <= dom),
+        "ep_intra": (np.where(etp == tp, tp * cp, etp) * ep <= dom),
     }
 
 
@@ -1064,7 +1086,7 @@ class PlanResult:
 
 
 def row_at(cols: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int) -> PlanRow:
-    lay = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "vpp",
+    lay = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp",
                                          "micro_batch")}
     lay["recompute"] = PLAN_RECOMPUTE[int(cols["rc"][i])]
     vals = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}

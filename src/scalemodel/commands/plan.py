@@ -16,7 +16,7 @@ from .common import (
     tokens,
 )
 
-_KEYS = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute")
+_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
 
 
 def layout_arg(text: str) -> dict[str, Any]:
@@ -76,8 +76,9 @@ def register(sub: Any) -> None:
                    help="training precision of the GEMMs (default bf16)")
     t.add_argument("--optimizer", default="adam", help="optimizer id (default adam)")
     t.add_argument("--layout", type=layout_arg, default=None, metavar="K=V,...",
-                   help="fix any of tp, pp, dp, cp, ep, zero, vpp, micro_batch, recompute; "
-                        "the others are searched")
+                   help="fix any of tp, pp, dp, cp, ep, etp, zero, vpp, micro_batch, "
+                        "recompute; the others are searched (etp: expert tensor parallelism, "
+                        "1 or the tp; etp=1 with ep over tp x dp x cp is MoE parallel folding)")
     t.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per node (default 8, the HGX/DGX board)")
     t.add_argument("--nvlink-domain", type=positive_int, default=None,

@@ -33,6 +33,8 @@ def _lay(r: PlanRow) -> str:
         s += f" CP{lay['cp']}"
     if lay["ep"] > 1:
         s += f" EP{lay['ep']}"
+        if lay.get("etp", lay["tp"]) != lay["tp"]:
+            s += f" ETP{lay['etp']}"
     return s + f" Z{lay['zero']} mb{lay['micro_batch']} rc={lay['recompute']}"
 
 

@@ -27,6 +27,7 @@ def megatron(lay: dict[str, Any], job: dict[str, Any]) -> str:
         args.append("--sequence-parallel")
     if lay["ep"] > 1:
         args.append(f"--expert-model-parallel-size {lay['ep']}")
+        args.append(f"--expert-tensor-parallel-size {lay.get('etp', lay['tp'])}")
     if lay["vpp"] > 1:
         args.append(f"--num-layers-per-virtual-pipeline-stage "
                     f"{max(1, job['n_layers'] // (lay['pp'] * lay['vpp']))}")
@@ -75,6 +76,7 @@ def torchtitan(lay: dict[str, Any], job: dict[str, Any]) -> str:
     ]
     if lay["ep"] > 1:
         lines.append(f"expert_parallel_degree = {lay['ep']}")
+        lines.append(f"expert_tensor_parallel_degree = {lay.get('etp', lay['tp'])}")
     lines += ["", "[activation_checkpoint]", f"mode = \"{ac}\""]
     if lay["recompute"] == "op":
         lines.append("selective_ac_option = \"op\"")
@@ -96,7 +98,8 @@ def deepspeed(lay: dict[str, Any], job: dict[str, Any]) -> str:
         "wall_clock_breakdown": False,
     }
     note = {"tensor_parallel": lay["tp"], "pipeline_parallel": lay["pp"],
-            "sequence_parallel (Ulysses)": lay["cp"], "expert_parallel": lay["ep"]}
+            "sequence_parallel (Ulysses)": lay["cp"], "expert_parallel": lay["ep"],
+            "expert_tensor_parallel": lay.get("etp", lay["tp"])}
     cfg["_scalemodel_layout_note"] = (
         "DeepSpeed takes TP/PP/SP/EP from the model code (Megatron-DeepSpeed arguments), "
         f"not from this file: {note}")
