@@ -36,9 +36,11 @@ def test_kv_answer_by_independent_formula(seed):
 
 
 def test_kv_seeds_cover_both_attention_kinds():
+    # the drill draws from every bundled model, so over enough seeds it asks about an MLA cache
+    # (DeepSeek-V3) as well as per-head K/V caches; the seeds are a range, not picked ones
     kinds = {get_model(make_drill("kv-cache", s).to_dict()["parameters"]["model"]).attention
-             for s in (3, 4, 17, 29)}
-    assert "mla" in kinds and len(kinds) == 2
+             for s in range(64)}
+    assert "mla" in kinds and len(kinds) >= 2
 
 
 def test_deterministic_in_seed():

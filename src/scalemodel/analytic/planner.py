@@ -1279,7 +1279,14 @@ def derive_row(res: PlanResult, row: PlanRow) -> Any:
                  "the collectives engine (NCCL-like choice)")
     d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v["cp_s"] / mb, "s")
     if m.is_moe:
-        d.given("MoE all-to-all per micro-batch", "t_ep", v["ep_s"] / mb, "s")
+        folded = lay["etp"] != lay["tp"]
+        d.given("MoE all-to-all per micro-batch", "t_ep", v["ep_s"] / mb, "s",
+                note=(f"experts whole on a rank (etp 1), EP{lay['ep']} drawn from the tp x dp x cp "
+                      "ranks (MoE parallel folding): dispatch and combine only"
+                      if folded else
+                      f"experts split over the {lay['tp']} TP ranks (etp = tp): dispatch and "
+                      "combine, then the tokens gathered over the TP group")
+                if lay["ep"] > 1 else "")
     else:
         d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")
     d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep", "s",
