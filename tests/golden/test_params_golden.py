@@ -142,3 +142,21 @@ def test_qwen3_moe_reader_rejects_dense_only_layers():
                moe_intermediate_size=768, mlp_only_layers=[0])
     with pytest.raises(BadInput, match="mlp_only_layers"):
         from_hf_config(cfg, "q", "test")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("decoder_sparse_step", 0, "stride"),
+    ("decoder_sparse_step", "x", "stride"),
+    ("decoder_sparse_step", 1.5, "stride"),
+    ("head_dim", "128", "head_dim"),
+    ("head_dim", -128, "head_dim"),
+])
+def test_qwen3_moe_bad_fields_are_one_line(field, value, words):
+    from scalemodel.errors import BadInput
+
+    cfg = dict(QWEN3_8B, model_type="qwen3_moe", num_experts=128, num_experts_per_tok=8,
+               moe_intermediate_size=768)
+    cfg[field] = value
+    with pytest.raises(BadInput, match=words) as e:
+        from_hf_config(cfg, "q", "test")
+    assert "\n" not in str(e.value)

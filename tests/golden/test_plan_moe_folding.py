@@ -9,6 +9,7 @@ from scalemodel.analytic.memory import static_model
 from scalemodel.analytic.planner import (
     collective_time,
     evaluate_one,
+    gemm_time,
     make_cluster,
     make_job,
     search,
@@ -42,8 +43,61 @@ def test_folded_experts_hold_twice_the_weights():
     assert static_model(m).sum_exp == experts
     assert folded["mem_params"] - split["mem_params"] == pytest.approx(2 * experts * (1 / 4 - 1 / 8))
     assert folded["mem_optimizer"] == pytest.approx(split["mem_optimizer"])
-    # the same FLOPs either way: the tokens an expert sees halve, its width doubles
+
+
+def test_folded_experts_change_the_gemm_shapes_not_the_flops():
+    # A micro-batch of 4,096 tokens on each rank, top-2 of 8 experts, EP4 -> 2 local experts.
+    # Split (etp 2): an expert sees 4096 x 2 / 2 = 4,096 tokens (the TP group's tokens, gathered)
+    # and holds half its width, 14336 / 2. Folded (etp 1): 4096 x 2 x 1 / (2 x 2) = 2,048 tokens
+    # (its own sequence-parallel half) at the full width. Same FLOPs, different GEMMs: the step's
+    # compute differs by exactly the two expert MLPs' GEMM times, for 32 layers x 4 micro-batches.
+    m, job, cl, split = _mix(2)
+    *_, folded = _mix(1)
+    g, peak = cl.gpu, cl.gpu.peak_flop_per_s("bf16")
+
+    def mlp(tokens, width):
+        t = 0.0
+        for M, N, K in ((tokens, 2 * width, m.hidden), (tokens, m.hidden, width)):
+            t += float(gemm_time(M, N, K, g, peak, 2.0))  # forward
+            t += float(gemm_time(M, K, N, g, peak, 2.0) + gemm_time(K, N, M, g, peak, 2.0))
+        return 2 * t  # two local experts
+
+    expected = 4 * 32 * (mlp(2048.0, 14336.0) - mlp(4096.0, 7168.0))
+    assert folded["compute_s"] - split["compute_s"] == pytest.approx(expected, rel=1e-9)
     assert folded["hw_flops"] == pytest.approx(split["hw_flops"], rel=1e-12)
+
+
+def test_folded_ep_group_stays_in_the_node():
+    # TP2 EP8 on two 8-GPU nodes: split, the EP group strides over the data-parallel ranks (two
+    # apart), so its 8 members span 16 GPUs and the all-to-all crosses the network; folded, the
+    # group is 8 consecutive ranks, one node
+    m = get_model("mixtral-8x7b")
+    job = make_job(m, seq_len=4096, global_batch_seqs=32)
+    cl = make_cluster("h200", 16)
+    lay = dict(MIX, ep=8)
+    split = evaluate_one(job, cl, dict(lay, etp=2)).values
+    folded = evaluate_one(job, cl, dict(lay, etp=1)).values
+    assert not split["ep_intra"] and folded["ep_intra"]
+
+
+def test_expert_gradients_move_over_the_expert_group():
+    # ZeRO 1, 16 GPUs, TP2 DP8 EP4: the dense shard reduce-scatters over dp = 8 ranks, the expert
+    # shard over tp dp / (etp ep) ranks: 2 when split, 4 when folded. Bytes per GPU per step
+    # (fp32 gradients, reduce-scatter, then the 16-bit parameter all-gather):
+    # (G - 1) / G x (4 + 2) B x local parameters, for each group.
+    from scalemodel.analytic.params import count_params
+
+    m = get_model("mixtral-8x7b")
+    pc = count_params(m)
+    experts = 32 * 8 * 3 * 4096 * 14336
+    dense = pc.total - experts
+    for etp, eg in ((2, 2), (1, 4)):
+        *_, v = _mix(etp)
+        dense_local = (dense - sum(lp.replicated for lp in pc.layers) - pc.final_norm) / 2 \
+            + sum(lp.replicated for lp in pc.layers) + pc.final_norm
+        exp_local = experts / (etp * 4)
+        want = 7 / 8 * 6 * dense_local + (eg - 1) / eg * 6 * exp_local
+        assert v["dp_bytes"] == pytest.approx(want, rel=1e-9), etp
 
 
 def test_folded_experts_skip_the_expert_tp_gather():
@@ -71,6 +125,12 @@ def test_ep_wider_than_dp_needs_folding():
     assert {r.layout["etp"] for r in res.rows} == {1}
     with pytest.raises(BadInput, match="ep must divide"):
         search(job, cl, dict(lay, etp=2), top=0)
+
+
+def test_folding_needs_expert_parallelism():
+    job = make_job(get_model("mixtral-8x7b"), seq_len=4096, global_batch_seqs=32)
+    with pytest.raises(BadInput, match="ep > 1"):
+        search(job, make_cluster("h200", 16), dict(MIX, ep=1, etp=1), top=0)
 
 
 def test_dense_models_have_no_expert_layout():

@@ -2,9 +2,10 @@
 
 For one model, cluster and global batch, :func:`search` builds the grid of layouts (TP with
 sequence parallelism, PP with interleaved stages and uneven stage splits, DP with ZeRO 0-3, CP,
-EP, recompute, micro-batch), drops the invalid ones rule by rule, and prices every remaining
-layout at once with numpy. Memory comes from :func:`scalemodel.analytic.memory.training_bytes`
-(the same model that ``scalemodel memory`` shows); time is the sum of
+EP with experts split over TP or folded, recompute, micro-batch), drops the invalid ones rule by
+rule, and prices every remaining layout at once with numpy. Memory comes from
+:func:`scalemodel.analytic.memory.training_bytes` (the same model that ``scalemodel memory``
+shows; that command keeps the experts split over TP, etp = tp); time is the sum of
 
 * compute: every GEMM of a layer (forward, the two backward GEMMs, recompute) at an efficiency
   that depends on its shape (tile and wave quantization on the SMs, the HBM roofline for thin
@@ -498,6 +499,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     if m.is_moe:
         rule("divisibility: etp must be 1 or the tp (experts split like the dense MLP)",
              (X == 1) | (X == T))
+        rule("divisibility: experts unsplit below the tp (etp = 1 < tp) are modelled with "
+             "ep > 1 (MoE parallel folding)", (X == T) | (E > 1))
         D = N // (T * P * C)
         rule(f"divisibility: ep must divide the {m.n_experts} experts and dp x cp (tp x dp x cp "
              "when etp = 1)",
@@ -694,7 +697,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         sf, sb = mlp(T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
         rf, rb = gemm3_of("router", T, float(m.n_experts), h)
         width = m.top_k * ms.moe_ffn + ms.shared_ffn
-        ng_mf, ng_mb = nongemm(width, m.top_k + (1 if ms.shared_ffn else 0))
+        # the routed copies a rank casts: T top_k etp / tp tokens enter its experts
+        ng_mf, ng_mb = nongemm(width, m.top_k * etp / tp + (1 if ms.shared_ffn else 0))
         moe_f = af1 + af2 + core_f + ef + sf + rf + ng_mf
         moe_b = ab1 + ab2 + core_b + eb + sb + rb + ng_mb
     else:
@@ -885,10 +889,12 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
     lay_d = ms.sm.big_split / tp + ms.sm.big_rep
     lay_e = ms.sm.big_exp / (etp * ep)
     head_p = (pc.lm_head or pc.embedding) / tp
+    # (the final norm sits with the output head, as in the memory model)
     dense_local = np.where(one, ms.sm.sum_split / tp + ms.sm.sum_rep
-                           + (pc.embedding + pc.lm_head) / tp,
+                           + (pc.embedding + pc.lm_head) / tp + pc.final_norm,
                            n_slow * lay_d + np.where(which == 0, pc.embedding / tp,
-                                                     np.where(which == 2, head_p, 0.0)))
+                                                     np.where(which == 2, head_p + pc.final_norm,
+                                                              0.0)))
     exp_local = np.where(one, ms.sm.sum_exp / (etp * ep), n_slow * lay_e)
     group = dp * cp
     egroup = tp * group / (etp * ep)  # ranks holding the same expert shard (tp x dp x cp / etp ep)
@@ -919,8 +925,10 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
                        + np.maximum((ag + rs) * last_bucket, ag + rs - bwd_mb))
     dp_raw = np.where(zero >= 3, z3_raw, dp_raw_01)
     dp_exposed = np.where(zero >= 3, z3_exposed, exp01)
-    dp_raw = np.where(group > 1, dp_raw, 0.0)
-    dp_exposed = np.where(group > 1, dp_exposed, 0.0)
+    # (folded experts can be replicated over TP ranks even where dp x cp = 1)
+    synced = (group > 1) | (egroup > 1)
+    dp_raw = np.where(synced, dp_raw, 0.0)
+    dp_exposed = np.where(synced, dp_exposed, 0.0)
 
     # --- optimizer step: read and write the states, read gradients, write weights ---
     p_opt = np.asarray(mem["optimizer"]) / opt.bytes_per_param
@@ -1021,13 +1029,15 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
         * (tp - 1) / tp * act_bytes,
         "cp_bytes": mb * n_slow * 3 * (cp - 1) * kv_bytes,
         "ep_bytes": mb * n_slow * (4 + 2 * (rc == 2)) * (ep - 1) / ep * e_a * T / sp_div * h
-        * dispatch_copies(m, ep, ranks_per_node(tp * cp, ep, dom)) if m.is_moe
-        else np.zeros_like(step),
+        * dispatch_copies(m, ep, ranks_per_node(np.where(etp == tp, tp * cp, etp), ep, dom))
+        if m.is_moe else np.zeros_like(step),
         "pp_bytes": np.where(pp > 1, 2 * vpp * mb * pp_msg, 0.0),
-        "dp_bytes": np.where(group > 1, (group - 1) / group * np.where(
-            zero >= 3, mb * (2 * (dense_local + exp_local) * e_w + g_bytes + ge_bytes),
-            np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * (g_bytes + ge_bytes)
-            + np.where((zero >= 1) & (zero < 3), (dense_local + exp_local) * e_w, 0.0)), 0.0),
+        # the dense shard moves over its dp x cp group, the expert shard over its own group
+        "dp_bytes": sum(np.where(grp > 1, (grp - 1) / grp * np.where(
+            zero >= 3, mb * (2 * p_loc * e_w + gb),
+            np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
+            + np.where((zero >= 1) & (zero < 3), p_loc * e_w, 0.0)), 0.0)
+            for grp, p_loc, gb in ((group, dense_local, g_bytes), (egroup, exp_local, ge_bytes))),
         "tp_intra": inner_tp, "cp_intra": cp_intra, "pp_intra": pp_intra, "dp_intra": dp_intra,
         "ep_intra": (np.where(etp == tp, tp * cp, etp) * ep <= dom),
     }
@@ -1160,14 +1170,17 @@ def _nothing_fits(job: Job, cl: Cluster, fixed: dict[str, Any], cols: dict[str, 
         tips.append("recompute=full")
     if "zero" in fixed and fixed["zero"] < 3:
         tips.append("a higher ZeRO stage")
-    what = "the given layout" if len(fixed) >= len(LAYOUT_KEYS) - 1 else "the smallest layout"
+    # dp follows from the others and etp is optional, so nine keys (eight without dp) pin a layout
+    given = len(set(fixed) - {"etp", "dp"})
+    what = "the given layout" if given >= len(LAYOUT_KEYS) - 2 else "the smallest layout"
     return (f"does not fit in memory: {what} "
             f"({','.join(f'{k}={lay[k]}' for k in LAYOUT_KEYS)}) needs {need / 1e9:.1f} GB per "
             f"GPU, usable {cap / 1e9:.1f} GB; try {' or '.join(tips)}")
 
 
 def evaluate_one(job: Job, cl: Cluster, layout: dict[str, Any]) -> PlanRow:
-    """Price one complete layout (every key of LAYOUT_KEYS given); BadInput if invalid."""
+    """Price one complete layout (the keys of LAYOUT_KEYS; an MoE model's etp, when not given,
+    is searched); BadInput if invalid."""
     res = search(job, cl, layout, top=0)
     return res.best
 

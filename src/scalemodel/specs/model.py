@@ -182,7 +182,7 @@ def _read_qwen2_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         n_shared_experts=1 if shared else 0,
         shared_ffn=shared,
         shared_expert_gate=bool(shared),
-        moe_every=int(_get(cfg, "decoder_sparse_step", where, 1)),
+        moe_every=_get(cfg, "decoder_sparse_step", where, 1),
         moe_offset=1,  # Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0
     )
     return d
@@ -202,7 +202,7 @@ def _read_qwen3_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         n_experts=_get(cfg, "num_experts", where),
         top_k=_get(cfg, "num_experts_per_tok", where),
         moe_ffn=_get(cfg, "moe_intermediate_size", where),
-        moe_every=int(_get(cfg, "decoder_sparse_step", where, 1)),
+        moe_every=_get(cfg, "decoder_sparse_step", where, 1),
         moe_offset=1,  # as Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0
     )
     return d
@@ -351,6 +351,13 @@ def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: st
             f"{where}: num_key_value_heads ({d['n_kv_heads']}) does not divide "
             f"num_attention_heads ({d['n_heads']})"
         )
+    hd = d["head_dim"]
+    if isinstance(hd, bool) or not isinstance(hd, int) or hd <= 0:
+        raise BadInput(f"{where}: head_dim must be a positive whole number, got {hd!r}")
+    every = d.get("moe_every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise BadInput(f"{where}: the MoE layer stride (decoder_sparse_step / moe_layer_freq) "
+                       f"must be a whole number of at least 1, got {every!r}")
     for k in ("n_experts", "top_k", "moe_ffn", "kv_lora_rank", "q_lora_rank"):
         v = d.get(k, 0)
         if not isinstance(v, int) or v < 0:
