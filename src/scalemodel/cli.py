@@ -98,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        from .specs.bounds import check_args
+
+        check_args(args)  # every numeric argument within specs/data/bounds.toml
         report = args.run(args)
         from .report import render_json, render_markdown, render_text
 

@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import BadInput
 from .catalog import Catalog, Sku
 from .ledger import Ledger, totals_for
-from .money import fmt_dec, fmt_minor, round_minor
+from .money import fmt_dec, fmt_minor, in_magnitude, magnitude_reason, round_minor
 from .rating import ZERO, per_period, per_record, rate
 from .usage import CsvUsage, JsonlUsage, Raw
 
@@ -138,6 +138,8 @@ def _decimal(v: Any, field_: str) -> Decimal:
         raise _Bad(f"{field_} {str(v)[:40]!r} is not a decimal number") from None
     if not d.is_finite():
         raise _Bad(f"{field_} {v!r} is not finite")
+    if not in_magnitude(d):
+        raise _Bad(magnitude_reason(field_, v))
     return d
 
 
@@ -218,7 +220,10 @@ def bill(raws: Iterable[Raw], cat: Catalog, *, period: str | None = None,
             from .fast import bill_fast
 
             return bill_fast(raws, cat, _month(period), ledger, strict)
-        return _bill(raws, cat, period, ledger, strict)
+        if ledger is None:
+            return _bill(raws, cat, period, ledger, strict)
+        with ledger.transaction():  # reads and writes of the ledger: one serializable unit
+            return _bill(raws, cat, period, ledger, strict)
 
 
 def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger | None,

@@ -18,13 +18,20 @@ A property test (``tests/unit/test_billing_fast.py``) checks the two give identi
   ``timedelta`` (time spans). A cache hit returns the very Decimals the reference computes;
   the multiplication by ``count`` and the sums stay per record, as in the reference. Nothing is
   aggregated before the record-scope rounding, which applies to each record;
-- records are kept in one flat list (9 values each), so no container per record stays alive
-  for the cyclic garbage collector to walk;
-- duplicate ids are found in bulk once the file is read (a C-level count of the ids); only ids
-  seen more than once have their payload built (CSV: from the row text kept; JSON: by parsing
-  the line again) and compared, in reading order, as the reference does record by record. The
-  payloads are compared as text (the reference compares a 96-bit hash of the same text); the
-  hash is computed only when a ledger stores it;
+- it streams: the file is read twice and no record is kept. The first pass takes only the
+  ids, as 64-bit hashes in one array (8 bytes a record), and sorts it: an id whose hash occurs
+  once cannot be a duplicate, so the second pass prices its record at once, straight into the
+  per-(period, account, SKU, version) sums. Records whose id hash repeats (true repeats, and
+  the rare hash collision) are kept aside and settled once the file is read: same id and
+  payload, a duplicate; otherwise every version held, as the reference does record by record.
+  Memory is the hash array, the sums, the records kept aside and what the invoice lists
+  (unbilled, duplicates, deferred parts), not the file. The lists the reference fills in
+  reading order are filled in the same order: each phase's entries sorted by line (a stable
+  sort), the reference's phases one after the other;
+- the payloads are compared as text (the reference compares a 96-bit hash of the same text);
+  the hash is computed only when a ledger stores it;
+- with a ledger, each part is looked up by its key and new parts are written in batches, all
+  inside the bill's one transaction (no table of every billed part is loaded);
 - period names and month boundaries are cached per month.
 
 Money is not touched here: lines are priced and rounded by the reference's ``_lines``.
@@ -32,8 +39,8 @@ Money is not touched here: lines are priced and rounded by the reference's ``_li
 
 from __future__ import annotations
 
-import csv
 import json
+from array import array
 from bisect import bisect_right
 from collections import Counter
 from datetime import UTC, datetime
@@ -44,11 +51,13 @@ from typing import Any
 from ..errors import BadInput
 from .catalog import Catalog
 from .ledger import Ledger
+from .money import in_magnitude
 from .rating import per_record
-from .usage import FIELDS, CsvUsage, JsonlUsage, csv_header
+from .usage import FIELDS, CsvUsage, JsonlUsage, csv_header, json_line
 
 _CACHE_MAX = 1 << 16  # entries per cache before it is emptied (bounded memory on odd inputs)
 _DUP = "duplicate id with a different payload (every version held)"
+_BATCH = 20_000  # ledger parts per INSERT batch
 
 
 class _Slow(Exception):
@@ -74,16 +83,88 @@ def _text(v: Any) -> str | None:
     return None
 
 
+def repeated_id_hashes(src: CsvUsage | JsonlUsage) -> set[int]:
+    """Pass 1: the 64-bit hashes of the ids that occur more than once in the file (with the
+    rare id whose hash collides with another's: harmless, it is only looked at closer)."""
+    import numpy as np
+
+    hashes = array("q")
+    add = hashes.append
+    with src.open() as f:
+        if isinstance(src, CsvUsage):
+            r = src.reader(f)
+            cols = csv_header(r, src.path) or []
+            n = len(cols)
+            i = {c: k for k, c in enumerate(cols)}.get("id", 0)  # a repeated name: the last
+            for row in r:
+                if len(row) == n:
+                    add(hash(row[i].strip()))
+        else:
+            decode = _decoder()
+            for text in f:
+                try:
+                    d = decode(text)
+                except ValueError:
+                    continue
+                if isinstance(d, dict):
+                    add(hash(str(d.get("id", "") or "").strip()))
+    if len(hashes) < 2:
+        return set()
+    h = np.frombuffer(hashes, dtype=np.int64)
+    h.sort()  # in place, in the array's own buffer
+    same = h[1:] == h[:-1]
+    return set(np.unique(h[1:][same]).tolist())
+
+
+def _decoder() -> Any:
+    """One JSON decoder for every line (json.loads with parse_float builds one per call);
+    nesting past the parser's limit reads as malformed, as in :func:`usage.json_line`."""
+    plain = json.JSONDecoder(parse_float=Decimal).decode
+
+    def decode(text: str) -> Any:
+        if text.startswith("\ufeff"):  # json.loads refuses a BOM with its own message
+            return json_line(text)
+        try:
+            return plain(text)
+        except RecursionError:
+            raise json.JSONDecodeError("nested too deep", text[:20], 0) from None
+
+    return decode
+
+
+def _add(groups: dict[tuple[str, str, str, int], list], key: tuple[str, str, str, int],
+         q: Decimal, raw: Decimal) -> None:
+    """Add one part to its (period, account, SKU, version) sums: [rounded, records, raw]."""
+    g = groups.get(key)
+    if g is None:
+        groups[key] = [q, 1, raw]
+    else:
+        g[0] += q
+        g[1] += 1
+        g[2] += raw
+
+
 def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
               ledger: Ledger | None, strict: bool) -> Any:
     """Bill a usage file; called by :func:`scalemodel.billing.engine.bill` inside its exact
-    Decimal context."""
+    Decimal context. With a ledger, everything after the first pass (which reads only ids)
+    runs inside the ledger's transaction."""
+    repeated = repeated_id_hashes(src)
+    if ledger is None:
+        return _bill_stream(src, cat, month, None, strict, repeated)
+    with ledger.transaction():
+        return _bill_stream(src, cat, month, ledger, strict, repeated)
+
+
+def _bill_stream(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
+                 ledger: Ledger | None, strict: bool, repeated: set[int]) -> Any:
     from .engine import Invoice, _Bad, _count, _lines, _parts, _payload_hash, fmt_dec
 
-    early: list[dict[str, Any]] = []  # records held while reading (line order)
-    parsed: list[Any] = []  # 9 values per record: line, id, text, account, SKU id, then
-    # (period, version, raw, rounded) of a one-part record, or (parts, 0, None, None)
-    add = parsed.extend
+    early: list[dict[str, Any]] = []  # held while reading (the reference's first phase)
+    later_held: list[dict[str, Any]] = []  # held while pricing (its second phase)
+    aside: list[Any] = []  # records whose id hash repeats, 9 values each: line, id, payload,
+    # account, SKU id, then (period, version, raw, rounded) of a one-part record, or
+    # (parts, 0, None, None)
     skus = cat.skus
     starts = {sid: [v.start for v in s.versions] for sid, s in skus.items()}
     # per SKU: (Sku, version starts, first start, single version?, quantity cache, span cache)
@@ -121,7 +202,7 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             x = qcache.get(qv)
             if x is None:
                 q = Decimal(qv.strip())
-                if not q.is_finite() or q < 0:
+                if not q.is_finite() or q < 0 or not in_magnitude(q):
                     raise _Slow
                 if len(qcache) >= _CACHE_MAX:
                     qcache.clear()
@@ -170,15 +251,98 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             early.append({"id": rid, "line": line, "reason": str(err)})
         return None
 
+    # --- pricing (the reference's second phase), one record at a time ---
+    lookup = ledger.part if ledger is not None and ledger.has_parts() else None
+    closed = ledger.closed() if ledger else {}
+    for per, cur in closed.items():
+        if cur and cur != cat.currency:
+            raise BadInput(f"--ledger: period {per} was billed in {cur}, the catalog says "
+                           f"{cat.currency}; one currency per ledger")
+    deferred: list[dict[str, Any]] = []
+    later_dups: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str, str, int], list] = {}
+    new_parts: list[tuple[str, str, str]] = []
+    billed = 0
+    plain = month is None and lookup is None  # nothing deferred, nothing billed before
+
+    def hold(rid: str, line: int, reason: str) -> None:
+        later_held.append({"id": rid, "line": line, "reason": reason})
+
+    def flush() -> None:
+        if ledger is not None and new_parts:
+            ledger.add_parts(new_parts)
+            new_parts.clear()
+
+    def price(line: int, rid: str, text: str, account: str, sid: str, p0: Any, p1: Any,
+              p2: Any, p3: Any) -> None:
+        nonlocal billed
+        h = _payload_hash(text) if ledger is not None else ""
+        if plain and p2 is not None:  # one part, billed now
+            key = (p0, account, sid, p1)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [p3, 1, p2]
+            else:
+                g[0] += p3
+                g[1] += 1
+                g[2] += p2
+            if ledger is not None:
+                new_parts.append((rid, p0, h))
+                if len(new_parts) >= _BATCH:
+                    flush()
+            billed += 1
+            return
+        parts = p0 if p2 is None else ((p0, p1, p2, p3),)
+        new = already = clash = later = 0
+        for per, v, raw, q in parts:
+            if month is not None and per > month:
+                later += 1
+                deferred.append({"id": rid, "line": line, "period": per,
+                                 "quantity": fmt_dec(raw)})
+                continue
+            if lookup is not None:
+                k = lookup(rid, per)
+                if k is not None:
+                    if k == h:
+                        already += 1
+                    else:
+                        clash += 1
+                    continue
+            _add(groups, (per, account, sid, v), q, raw)
+            if ledger is not None:
+                new_parts.append((rid, per, h))
+            new += 1
+        if ledger is not None and len(new_parts) >= _BATCH:
+            flush()
+        if new:
+            billed += 1
+        elif clash:
+            hold(rid, line, "id already billed with a different payload (ledger)")
+        elif already:
+            later_dups.append({"id": rid, "line": line, "reason": "already billed (ledger)"})
+        else:
+            del deferred[len(deferred) - later:]  # this record's parts, just appended
+            hold(rid, line, f"belongs to a later period ({parts[0][0]}); bill it with "
+                            f"--period {parts[0][0]}")
+
+    n_records = 0
+
+    def take(line: int, rid: str, text: str, account: str, sid: str, p0: Any, p1: Any,
+             p2: Any, p3: Any) -> None:
+        nonlocal n_records
+        n_records += 1
+        if repeated and hash(rid) in repeated:
+            aside.extend((line, rid, text, account, sid, p0, p1, p2, p3))
+        else:
+            price(line, rid, text, account, sid, p0, p1, p2, p3)
+
     fast_fail = (_Slow, _Bad, ValueError, TypeError, ArithmeticError)
     keep = ledger is not None  # every payload is needed (hashed into the ledger)
     if isinstance(src, CsvUsage):
-        exact: dict[int, str] = {}  # line -> payload, for rows whose text cannot be split back
-        with open(src.path, newline="", encoding="utf-8") as f:
-            r = csv.reader(f)
+        with src.open() as f:
+            r = src.reader(f)
             cols = csv_header(r, src.path) or []
             n = len(cols)
-            n1 = n - 1
             col = {c: i for i, c in enumerate(cols)}  # a repeated name: the last wins
             # one C call takes the fields; an absent optional column reads a "" appended at n
             want = [col.get(c, n) for c in FIELDS[:7]]
@@ -199,55 +363,36 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                     if strict:
                         break
                     continue
-                if keep:  # a ledger stores every payload's hash: build it now
-                    text = "\x1f".join(map(strip, restget(row)))
-                else:  # the payload is taken from the row text for repeated ids only
-                    text = "\x1f".join(row)
-                    if text.count("\x1f") != n1:  # a field holds the separator itself
-                        exact[line] = "\x1f".join([row[i].strip() for i in rest])
                 if pad:
                     row.append("")
                 rid, account, sid, st, ev, qv, cv = fields(row)
                 rid = rid.strip()
+                # the payload the reference hashes: every field but id, stripped, joined by
+                # \x1f; built only where it is compared or stored
+                text = "\x1f".join(map(strip, restget(row))) if keep or (
+                    repeated and hash(rid) in repeated) else ""
                 account = account.strip()
                 sid = sid.strip()
                 si = info.get(sid)
                 if rid and account and si is not None:
                     try:
-                        add((line, rid, text, account, sid, *one(si, st, ev, qv, cv)))
+                        take(line, rid, text, account, sid, *one(si, st, ev, qv, cv))
                         continue
                     except fast_fail:
                         pass
                 parts = slow(dict(zip(cols, row[:n], strict=True)), rid, account, sid, line)
                 if parts is not None:
-                    add((line, rid, text, account, sid, parts, 0, None, None))
+                    take(line, rid, text, account, sid, parts, 0, None, None)
                 elif strict:
                     break
-
-        def payload(line: int, text: str) -> str:
-            """What the reference hashes: the fields but id, stripped, joined by \\x1f."""
-            if keep:
-                return text
-            p = exact.get(line)
-            if p is None:
-                f = text.split("\x1f")
-                p = "\x1f".join([f[i].strip() for i in rest])
-            return p
     else:
-        # one decoder for every line: json.loads(text, parse_float=...) builds a new one per call
-        decode = json.JSONDecoder(parse_float=Decimal).decode
-
-        def loads(text: str) -> Any:
-            if text.startswith("\ufeff"):  # json.loads refuses a BOM with its own message
-                return json.loads(text, parse_float=Decimal)
-            return decode(text)
-
-        with open(src.path, encoding="utf-8") as f:
+        decode = _decoder()
+        with src.open() as f:
             for line, text in enumerate(f, start=1):
                 if not text.strip():
                     continue
                 try:
-                    d = loads(text)
+                    d = decode(text)
                 except json.JSONDecodeError as e:
                     early.append({"id": "", "line": line,
                                   "reason": f"malformed JSON on line {line}: {e.msg}"})
@@ -260,11 +405,12 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                     if strict:
                         break
                     continue
-                if keep:
-                    text = json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
-                                      default=str)
                 g = d.get
                 rid = str(g("id", "") or "").strip()
+                # the payload the reference hashes: the record but id, as sorted JSON
+                text = json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
+                                  default=str) if keep or (repeated and hash(rid) in repeated) \
+                    else ""
                 account = str(g("account", "") or "").strip()
                 sid = str(g("sku", "") or "").strip()
                 si = info.get(sid)
@@ -274,39 +420,30 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                     if type(st) is str and type(ev) is str and qv is not None \
                             and cv is not None:
                         try:
-                            add((line, rid, text, account, sid, *one(si, st, ev, qv, cv)))
+                            take(line, rid, text, account, sid, *one(si, st, ev, qv, cv))
                             continue
                         except fast_fail:
                             pass
                 parts = slow(d, rid, account, sid, line)
                 if parts is not None:
-                    add((line, rid, text, account, sid, parts, 0, None, None))
+                    take(line, rid, text, account, sid, parts, 0, None, None)
                 elif strict:
                     break
+    read = n_records + len(early)
 
-        def payload(line: int, text: str) -> str:
-            """What the reference hashes: the record but id, as sorted JSON."""
-            if keep:
-                return text
-            d = loads(text)
-            return json.dumps({k: v for k, v in d.items() if k != "id"}, sort_keys=True,
-                              default=str)
-    read = len(parsed) // 9 + len(early)
-
-    # Duplicates, found in bulk (a C-level count of the ids) rather than one dict probe per
-    # record: only ids seen more than once are looked at, in reading order, as the reference
-    # does record by record. Same id, same payload: a duplicate; otherwise every version held.
+    # The records set aside: same id, same payload: a duplicate (first phase); otherwise every
+    # version held. Then each first version is priced, in reading order.
     dups: list[dict[str, Any]] = []
     conflict: set[str] = set()
     repeats: set[int] = set()  # lines of the second and later versions of an id
-    ids = parsed[1::9]
+    ids = aside[1::9]
     multi = {k for k, m in Counter(ids).items() if m > 1}
     if multi:
         first: dict[str, str] = {}
         for k in [k for k, rid in enumerate(ids) if rid in multi]:
             rid = ids[k]
-            line = parsed[9 * k]
-            p = payload(line, parsed[9 * k + 2])
+            line = aside[9 * k]
+            p = aside[9 * k + 2]
             old = first.get(rid)
             if old is None:
                 first[rid] = p
@@ -318,95 +455,36 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             else:
                 conflict.add(rid)
                 early.append({"id": rid, "line": line, "reason": _DUP})
-        early.sort(key=itemgetter("line"))
+    early.sort(key=itemgetter("line"))
     if strict and early:
         u = early[0]
         raise BadInput(f"--strict: line {u['line']}" + (f" (id {u['id']})" if u["id"] else "")
                        + f": {u['reason']}")
-    unbilled = early
-
-    def hold(rid: str, line: int, reason: str) -> None:
-        if strict:
-            raise BadInput(f"--strict: line {line}" + (f" (id {rid})" if rid else "")
-                           + f": {reason}")
-        unbilled.append({"id": rid, "line": line, "reason": reason})
-
-    known = ledger.parts() if ledger else {}
-    closed = ledger.closed() if ledger else {}
-    for per, cur in closed.items():
-        if cur and cur != cat.currency:
-            raise BadInput(f"--ledger: period {per} was billed in {cur}, the catalog says "
-                           f"{cat.currency}; one currency per ledger")
-    deferred: list[dict[str, Any]] = []
-    groups: dict[tuple[str, str, str, int], list] = {}
-    new_parts: list[tuple[str, str, str]] = []
-    billed = 0
-    plain = month is None and not known  # nothing deferred, nothing billed before
-    for line, rid, text, account, sid, p0, p1, p2, p3 in zip(*[iter(parsed)] * 9, strict=True):
-        if multi and rid in multi:
+    for line, rid, text, account, sid, p0, p1, p2, p3 in zip(*[iter(aside)] * 9, strict=True):
+        if rid in multi:
             if line in repeats:
                 continue  # a duplicate or a conflicting version: counted above
             if rid in conflict:
                 hold(rid, line, _DUP)
                 continue
-        h = _payload_hash(payload(line, text)) if ledger is not None else ""
-        if plain and p2 is not None:  # one part, billed now
-            key = (p0, account, sid, p1)
-            g = groups.get(key)
-            if g is None:
-                groups[key] = [p3, 1, p2]
-            else:
-                g[0] += p3
-                g[1] += 1
-                g[2] += p2
-            if ledger is not None:
-                new_parts.append((rid, p0, h))
-            billed += 1
-            continue
-        parts = p0 if p2 is None else ((p0, p1, p2, p3),)
-        new = already = clash = later = 0
-        for per, v, raw, q in parts:
-            if month is not None and per > month:
-                later += 1
-                deferred.append({"id": rid, "line": line, "period": per,
-                                 "quantity": fmt_dec(raw)})
-                continue
-            if known:
-                k = known.get((rid, per))
-                if k is not None:
-                    if k == h:
-                        already += 1
-                    else:
-                        clash += 1
-                    continue
-            key = (per, account, sid, v)
-            g = groups.get(key)
-            if g is None:
-                groups[key] = [q, 1, raw]
-            else:
-                g[0] += q
-                g[1] += 1
-                g[2] += raw
-            if ledger is not None:
-                new_parts.append((rid, per, h))
-            new += 1
-        if new:
-            billed += 1
-        elif clash:
-            hold(rid, line, "id already billed with a different payload (ledger)")
-        elif already:
-            dups.append({"id": rid, "line": line, "reason": "already billed (ledger)"})
-        else:
-            del deferred[len(deferred) - later:]  # this record's parts, just appended
-            hold(rid, line, f"belongs to a later period ({parts[0][0]}); bill it with "
-                            f"--period {parts[0][0]}")
-    del parsed
+        price(line, rid, text, account, sid, p0, p1, p2, p3)
+    aside.clear()
+    later_held.sort(key=itemgetter("line"))
+    if strict and later_held:
+        u = later_held[0]
+        raise BadInput(f"--strict: line {u['line']}" + (f" (id {u['id']})" if u["id"] else "")
+                       + f": {u['reason']}")
+    unbilled = early + later_held
+    later_dups.sort(key=itemgetter("line"))
+    dups += later_dups
+    deferred.sort(key=itemgetter("line"))
+    flush()
     lines, totals = _lines(groups, cat, month, closed, ledger)
     counts_ = {"read": read, "billed": billed, "duplicates": len(dups), "unbilled": len(unbilled)}
     if counts_["billed"] + counts_["duplicates"] + counts_["unbilled"] != read:  # pragma: no cover
         raise AssertionError(f"records do not reconcile: {counts_}")
     if ledger is not None:
         periods = sorted({k[0] for k in groups} | ({month} if month else set()))
-        ledger.commit(new_parts, totals, periods, cat.currency)
+        ledger.commit([], totals, periods, cat.currency)
     return Invoice(cat.currency, cat.exponent, cat.rounding, month or "all", tuple(lines),
                    tuple(unbilled), tuple(dups), tuple(deferred), counts_)

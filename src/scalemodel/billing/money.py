@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import cache
 
 from ..errors import BadInput
 
@@ -32,6 +33,29 @@ def exponent(currency: str, declared: int | None = None) -> int:
     return int(table[currency])
 
 
+@cache
+def magnitude_digits() -> int:
+    """Quantities, counts and prices lie below 10^N and are no finer than 10^-N
+    (specs/data/bounds.toml billing.magnitude_digits)."""
+    from ..specs.bounds import bound
+
+    return int(bound("billing", "magnitude_digits"))
+
+
+def in_magnitude(d: Decimal) -> bool:
+    """Whether a finite Decimal is within :func:`magnitude_digits` (checked before any
+    arithmetic: 1E+999999 is one digit, but its Fraction is a million-digit integer)."""
+    n = magnitude_digits()
+    e = d.as_tuple().exponent
+    return not d or (isinstance(e, int) and e >= -n and d.adjusted() < n)
+
+
+def magnitude_reason(field: str, text: object) -> str:
+    n = magnitude_digits()
+    return (f"{field} {str(text)[:40]!r} is past 10^{n} or finer than 10^-{n} (bound "
+            "billing.magnitude_digits)")
+
+
 def dec(text: object, field: str) -> Decimal:
     """A Decimal from a string or an int; floats are refused (they are already rounded)."""
     if isinstance(text, bool | float):
@@ -43,6 +67,8 @@ def dec(text: object, field: str) -> Decimal:
         raise BadInput(f"{field}: {text!r} is not a decimal number") from None
     if not d.is_finite():
         raise BadInput(f"{field}: {text!r} is not a finite number")
+    if not in_magnitude(d):
+        raise BadInput(magnitude_reason(field, text))
     return d
 
 
@@ -74,13 +100,52 @@ def round_minor(amount: Fraction, exp: int, mode: str) -> int:
 
 
 def fmt_minor(minor: int, exp: int) -> str:
-    """Integer minor units as a decimal string with exactly ``exp`` decimals."""
-    return str(Decimal(minor).scaleb(-exp).quantize(Decimal(1).scaleb(-exp)))
+    """Integer minor units as a decimal string with exactly ``exp`` decimals (integer digits
+    moved, no Decimal context: exact at any size)."""
+    sign = "-" if minor < 0 else ""
+    ds = str(abs(minor))
+    if exp <= 0:
+        return sign + ds
+    ds = ds.rjust(exp + 1, "0")
+    return f"{sign}{ds[:-exp]}.{ds[-exp:]}"
 
 
 def fmt_dec(x: Decimal | Fraction) -> str:
-    """A quantity as a plain decimal string (exact; a Fraction must have a finite expansion)."""
+    """A quantity as a plain decimal string, exact at any size (no Decimal context, so nothing
+    is rounded at 28 digits): a whole number without decimals (``100.00`` -> ``100``, ``1E+3``
+    -> ``1000``), any other number with the decimals it was written with. A Fraction must
+    have a finite decimal expansion."""
     if isinstance(x, Fraction):
-        d = Decimal(x.numerator) / Decimal(x.denominator)
-        return format(d.normalize(), "f") if d == d.to_integral_value() else format(d, "f")
-    return format(x.normalize(), "f") if x == x.to_integral_value() else format(x, "f")
+        x = exact_decimal(x)
+    if not x.is_finite():
+        return str(x)
+    sign, digits, e = x.as_tuple()
+    ds = "".join(map(str, digits))
+    assert isinstance(e, int)
+    if e >= 0:
+        whole, frac = ds + "0" * e, ""
+    else:
+        ds = ds.rjust(-e + 1, "0")
+        whole, frac = ds[:e], ds[e:]
+        if not frac.strip("0"):
+            frac = ""
+    whole = whole.lstrip("0") or "0"
+    return ("-" if sign else "") + whole + ("." + frac if frac else "")
+
+
+def exact_decimal(x: Fraction) -> Decimal:
+    """The Decimal equal to ``x`` (built from its digits, no context); ValueError when the
+    expansion does not terminate."""
+    den = x.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        raise ValueError(f"{x} has no finite decimal expansion")
+    k = max(twos, fives)
+    n = x.numerator * 10**k // x.denominator
+    return Decimal((1 if n < 0 else 0, tuple(int(c) for c in str(abs(n))), -k))

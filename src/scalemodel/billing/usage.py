@@ -5,6 +5,13 @@ time), ``end`` (optional), ``quantity`` (optional decimal string), ``count`` (op
 number, default 1), ``attributes`` (optional: a JSON object, or any text in CSV).
 A record with ``end`` and no ``quantity`` is a time span: quantity = (end - start) in seconds
 x count. A record with ``quantity`` is a point event at ``start``.
+
+Encodings (what spreadsheet tools write): a byte-order mark decides (UTF-8 with BOM, as
+Excel's "CSV UTF-8" writes; UTF-16 or UTF-32 with BOM, as "Unicode Text" writes, tab-separated);
+without one the file must be UTF-8, or the encoding is declared (``--encoding cp1252`` for a
+Windows "CSV" export, ``latin-1``). A file that is not UTF-8 is refused rather than guessed:
+a wrong guess would change ids and account names without a sign. A CSV whose header has tabs
+and no commas is read as tab-separated.
 """
 
 from __future__ import annotations
@@ -24,15 +31,36 @@ FIELDS = ("id", "account", "sku", "start", "end", "quantity", "count", "attribut
 Raw = tuple[int, dict[str, Any] | None, str, str]
 
 
-def read_usage(path: str | Path) -> Iterable[Raw]:
+ENCODINGS = ("auto", "utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "cp1252",
+             "latin-1")
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def encoding_of(p: Path, declared: str = "auto") -> str:
+    """The codec to read ``p`` with: its byte-order mark's, else the declared one (UTF-8 by
+    default; a declared UTF-8 also takes a BOM)."""
+    if declared not in ENCODINGS:
+        raise BadInput(f"--encoding must be one of {', '.join(ENCODINGS)}, got {declared!r}")
+    if declared not in ("auto", "utf-8"):
+        return declared
+    with open(p, "rb") as f:
+        head = f.read(4)
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            return codec
+    return "utf-8"
+
+
+def read_usage(path: str | Path, encoding: str = "auto") -> Iterable[Raw]:
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"--usage: no such file {str(p)!r}")
     if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        return JsonlUsage(p)
-    if p.suffix.lower() == ".csv":
-        return CsvUsage(p)
-    raise BadInput(f"--usage: {p.name} must end in .csv or .jsonl")
+        return JsonlUsage(p, encoding_of(p, encoding))
+    if p.suffix.lower() in (".csv", ".tsv", ".txt"):
+        return CsvUsage(p, encoding_of(p, encoding))
+    raise BadInput(f"--usage: {p.name} must end in .csv, .tsv or .jsonl")
 
 
 class CsvUsage:
@@ -40,21 +68,38 @@ class CsvUsage:
     reference engine reads); the engine's fast path (:mod:`scalemodel.billing.fast`) reads the
     file itself instead, without a dict or a payload per record."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, encoding: str = "utf-8") -> None:
+        from ..specs.bounds import bound
+
         self.path = path
+        self.encoding = encoding
+        csv.field_size_limit(int(bound("parse", "usage_field_bytes")))
+        with self.open() as f:
+            head = f.readline()
+        self.delimiter = "\t" if "\t" in head and "," not in head else ","
+
+    def open(self) -> Any:
+        return open(self.path, newline="", encoding=self.encoding)
+
+    def reader(self, f: Any) -> Iterator[list[str]]:
+        return csv.reader(f, delimiter=self.delimiter)
 
     def __iter__(self) -> Iterator[Raw]:
-        return _csv(self.path)
+        return _csv(self)
 
 
 class JsonlUsage:
     """A JSON Lines usage file; iterating it yields :data:`Raw` tuples, as :class:`CsvUsage`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, encoding: str = "utf-8") -> None:
         self.path = path
+        self.encoding = encoding
+
+    def open(self) -> Any:
+        return open(self.path, encoding=self.encoding)
 
     def __iter__(self) -> Iterator[Raw]:
-        return _jsonl(self.path)
+        return _jsonl(self)
 
 
 def csv_header(r: Iterator[list[str]], p: Path) -> list[str] | None:
@@ -71,10 +116,10 @@ def csv_header(r: Iterator[list[str]], p: Path) -> list[str] | None:
     return cols
 
 
-def _csv(p: Path) -> Iterator[Raw]:
-    with open(p, newline="", encoding="utf-8") as f:
-        r = csv.reader(f)
-        cols = csv_header(r, p)
+def _csv(src: CsvUsage) -> Iterator[Raw]:
+    with src.open() as f:
+        r = src.reader(f)
+        cols = csv_header(r, src.path)
         if cols is None:
             return
         n = len(cols)
@@ -93,13 +138,22 @@ def _csv(p: Path) -> Iterator[Raw]:
                    "\x1f".join([row[i].strip() for i in rest]))
 
 
-def _jsonl(p: Path) -> Iterator[Raw]:
-    with open(p, encoding="utf-8") as f:
+def json_line(text: str) -> Any:
+    """One JSON Lines record, numbers with a point as Decimal; a line nested past what the
+    parser can hold is malformed (JSONDecodeError), not a crash."""
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep", text[:20], 0) from None
+
+
+def _jsonl(src: JsonlUsage) -> Iterator[Raw]:
+    with src.open() as f:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
             try:
-                d = json.loads(text, parse_float=Decimal)
+                d = json_line(text)
             except json.JSONDecodeError as e:
                 yield line, None, f"malformed JSON on line {line}: {e.msg}", ""
                 continue

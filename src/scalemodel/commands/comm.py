@@ -237,7 +237,6 @@ def _plot_busbw(path: str, collective: str, grp: Any, fab: Any, algs: tuple[str,
 
 
 def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
-    import json
     from pathlib import Path
 
     from ..analytic.calibration import check_profile, profile_cost
@@ -247,10 +246,9 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
     pth = Path(args.profile)
     if not pth.is_file():
         raise BadInput(f"--profile: no such file {args.profile!r}")
-    try:
-        prof = check_profile(json.loads(pth.read_text()), args.profile)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"--profile: {args.profile} is not JSON ({e.msg})") from None
+    from ..specs.bounds import read_json
+
+    prof = check_profile(read_json(pth, "--profile"), args.profile)
     pc = profile_cost(prof, args.collective, args.bytes, grp.ranks)
     data = {"time_s": pc.time_s, "bytes_sent_per_rank": pc.bytes_sent_per_rank,
             "algbw_bytes_per_s": pc.algbw_bytes_per_s, "busbw_bytes_per_s": pc.busbw_bytes_per_s,

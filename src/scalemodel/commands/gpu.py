@@ -403,7 +403,6 @@ def run_latency(args: argparse.Namespace) -> Any:
 
 
 def run_hierarchy(args: argparse.Namespace) -> Any:
-    import json
 
     from ..analytic.gpu_lab import memory_hierarchy
     from ..derive import Report, Section
@@ -414,9 +413,12 @@ def run_hierarchy(args: argparse.Namespace) -> Any:
     measured = None
     if args.measured:
         try:
-            with open(args.measured) as f:
-                raw = json.load(f)
+            from ..specs.bounds import read_json
+
+            raw = read_json(args.measured, "--measured")
             measured = {k: float(v["seconds"]) for k, v in raw.get("latency", {}).items()}
+        except BadInput:
+            raise
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
             raise BadInput(f"--measured: cannot read latencies from {args.measured!r} "
                            f"({type(e).__name__})") from None

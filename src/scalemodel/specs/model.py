@@ -391,10 +391,9 @@ def get_model(name: str) -> ModelSpec:
     if name.lower() not in _catalogue() and (name.endswith(".json") or is_user_file(name)):
         if not is_user_file(name):
             raise BadInput(f"--model: no such file {name!r}")
-        try:
-            cfg = json.loads(p.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise BadInput(f"--model: {name} is not valid JSON ({e})") from None
+        from .bounds import read_model_config  # size, depth and every number bounded
+
+        cfg = read_model_config(p, "--model")
         return from_hf_config(cfg, p.parent.name or p.stem, where=name, source=f"user file {name}")
     key = name.lower()
     if key not in _catalogue():

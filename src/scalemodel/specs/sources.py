@@ -52,11 +52,9 @@ def read_user_toml(path: str | Path, what: str) -> dict[str, Any]:
     p = Path(path)
     if not is_user_file(str(p)):
         raise BadInput(f"{what}: no such file {str(p)[:200]!r}")
-    try:
-        with open(p, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"{what}: {p} is not valid TOML ({e})") from None
+    from .bounds import read_toml  # size- and depth-bounded
+
+    return read_toml(p, what)
 
 
 @cache

@@ -32,9 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from ..specs.bounds import bound as _bound
+from ..specs.bounds import depth_of
 from .model import Columns
 
-MAX_DUMP_BYTES = 256 * 1024 * 1024
+MAX_DUMP_BYTES = _bound("parse", "trace_bytes")  # specs/data/bounds.toml
 _CACHE_MAX = 100_000
 _MEMO_WAYS = 8
 _RANK_RE = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
@@ -97,6 +99,10 @@ def parse_dump(raw: bytes) -> tuple[dict[str, Any] | None, str, str]:
     except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError,
             MemoryError, RecursionError, UnicodeDecodeError) as e:
         return None, kind, f"truncated or corrupt {kind} ({type(e).__name__}: {str(e)[:80]})"
+    name = "pickle_depth" if kind == "pickle" else "json_depth"
+    if depth_of(d, _bound("parse", name)) > _bound("parse", name):
+        return None, kind, (f"nested more than {_bound('parse', name)} levels deep (bound "
+                            f"parse.{name}); refused")
     if not isinstance(d, dict) or "entries" not in d:
         return None, kind, f"a {kind} file but not a Flight Recorder dump (no 'entries')"
     return d, kind, ""

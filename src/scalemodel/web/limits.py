@@ -18,45 +18,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..specs.bounds import arg_bound, table
 from .forms import Field, FieldError
 
-# dest -> (min, max) for arguments whose cost grows with their value
+# dest -> (min, max) for arguments whose cost grows with their value: the web_max of the one
+# bounds table the CLI also uses (specs/data/bounds.toml, [arg.*])
 LIMITS: dict[str, tuple[float, float]] = {
-    "requests": (1, 50_000),
-    "count": (1, 20),
-    "gpus": (1, 131_072),
-    "context": (1, 2**21),
-    "seq_len": (1, 2**21),
-    "pool": (1, 2**24),
-    "batch": (1, 65_536),
-    "micro_batch": (1, 65_536),
-    "microbatches": (1, 65_536),
-    "tp": (1, 1024),
-    "pp": (1, 1024),
-    "dp": (1, 131_072),
-    "cp": (1, 1024),
-    "ep": (1, 1024),
-    "vpp": (1, 64),
-    "prompt_mean": (1, 2**20),
-    "output_mean": (1, 2**20),
-    "block": (1, 4096),
-    "days": (1e-3, 3650),
-}
+    dest: arg_bound(dest, web=True) for dest in table()["arg"] if dest not in ("int", "float")}
 # per command (and per question for ``answer``): arguments whose memory grows with their value,
 # so a request fails with a clear message instead of allocating gigabytes before the time limit
 COSTS: dict[str, dict[str, tuple[float, float]]] = {
-    "moe/route": {"tokens": (1, 32_768), "experts": (1, 1024), "clusters": (1, 1024),
-                  "steps": (1, 20_000)},
-    "moe/serve": {"draws": (1, 4096)},
-    "gpu/access": {"n": (1, 8192)},
-    "reliability/checkpoint": {"trials": (0, 5000)},
-    "cluster/simulate": {"jobs": (1, 200_000)},
-    "cluster/compare": {"jobs": (1, 200_000)},
-    "answer:moe-routing": {"tokens": (1, 32_768)},
-    "answer:coalescing-transpose": {"n": (1, 8192)},
-}
-GENERIC_INT = 10**9
-GENERIC_FLOAT = 1e30
+    cmd: {dest: (lo, hi) for dest, (lo, hi) in args.items()}
+    for cmd, args in table()["web_cost"].items()}
+GENERIC_INT = arg_bound("int", web=True)[1]
+GENERIC_FLOAT = arg_bound("float", web=True)[1]
 MAX_STRING = 500
 FILE_SUFFIXES = (".json", ".toml", ".csv", ".jsonl", ".txt", ".svg", ".png", ".pdf", ".log")
 DEFAULT_TIMEOUT_S = 20.0
