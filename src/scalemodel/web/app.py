@@ -154,7 +154,7 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
                preload: bool = True) -> Flask:
     """The app. ``preload`` imports the answered questions' modules (and with them numpy and
     most engines) now, ~0.3 s of start-up, so the first request of a page pays no imports."""
-    one_blas_thread()  # see threads.py: small matrix products, one request at a time
+    one_blas_thread()  # see threads.py: small matrix products, parallel requests
     if preload:
         _preload_questions()
     app = Flask(__name__)

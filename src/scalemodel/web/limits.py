@@ -3,7 +3,9 @@
 Every numeric argument is bounded: by name where the engine's cost grows with it, otherwise by
 a generic cap. Strings are bounded in length, and a value that names a file must lie inside the
 directory the server was started with (``scalemodel serve --data-dir DIR``); without one, no
-user path is accepted. Each computation also runs under a wall-clock limit (``--timeout``).
+user path is accepted. Each computation also runs under a wall-clock limit (``--timeout``), in
+whichever server thread runs it. The numeric bounds come from the one table the CLI also uses
+(``specs/data/bounds.toml``): ``web_max`` per argument, ``web_cost`` per command.
 """
 
 from __future__ import annotations
@@ -116,22 +118,59 @@ class TimedOut(Exception):
 
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the computation after ``seconds`` (main thread only; elsewhere the bounds on
-    inputs are the only limit, and the single-threaded server always runs here)."""
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    """Interrupt the computation after ``seconds``: in the main thread with SIGALRM, in a
+    server thread (waitress runs each request in one of its threads) by raising
+    :class:`TimedOut` in that thread (``PyThreadState_SetAsyncExc``). Either way the exception
+    arrives between two Python bytecodes, so a single long C call (one numpy product) finishes
+    first; the engines' loops are Python, so the limit holds to a fraction of a second."""
+    if seconds <= 0:
         yield
         return
+    msg = f"the computation took longer than the {seconds:g} s limit of the web app"
+    if threading.current_thread() is threading.main_thread():
+        def on_alarm(signum: int, frame: Any) -> None:
+            raise TimedOut(msg)
 
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise TimedOut(f"the computation took longer than the {seconds:g} s limit of the web app")
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        return
+    with _thread_deadline(seconds):
+        try:
+            yield
+        except TimedOut:
+            raise TimedOut(msg) from None
 
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+@contextmanager
+def _thread_deadline(seconds: float) -> Iterator[None]:
+    import ctypes
+
+    tid = ctypes.c_ulong(threading.get_ident())
+    lock = threading.Lock()
+    state = {"done": False, "fired": False}
+
+    def fire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, ctypes.py_object(TimedOut))
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        with lock:
+            state["done"] = True
+        timer.cancel()
+        if state["fired"]:  # fired as the block ended: take back an exception not yet raised
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(tid, None)
 
 
 def bounded(fn: Callable[[], Any], seconds: float) -> Any:

@@ -4,8 +4,8 @@ The engines behind the pages multiply small matrices (a router's 2,048 x 32 toke
 weights, say). With OpenBLAS's default of one thread per core, each such product wakes and
 synchronises every thread; on a 2-core machine that is also serving requests (or shared with
 other work) this made the moe-routing answer 3x slower (26 s against 8 s single-threaded,
-measured for docs/benchmarks.md). The server answers one request at a time, so it loses
-nothing by keeping BLAS to one thread.
+measured for docs/benchmarks.md). The server runs requests in several threads of its own
+(waitress), so BLAS threads would only compete with them: one BLAS thread each loses nothing.
 
 Nothing is changed when the user set the thread count themselves (``OPENBLAS_NUM_THREADS``,
 ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``).
