@@ -32,11 +32,17 @@ def run(args: argparse.Namespace) -> Any:
     path = Path(args.file) if args.file else _DEFAULT
     if not path.is_file():
         raise BadInput(f"--file: no such file {str(path)!r}")
+    import csv
+
+    from ..specs.bounds import read_bytes
+
     try:
-        text = path.read_text()
+        text = read_bytes(path, "--file").decode("utf-8")
+        results, skipped = validate(text)
     except UnicodeDecodeError:
         raise BadInput(f"--file: {path} is not a text CSV") from None
-    results, skipped = validate(text)
+    except csv.Error as e:
+        raise BadInput(f"--file: {path} is not a usable CSV ({e})") from None
     s = summary(results)
     rows = tuple((r.id, r.model, f"{r.gpus} x {r.gpu}", r.metric, r.convention, r.measured,
                   r.predicted, r.error) for r in results)
