@@ -44,6 +44,7 @@ def _files(d: Path) -> dict[str, str]:
     put("deep.toml", "a = " + deep + "\n")
     put("deepfr/rank0.json", '{"entries": ' + deep + "}")
     put("deeppkl/rank0.pkl", _deep_pickle(200_000))
+    put("deeptrace/rank0.trace.jsonl", '{"format": ' + deep + "}\n")
     cfg = json.loads((MODELS / "llama-3-8b.json").read_text())
     for name, key, value in [("hidden", "hidden_size", "1" + "0" * 400),
                              ("layers18", "num_hidden_layers", str(10**18)),
@@ -98,6 +99,7 @@ def _cases(f: dict[str, str]) -> list[list[str]]:
         ["reliability", "blast-radius", "--gpus", big],
         ["triage", "hang", f["deepfr/rank0.json"].rsplit("/", 1)[0]],
         ["triage", "hang", f["deeppkl/rank0.pkl"].rsplit("/", 1)[0]],
+        ["triage", "hang", f["deeptrace/rank0.trace.jsonl"].rsplit("/", 1)[0]],
         ["cluster", "simulate", "--jobs", str(10**8)],
         ["cluster", "compare", "--jobs", str(10**8)],
         ["bill", "--usage", usage, "--prices", f["deep.toml"]],

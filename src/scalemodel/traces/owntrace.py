@@ -25,6 +25,8 @@ def read_trace(path: Path) -> tuple[RankView | None, dict[str, Any], list[str], 
         return None, {}, [], "empty file"
     try:
         head = json.loads(lines[0])
+    except RecursionError:  # nested past the parser: refused like any deep file
+        return None, {}, [], "first line is nested too deep (bound parse.json_depth)"
     except json.JSONDecodeError:
         return None, {}, [], "first line is not JSON"
     if not isinstance(head, dict) or head.get("format") != FORMAT:
@@ -64,7 +66,7 @@ def read_trace(path: Path) -> tuple[RankView | None, dict[str, Any], list[str], 
                 v.error = str(ev.get("message", ""))
             elif kind == "end":
                 v.finished = True
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
             if i == len(lines):
                 problems.append("last line torn (the process stopped while writing it)")
             else:
