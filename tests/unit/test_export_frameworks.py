@@ -53,6 +53,8 @@ CASES = {
                           "tp=2,pp=8,vpp=4,ep=32,micro_batch=1,zero=1,recompute=none"],
     "deepseek-v3": ["--model", "deepseek-v3", "--gpus", "256", "--seq-len", "4096",
                     "--global-batch", "1024", "--layout", "tp=2,pp=8,ep=16,recompute=selective"],
+    "70b-dualpipe": ["--model", "llama-3-70b", "--gpus", "64", "--schedule", "dualpipe",
+                     "--layout", "tp=8,pp=4"],
     "mixtral-cp": ["--model", "mixtral-8x7b", "--gpus", "32", "--seq-len", "32768",
                    "--global-batch", "64", "--layout", "tp=4,cp=2,ep=4,pp=1"],
 }
@@ -537,11 +539,17 @@ def test_torchtitan_export_parses_into_jobconfig(capsys, tmp_path, titan, case):
         n_layers = sum(d["stage_layers"])
         assert layers == [f"layers.{i}" for i in range(n_layers)]
         assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "output"]
-        per_stage = [0] * best["pp"]
+        pp = best["pp"]
+        v_style = par.pipeline_parallel_schedule == "DualPipeV"
+        # loop style: part j on rank j mod pp; V style (DualPipeV): parts r and 2pp-1-r on r
+        rank_of = [(j if j < pp else 2 * pp - 1 - j) if v_style else j % pp
+                   for j in range(len(parts))]
+        per_stage = [0] * pp
         for j, p in enumerate(parts):
-            per_stage[j % best["pp"]] += sum(n.startswith("layers.") for n in p)
+            per_stage[rank_of[j]] += sum(n.startswith("layers.") for n in p)
         assert per_stage == d["stage_layers"]  # the uneven split is kept
-        assert per_rank == best["vpp"]  # and so are the virtual stages
+        # and so are the virtual stages (DualPipe: two chunks per rank by construction)
+        assert per_rank == (2 if v_style else best["vpp"])
 
 
 # --- DeepSpeed ---------------------------------------------------------------------------------
