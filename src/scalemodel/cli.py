@@ -98,7 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        report = args.run(args)
+        from .progress import activity
+
+        label = "scalemodel " + " ".join(w for w in words[:2] if not w.startswith("-"))
+        with activity(label, json_output=bool(getattr(args, "json", False))):
+            report = args.run(args)
         from .report import render_json, render_markdown, render_text
 
         if getattr(args, "plot", None):
