@@ -55,6 +55,10 @@ CASES = {
                     "--global-batch", "1024", "--layout", "tp=2,pp=8,ep=16,recompute=selective"],
     "70b-dualpipe": ["--model", "llama-3-70b", "--gpus", "64", "--schedule", "dualpipe",
                      "--layout", "tp=8,pp=4"],
+    "gpt3-175b": ["--model", "gpt3-175b", "--gpus", "512", "--seq-len", "2048", "--global-batch",
+                  "1536", "--layout", "tp=8,pp=8,vpp=1"],
+    "qwen2.5-72b": ["--model", "qwen2.5-72b", "--gpus", "64", "--seq-len", "4096",
+                    "--global-batch", "256", "--layout", "tp=8,pp=2,vpp=4"],
     "mixtral-cp": ["--model", "mixtral-8x7b", "--gpus", "32", "--seq-len", "32768",
                    "--global-batch", "64", "--layout", "tp=4,cp=2,ep=4,pp=1"],
 }

@@ -197,8 +197,9 @@ def megatron_args(p: ExportPlan) -> tuple[list[str], list[str]]:
                        f"{m.sliding_window}): pretrain_gpt.py's GPT model attends to every token")
     if getattr(m, "attn_softcap", 0) or getattr(m, "final_softcap", 0):
         dropped.append("logit soft-capping: pretrain_gpt.py's GPT model has no soft-capping")
-    dropped.append("rope_theta and init details: the model spec does not carry them; add "
-                   "--rotary-base N (and --rotary-percent) for your model")
+    if m.rope:
+        dropped.append("rope_theta: the model spec does not carry it; add --rotary-base N (and "
+                       "any rope scaling) for your model")
 
     # batch and memory
     flag("micro-batch-size", p.micro_batch)
