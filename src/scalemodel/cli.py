@@ -98,10 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        from .progress import activity
         from .specs.bounds import check_args
 
         check_args(args)  # every numeric argument within specs/data/bounds.toml
-        report = args.run(args)
+        label = "scalemodel " + " ".join(w for w in words[:2] if not w.startswith("-"))
+        with activity(label, json_output=bool(getattr(args, "json", False))):
+            report = args.run(args)
         from .report import render_json, render_markdown, render_text
 
         if getattr(args, "plot", None):

@@ -266,6 +266,7 @@ class Section:
     headlines: tuple[Headline, ...] = ()
     derivation: Derivation | None = None
     tables: tuple[Table, ...] = ()
+    verbatim: str = ""  # a file's text (an export): printed as it is, never wrapped or indented
 
 
 @dataclass(frozen=True)

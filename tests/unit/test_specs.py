@@ -114,7 +114,10 @@ def test_hf_config_path_equals_bundled(tmp_path):
     ({"hidden_size": -8192}, "hidden"),
     ({"num_attention_heads": 63}, "does not divide hidden_size"),
     ({"num_key_value_heads": 7}, "does not divide num_attention_heads"),
-    ({"model_type": "bert"}, "not supported"),
+    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "no causal language model"),
+    ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
+    ({"model_type": "my_moe", "num_local_experts": 8}, "MoE or MLA"),
+    ({"model_type": "my_decoder", "intermediate_size": None}, "generic reader needs"),
 ])
 def test_bad_configs(tmp_path, patch, field):
     from scalemodel.specs.sources import data_path

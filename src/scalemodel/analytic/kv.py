@@ -22,6 +22,7 @@ from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype
 from .params import count_params, shard_params
+from .weights import weight_bytes
 
 
 def kv_bytes_per_token(n_layers: Any, n_kv_heads: Any, head_dim: Any, elem_bytes: Any) -> Any:
@@ -44,6 +45,15 @@ def model_kv_bytes_per_token(m: ModelSpec, kv_dtype: str = "bf16") -> float:
     if m.attention == "mla":
         return float(mla_bytes_per_token(m.n_layers, m.kv_lora_rank, m.qk_rope_head_dim, e))
     return float(kv_bytes_per_token(m.n_layers, m.n_kv_heads, m.head_dim, e))
+
+
+def model_kv_bytes_per_sequence(m: ModelSpec, context: float, kv_dtype: str = "bf16") -> float:
+    """KV bytes one sequence of ``context`` tokens keeps: sliding-window layers hold at most
+    their window, b_tok / L * ((L - L_w) * s + L_w * min(s, W))."""
+    per_tok = model_kv_bytes_per_token(m, kv_dtype)
+    if not m.n_sliding_layers:
+        return per_tok * context
+    return per_tok / m.n_layers * m.kv_tokens_held(int(context))
 
 
 def check_tp(m: ModelSpec, tp: int, pp: int = 1) -> None:
@@ -76,6 +86,8 @@ class KVReport:
     kv_bytes_per_token: float
     kv_bytes_per_token_per_gpu: float
     kv_bytes_per_sequence: float
+    sliding_window: int  # 0: every layer attends to the whole context
+    sliding_layers: int  # layers whose KV the window bounds
     kv_bytes_total: float
     weights_bytes: float  # whole model
     weights_bytes_per_gpu: float
@@ -124,6 +136,8 @@ def kv_report(
     ew = dtype(weight_dtype, "--dtype")
     src = m.source
     d = Derivation(f"KV cache of {m.id}")
+    for n in m.notes:
+        d.note(f"{m.id}: {n}")
     d.given("layers", "L", m.n_layers, "1", src)
     if m.attention == "mla":
         d.given("MLA latent rank (kv_lora_rank)", "r_kv", m.kv_lora_rank, "1", src)
@@ -171,19 +185,41 @@ def kv_report(
         )
     d.given("context length", "s", context, "token")
     d.given("batch (concurrent sequences)", "B", batch, "seq")
-    per_seq = d.calc("KV bytes per sequence", "b_seq", "b_tok * s", "B")
+    sliding = m.n_sliding_layers > 0
+    if sliding:
+        d.given("sliding-window layers (their KV holds at most W tokens)", "L_w",
+                m.n_sliding_layers, "1", src)
+        d.given("sliding window", "W", m.sliding_window, "token", src)
+        per_seq = d.calc("KV bytes per sequence (full layers keep s tokens, sliding ones min(s, W))",
+                         "b_seq", "b_tok / L * ((L - L_w) * s + L_w * min(s, W))", "B",
+                         check=model_kv_bytes_per_sequence(m, context, kv_dtype))
+        d.calc("KV bytes per GPU per token of context, averaged over the window bound", "b_eff",
+               "b_gpu * b_seq / (b_tok * s)", "B",
+               note="the stage's layers are taken to mix sliding and full layers as the model does")
+    else:
+        per_seq = d.calc("KV bytes per sequence", "b_seq", "b_tok * s", "B")
     total = d.calc("KV bytes for the batch (whole model)", "b_kv", "b_seq * B", "B")
 
     pc = count_params(m)
     d.given("parameters (exact count from the config)", "P", pc.total, "1", src)
     d.given(f"bytes per {ew.name} weight", "e_w", ew.bytes, "B", ew.source)
-    weights = d.calc("weight bytes (whole model)", "W", "P * e_w", "B")
     sp = shard_params(pc, tp, pp)
-    d.given(
-        f"parameters on one GPU (heaviest of {pp} stage(s), TP {tp})", "P_gpu", sp.total, "1",
-        note="norm weights are replicated on every TP rank; embeddings are vocab-parallel",
-    )
-    w_gpu = d.calc("weight bytes per GPU", "W_gpu", "P_gpu * e_w", "B")
+    if m.quant is None:
+        weights = d.calc("weight bytes (whole model)", "W", "P * e_w", "B")
+        d.given(
+            f"parameters on one GPU (heaviest of {pp} stage(s), TP {tp})", "P_gpu", sp.total, "1",
+            note="norm weights are replicated on every TP rank; embeddings are vocab-parallel",
+        )
+        w_gpu = d.calc("weight bytes per GPU", "W_gpu", "P_gpu * e_w", "B")
+    else:
+        wb = weight_bytes(m, ew.bytes)
+        weights = d.given(f"weight bytes (whole model), each module priced as stored "
+                          f"({m.quant.label})", "W", wb.total, "B", src,
+                          note="quantized linear weights with their scales; embeddings, norms, "
+                               "biases, routers and ignored modules at e_w")
+        w_gpu = d.given(f"weight bytes on one GPU (heaviest of {pp} stage(s), TP {tp})", "W_gpu",
+                        shard_params(wb, tp, pp).total, "B",
+                        note="the same sharding rules as the parameter count, applied to bytes")
 
     reserve = budget = max_tok = max_seq = fits = None
     if gpu is not None:
@@ -224,8 +260,9 @@ def kv_report(
             bt = int(blk_a.value if block_tokens is None else block_tokens)
             d.given("KV block (page) size", "k_blk", bt, "token",
                     blk_a.source if block_tokens is None else "--block")
+            per = "b_eff" if sliding else "b_gpu"
             max_tok = int(d.calc("KV tokens that fit (whole blocks)", "N_tok",
-                                 "floor(K_gpu / (b_gpu * k_blk)) * k_blk", "token"))
+                                 f"floor(K_gpu / ({per} * k_blk)) * k_blk", "token"))
             max_seq = int(d.calc(f"concurrent sequences at {context:,} tokens", "N_seq",
                                  "floor(N_tok / s)", "seq"))
         fits = bool(max_seq is not None and max_seq >= batch)
@@ -234,6 +271,7 @@ def kv_report(
         context=context, batch=batch, tp=tp, pp=pp, attention=m.attention,
         kv_bytes_per_token=float(per_tok), kv_bytes_per_token_per_gpu=float(per_gpu_tok),
         kv_bytes_per_sequence=float(per_seq), kv_bytes_total=float(total),
+        sliding_window=m.sliding_window if sliding else 0, sliding_layers=m.n_sliding_layers,
         weights_bytes=float(weights), weights_bytes_per_gpu=float(w_gpu),
         reserve_bytes_per_gpu=reserve, kv_budget_bytes_per_gpu=budget,
         max_tokens=max_tok, max_concurrent_sequences=max_seq, fits_batch=fits,
@@ -302,5 +340,6 @@ __all__ = [
     "kv_report",
     "mitigation_table",
     "mla_bytes_per_token",
+    "model_kv_bytes_per_sequence",
     "model_kv_bytes_per_token",
 ]

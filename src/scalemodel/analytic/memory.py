@@ -208,19 +208,21 @@ def zero_state_bytes(
 # --- uneven pipeline stages ------------------------------------------------------------------------
 
 
-def stage_partition(
+def chunk_partition(
     n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1
 ) -> tuple[int, ...]:
-    """Layers per pipeline stage (first to last), contiguous, balanced in layer-equivalents.
+    """Layers per model chunk (pp x vpp of them, chunk j on stage j mod pp), contiguous, balanced
+    in layer-equivalents.
 
     The first stage also runs the embedding and the last the output head and the loss; their
     cost in layers (``first_extra``, ``last_extra``) is added to those stages. The split is the
     one that minimises the heaviest stage: the smallest load C with sum(floor(C - extra_i)) >= L,
     then the surplus layers are taken off the first stage, the last, then the middle ones from
     the front (the first stage also holds the most activations in flight). With ``vpp`` > 1 the
-    split is made over the pp x vpp virtual stages (chunk j runs on stage j mod pp) and each
-    stage's count is the sum of its chunks. Llama 3 405B: 126 layers on 16 stages gives the
-    first and last stages 7 layers and the others 8, as Dubey et al. 2024 (Sec. 3.3.2) describe.
+    split is made over the pp x vpp virtual stages (chunk j runs on stage j mod pp);
+    :func:`stage_partition` sums each stage's chunks. Llama 3 405B: 126 layers on 16 stages
+    gives the first and last stages 7 layers and the others 8, as Dubey et al. 2024
+    (Sec. 3.3.2) describe.
     """
     v = pp * vpp
     if v < 1 or n_layers < v:
@@ -245,8 +247,16 @@ def stage_partition(
                 progressed = True
         if not progressed:  # pragma: no cover - n_layers >= v guarantees progress
             break
+    return tuple(counts)
+
+
+def stage_partition(
+    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1
+) -> tuple[int, ...]:
+    """Layers per pipeline stage (first to last): :func:`chunk_partition` summed per stage."""
     per_stage = [0] * pp
-    for j, c in enumerate(counts):
+    for j, c in enumerate(chunk_partition(n_layers, pp, first_extra=first_extra,
+                                          last_extra=last_extra, vpp=vpp)):
         per_stage[j % pp] += c
     return tuple(per_stage)
 

@@ -60,7 +60,9 @@ def attention_params(m: ModelSpec) -> tuple[int, int]:
     if m.linear_bias:
         w += h  # output projection bias
     # QK-norm: one RMSNorm weight of head_dim for the query heads and one for the key heads,
-    # replicated across TP like the other norms
+    # replicated across TP like the other norms; OLMo 2 normalises the whole q and k projections
+    if m.qk_norm_full:
+        return w, q + kv
     return w, (2 * m.head_dim if m.qk_norm else 0)
 
 
@@ -74,7 +76,7 @@ def mlp_params(m: ModelSpec, width: int) -> int:
 
 def layer_params(m: ModelSpec, i: int) -> LayerParams:
     attn, attn_rep = attention_params(m)
-    rep = attn_rep + 2 * _norm(m, m.hidden)
+    rep = attn_rep + m.norms_per_layer * _norm(m, m.hidden)
     if m.layer_is_moe(i):
         one = mlp_params(m, m.moe_ffn)
         shared_w = m.shared_ffn or m.n_shared_experts * m.moe_ffn

@@ -28,8 +28,9 @@ import numpy as np
 from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, dtype
-from .kv import model_kv_bytes_per_token
+from .kv import model_kv_bytes_per_sequence, model_kv_bytes_per_token
 from .params import count_params
+from .weights import weight_bytes
 
 
 @dataclass(frozen=True)
@@ -161,37 +162,75 @@ def _matmul_params(m: ModelSpec) -> tuple[float, float, float]:
     return float(dense), float(pc.layers[-1].expert_one if m.is_moe else 0), float(m.n_moe_layers)
 
 
+def _matmul_weight_bytes(m: ModelSpec, e_w: float) -> tuple[float, float]:
+    """(dense matmul weight bytes, bytes of one routed expert), as the checkpoint stores them."""
+    wb = weight_bytes(m, e_w)
+    dense = wb.total - wb.embedding - sum(lp.experts for lp in wb.layers)
+    if m.tied_embeddings:
+        dense += m.vocab * m.hidden * e_w  # the head reads the (tied, unquantized) embedding
+    return float(dense), float(wb.layers[-1].expert_one if m.is_moe else 0)
+
+
+def _attended_layers(m: ModelSpec, context: float) -> float:
+    """Layers' worth of the context a new token attends to and reads: L without sliding
+    windows, (L_full * C + L_w * min(C, W)) / C with them."""
+    return m.kv_tokens_held(int(context)) / context if m.n_sliding_layers else float(m.n_layers)
+
+
 def _decode_arrays(m: ModelSpec, batch: np.ndarray, context: float, e_w: float,
                    kv_tok: float) -> tuple[np.ndarray, np.ndarray]:
-    """(FLOPs, bytes) of one decode step for an array of batch sizes."""
+    """(FLOPs, bytes) of one decode step for an array of batch sizes; ``kv_tok`` is the KV
+    bytes per token of context (window-bounded layers averaged in)."""
     dense, one_exp, n_moe = _matmul_params(m)
+    dense_b, one_b = _matmul_weight_bytes(m, e_w)
     qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
     v = m.v_head_dim if m.kv_lora_rank else m.head_dim
-    attn_f = 2 * context * m.n_heads * (qk + v) * m.n_layers  # per token
+    attn_f = 2 * context * m.n_heads * (qk + v) * _attended_layers(m, context)  # per token
     if m.is_moe:
         # experts touched by B tokens each picking k of E: E (1 - (1 - k/E)^B) per layer
         touched = m.n_experts * (1 - (1 - m.top_k / m.n_experts) ** batch)
-        w_bytes = (dense + n_moe * touched * one_exp) * e_w
+        w_bytes = dense_b + n_moe * touched * one_b
         mm_f = 2 * (dense + n_moe * m.top_k * one_exp) * batch
     else:
-        w_bytes = np.full_like(batch, dense * e_w, dtype=np.float64)
+        w_bytes = np.full_like(batch, dense_b, dtype=np.float64)
         mm_f = 2 * dense * batch
     flops = mm_f + attn_f * batch
     byts = w_bytes + batch * context * kv_tok
     return flops, byts
 
 
-def _model_givens(d: Derivation, m: ModelSpec, e: Any, ekv: Any, kv_tok: float) -> tuple[int, int]:
+def _kv_per_context_token(m: ModelSpec, kv_dtype: str, context: float) -> float:
+    return model_kv_bytes_per_sequence(m, context, kv_dtype) / context
+
+
+def _model_givens(d: Derivation, m: ModelSpec, e: Any, ekv: Any, kv_tok: float,
+                  context: float | None = None) -> tuple[int, int]:
     """The per-model inputs of a decode or prefill derivation; returns (d_qk, d_v)."""
     d.given(f"bytes per {e.name} weight", "e_w", e.bytes, "B", e.source)
     d.given("layers", "L", m.n_layers, "1", m.source)
+    if context is not None and m.n_sliding_layers:
+        d.given(f"layers' worth of context attended ({m.n_sliding_layers} sliding layers see at "
+                f"most {m.sliding_window:,} tokens)", "L_a", _attended_layers(m, context), "1",
+                m.source, note="(L_full * C + L_w * min(C, W)) / C")
     d.given("query heads", "H", m.n_heads, "1", m.source)
     qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
     v = m.v_head_dim if m.kv_lora_rank else m.head_dim
     d.given("query-key dim per head", "d_qk", qk, "1", m.source)
     d.given("value dim per head", "d_v", v, "1", m.source)
-    d.given(f"KV bytes per token ({ekv.name})", "b_tok", kv_tok, "B")
+    label = (f"KV bytes per token of context ({ekv.name}, window-bounded layers averaged in)"
+             if context is not None and m.n_sliding_layers else f"KV bytes per token ({ekv.name})")
+    d.given(label, "b_tok", kv_tok, "B")
     return qk, v
+
+
+def _weight_term(d: Derivation, m: ModelSpec, e_w: float, params_symbol: str, bytes_symbol: str,
+                 byts: float) -> str:
+    """The weight-bytes term of a bytes formula: ``P * e_w``, or the per-module quantized bytes."""
+    if m.quant is None:
+        return f"{params_symbol} * e_w"
+    d.given(f"bytes of those weights as stored ({m.quant.label})", bytes_symbol, byts, "B",
+            m.source, note="quantized linear weights with their scales; the rest at e_w")
+    return bytes_symbol
 
 
 def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_name: str = "bf16",
@@ -200,14 +239,19 @@ def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_n
     if batch <= 0 or context <= 0:
         raise BadInput("--batch and --context must be positive")
     e, ekv = dtype(dtype_name), dtype(kv_dtype, "--kv-dtype")
-    kv_tok = model_kv_bytes_per_token(m, ekv.name)
+    kv_tok = _kv_per_context_token(m, ekv.name, context)
     dense, one_exp, n_moe = _matmul_params(m)
+    dense_b, one_b = _matmul_weight_bytes(m, e.bytes)
     d = Derivation(f"decode step of {m.id} at batch {batch}, context {context} on {gpu.id}")
+    for n in m.notes:
+        d.note(f"{m.id}: {n}")
     d.given("batch (sequences, one new token each)", "B", batch, "seq")
     d.given("context already in the KV cache", "C", context, "token")
     d.given("matmul weights used by every token (attention, dense MLP, head)", "P_mm", dense, "1",
             m.source, note="all parameters except the embedding table and routed experts")
-    qk, v = _model_givens(d, m, e, ekv, kv_tok)
+    qk, v = _model_givens(d, m, e, ekv, kv_tok, context)
+    la = "L_a" if m.n_sliding_layers else "L"
+    w_mm = _weight_term(d, m, e.bytes, "P_mm", "W_mm", dense_b)
     if m.is_moe:
         d.given("MoE layers", "L_moe", n_moe, "1", m.source)
         d.given("routed experts per layer", "E", m.n_experts, "1", m.source)
@@ -216,14 +260,15 @@ def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_n
         d.calc("experts the batch touches per layer (expected)", "E_hit",
                "E * (1 - (1 - k / E) ** B)", "1",
                note="each token picks k of E uniformly; real routers are skewed, so fewer")
-        d.calc("FLOPs", "F", "2 * (P_mm + L_moe * k * P_x) * B + 2 * B * C * H * (d_qk + d_v) * L",
+        d.calc("FLOPs", "F", f"2 * (P_mm + L_moe * k * P_x) * B + 2 * B * C * H * (d_qk + d_v) * {la}",
                "FLOP")
+        w_x = _weight_term(d, m, e.bytes, "P_x", "W_x", one_b)
         d.calc("bytes (weights touched + KV cache read)", "Q",
-               "(P_mm + L_moe * E_hit * P_x) * e_w + B * C * b_tok", "B", bound="lower")
+               f"{w_mm} + L_moe * E_hit * {w_x} + B * C * b_tok", "B", bound="lower")
     else:
         d.calc("FLOPs (matmuls + attention over the cache)", "F",
-               "2 * P_mm * B + 2 * B * C * H * (d_qk + d_v) * L", "FLOP")
-        d.calc("bytes (weights read once + KV cache read)", "Q", "P_mm * e_w + B * C * b_tok", "B",
+               f"2 * P_mm * B + 2 * B * C * H * (d_qk + d_v) * {la}", "FLOP")
+        d.calc("bytes (weights read once + KV cache read)", "Q", f"{w_mm} + B * C * b_tok", "B",
                bound="lower", note="activations and the new token's KV write are negligible here")
     # crossover: the smallest batch whose intensity reaches the ridge (vectorised scan)
     ridge = gpu.peak_flop_per_s(e.name) / gpu.hbm_bytes_per_s
@@ -231,7 +276,8 @@ def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_n
     f, q = _decode_arrays(m, bs, float(context), e.bytes, kv_tok)
     hit = np.nonzero(f / q >= ridge)[0]
     cross = int(bs[hit[0]]) if hit.size else None
-    per_tok_f = 2 * (dense + n_moe * m.top_k * one_exp) + 2 * context * m.n_heads * (qk + v) * m.n_layers
+    per_tok_f = (2 * (dense + n_moe * m.top_k * one_exp)
+                 + 2 * context * m.n_heads * (qk + v) * _attended_layers(m, context))
     asymptote = per_tok_f / (context * kv_tok)
     extra = {"batch": batch, "context": context, "tp": tp, "model": m.id,
              "intensity_limit_large_batch": asymptote}
@@ -245,7 +291,7 @@ def decode_sweep(gpu: GPUSpec, m: ModelSpec, batches: np.ndarray, context: int,
                  dtype_name: str = "bf16", kv_dtype: str = "bf16") -> dict[str, np.ndarray]:
     """Intensity, attainable FLOP/s and step time for many batch sizes (for plots and tables)."""
     e = dtype(dtype_name)
-    kv_tok = model_kv_bytes_per_token(m, dtype(kv_dtype).name)
+    kv_tok = _kv_per_context_token(m, dtype(kv_dtype).name, context)
     f, q = _decode_arrays(m, batches.astype(np.float64), float(context), e.bytes, kv_tok)
     peak, bw = gpu.peak_flop_per_s(e.name), gpu.hbm_bytes_per_s
     ai = f / q
@@ -269,10 +315,15 @@ def prefill(gpu: GPUSpec, m: ModelSpec, *, batch: int, prompt: int, dtype_name: 
     d.given("matmul weights used per token", "P_act", active, "1", m.source)
     d.given("weights read (all of them)", "P_all", dense + n_moe * m.n_experts * one_exp, "1")
     _model_givens(d, m, e, ekv, kv_tok)
+    dense_b, one_b = _matmul_weight_bytes(m, e.bytes)
+    w_all = _weight_term(d, m, e.bytes, "P_all", "W_all", dense_b + n_moe * m.n_experts * one_b)
+    if m.n_sliding_layers:
+        d.note(f"{m.n_sliding_layers} sliding-window layers are priced as full causal attention "
+               "here (an upper bound on their attention FLOPs when S exceeds the window)")
     d.calc("FLOPs (matmuls + causal attention)", "F",
            "2 * P_act * B * S + B * S * S * H * (d_qk + d_v) * L", "FLOP",
            note="attention 2 S^2 H (d_qk + d_v) per layer, halved by the causal mask")
-    d.calc("bytes (weights once + KV written)", "Q", "P_all * e_w + B * S * b_tok", "B",
+    d.calc("bytes (weights once + KV written)", "Q", f"{w_all} + B * S * b_tok", "B",
            bound="lower")
     return _place(d, gpu, e.name, "prefill", None,
                   {"batch": batch, "context": prompt, "model": m.id, "tp": tp}, e.name, tp)

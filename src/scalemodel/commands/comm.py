@@ -57,7 +57,8 @@ def register(sub: Any) -> None:
                    help="operation size, nccl-tests convention (default 1GiB)")
     c.add_argument("--dtype", default="bf16", help="element type (sizes must be whole elements)")
     c.add_argument("--profile", metavar="FILE",
-                   help="price with a calibration profile written by comm bench --save")
+                   help="price with measured alpha-beta: a profile written by comm bench --save, "
+                   "or nccl-tests output (all_reduce_perf and friends), fitted on reading")
     _add_fabric(c)
     add_output(c, plot=True)
     c.set_defaults(run=run_cost)
@@ -236,24 +237,61 @@ def _plot_busbw(path: str, collective: str, grp: Any, fab: Any, algs: tuple[str,
     plt.close(fig)
 
 
+def _read_profile_text(text: str, where: str, collective: str) -> dict[str, Any]:
+    """A calibration profile from a comm bench --save JSON file or from nccl-tests output
+    (fitted on reading with the same alpha-beta fit)."""
+    import json
+
+    from ..analytic.calibration import check_profile
+    from ..errors import BadInput
+    from ..specs.bounds import parse_json
+
+    if text.lstrip().startswith("{"):
+        try:
+            return check_profile(parse_json(text, "--profile"), where)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"--profile: {where} is not JSON ({e.msg})") from None
+    from ..traces.nccl_tests import looks_like_nccl_tests, profile_from_nccl_tests
+
+    if not looks_like_nccl_tests(text):
+        raise BadInput(f"--profile: {where} is neither a scalemodel comm profile (JSON from comm "
+                       "bench --save) nor nccl-tests output (no '# size count type ... time "
+                       "algbw busbw' header)")
+    # a table the file does not name (nor its file name) is taken as the collective asked for
+    prof = profile_from_nccl_tests(text, where, collective)
+    if collective in prof["collectives"]:
+        check_profile(prof, where)
+    return prof
+
+
 def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
     from pathlib import Path
 
-    from ..analytic.calibration import check_profile, profile_cost
+    from ..analytic.calibration import profile_cost
     from ..derive import Headline, Report, Section
     from ..errors import BadInput
 
     pth = Path(args.profile)
     if not pth.is_file():
         raise BadInput(f"--profile: no such file {args.profile!r}")
-    from ..specs.bounds import read_json
+    from ..specs.bounds import read_bytes
 
-    prof = check_profile(read_json(pth, "--profile"), args.profile)
+    try:
+        text = read_bytes(pth, "--profile").decode()
+    except UnicodeDecodeError:
+        raise BadInput(f"--profile: {args.profile} is not text (a comm bench --save JSON or "
+                       "nccl-tests output)") from None
+    prof = _read_profile_text(text, args.profile, args.collective)
     pc = profile_cost(prof, args.collective, args.bytes, grp.ranks)
     data = {"time_s": pc.time_s, "bytes_sent_per_rank": pc.bytes_sent_per_rank,
             "algbw_bytes_per_s": pc.algbw_bytes_per_s, "busbw_bytes_per_s": pc.busbw_bytes_per_s,
             "lower_bound_bytes_per_rank": None, "steps": pc.steps, "how": pc.how,
-            "profile_backend": prof["backend"], "profile_world_size": prof["world_size"]}
+            "profile_backend": prof["backend"], "profile_world_size": prof["world_size"],
+            "profile_source": prof.get("source", "comm bench --save"),
+            "profile_fit": {k: {f: c[f] for f in ("alpha_s", "beta_s_per_byte", "points",
+                                                   "max_rel_err")}
+                            for k, c in prof["collectives"].items()},
+            "profile_skipped_rows": prof.get("skipped_rows", [])}
     from ..analytic.collectives import LOWER_BOUND, np_eval
 
     data["lower_bound_bytes_per_rank"] = float(np_eval(LOWER_BOUND[args.collective],

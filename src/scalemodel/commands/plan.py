@@ -110,13 +110,18 @@ def register(sub: Any) -> None:
                    help="fraction of HBM a step may fill (default 0.9)")
     t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
     t.add_argument("--export", choices=["megatron", "torchtitan", "deepspeed", "slurm"],
-                   default=None, help="also write the best layout for this framework")
+                   default=None, help="also write the best layout for this framework: "
+                   "Megatron-LM arguments (a bash array), a torchtitan TOML, a DeepSpeed JSON "
+                   "or a Slurm + torchrun script; printed verbatim unless --export-out is given")
+    t.add_argument("--export-out", default=None, metavar="PATH",
+                   help="write the --export file to PATH (exactly as the framework reads it)")
     add_output(t, plot=True)
     t.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.planner import make_cluster, make_job, search
+    from ..errors import BadInput
     from ..questions.plan_sections import plan_report
     from ..specs import get_model
 
@@ -133,5 +138,7 @@ def run(args: argparse.Namespace) -> Any:
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)
+    if args.export_out and not args.export:
+        raise BadInput("--export-out needs --export megatron|torchtitan|deepspeed|slurm")
     res = search(job, cl, args.layout or {}, top=args.top)
-    return plan_report(res, export=args.export)
+    return plan_report(res, export=args.export, export_out=args.export_out)

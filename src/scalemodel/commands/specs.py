@@ -64,7 +64,11 @@ def run(args: argparse.Namespace) -> Any:
                          "params": pc.total, "active_params": pc.active,
                          **{f: getattr(m, f) for f in ("n_layers", "hidden", "n_heads",
                                                        "n_kv_heads", "head_dim", "ffn", "vocab",
-                                                       "max_context")},
+                                                       "max_context", "sliding_window",
+                                                       "attn_softcap", "final_softcap")},
+                         "sliding_layers": list(m.sliding_layers),
+                         "quantization": m.quant.__dict__ if m.quant else None,
+                         "notes": list(m.notes),
                          "source": m.source})
         rows = tuple(rows)
         cols = ("id", "family", "attn", "L", "h", "heads", "kv heads", "params B", "active B",

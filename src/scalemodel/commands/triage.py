@@ -36,9 +36,9 @@ def register(sub: Any) -> None:
         h = s.add_parser(name, help=hlp)
         h.add_argument("dir", metavar="DIR", help="folder (or file) with per-rank traces/dumps"
                        + ("; a CSV of per-worker step times also works" if name == "slow" else ""))
-        h.add_argument("--format", choices=("auto", "fr", "trace"), default="auto",
-                       help="which records to read when both exist (default: scalemodel "
-                            "traces, else Flight Recorder)")
+        h.add_argument("--format", choices=("auto", "fr", "trace", "kineto"), default="auto",
+                       help="which records to read when several exist (default: scalemodel "
+                            "traces, else torch.profiler/Kineto traces, else Flight Recorder)")
         h.add_argument("--world-size", type=positive_int, default=None,
                        help="ranks the job had (default: from the files; gloo dumps may not say)")
         if name == "slow":
@@ -110,10 +110,15 @@ def _input_section(inp: dict) -> Any:
 
 def run_hang(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
 
-    r = analyse_hang(load_dir(args.dir, args.format), args.world_size)
+    ts = load_dir(args.dir, args.format, args.world_size)
+    if ts.fmt == "kineto":
+        raise BadInput("DIR: torch.profiler (Kineto) traces time finished work and cannot show a "
+                       "hang; use Flight Recorder dumps or scalemodel traces (--format fr/trace)")
+    r = analyse_hang(ts, args.world_size)
     heads = (Headline("verdict", r.verdict), Headline("rank(s) at fault", ", ".join(map(str, r.ranks)) or "-"),
              Headline("process group", r.group_label or r.group or "-"),
              Headline("sequence number", r.seq if r.seq is not None else "-"),
@@ -137,8 +142,15 @@ def run_slow(args: argparse.Namespace) -> Any:
     if Path(args.dir).is_file() and args.dir.endswith(".csv"):
         r = analyse_step_table(args.dir)
     else:
-        base = load_dir(args.baseline, args.format) if args.baseline else None
-        r = analyse_slow(load_dir(args.dir, args.format), base)
+        base = load_dir(args.baseline, args.format, args.world_size) if args.baseline else None
+        ts = load_dir(args.dir, args.format, args.world_size)
+        r = analyse_slow(ts, base)
+        if ts.fmt == "kineto":
+            from ..traces.kineto import overlap_per_step
+
+            ov = overlap_per_step(ts)
+            r.input["overlap_per_step"] = {str(rk): {str(st): d for st, d in sorted(v.items())}
+                                           for rk, v in sorted(ov.items())}
     heads = (Headline("verdict", r.verdict), Headline("rank(s)", ", ".join(map(str, r.ranks)) or "-"))
     keys = [k for k in (r.per_rank[0] if r.per_rank else {}) if k not in ("node",)]
     rows = tuple(tuple(p.get(k) for k in keys) for p in r.per_rank)

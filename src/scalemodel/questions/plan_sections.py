@@ -152,13 +152,6 @@ def plan_data(res: PlanResult) -> dict[str, Any]:
     }
 
 
-def export_job(res: PlanResult) -> dict[str, Any]:
-    return {"global_batch_seqs": res.job.global_batch_seqs, "seq_len": res.job.seq_len,
-            "n_layers": res.job.model.n_layers, "precision": res.job.precision,
-            "microbatches": res.best.values["microbatches"], "gpus": res.cluster.n_gpus,
-            "gpus_per_node": res.cluster.gpus_per_node, "stage_layers": res.stage_layers}
-
-
 def plotter(res: PlanResult) -> Any:
     def draw(path: str) -> None:
         from ..report import plot
@@ -189,15 +182,26 @@ def plotter(res: PlanResult) -> Any:
     return draw
 
 
-def plan_report(res: PlanResult, export: str | None = None) -> Report:
+def plan_report(res: PlanResult, export: str | None = None,
+                export_out: str | None = None) -> Report:
     sections = plan_sections(res)
     data = plan_data(res)
     if export:
         from ..report.export import export as do_export
 
-        text = do_export(export, res.best.layout, export_job(res))
-        data["export"] = {"format": export, "text": text}
-        sections.insert(1, Section(f"Export ({export})", text=text))
+        text = do_export(export, res)
+        data["export"] = {"format": export, "text": text, "path": export_out}
+        if export_out:
+            from ..report.export import write_export
+
+            write_export(export_out, text, executable=export == "slurm")
+            sections.insert(1, Section(f"Export ({export})", text=(
+                f"Written to {export_out} ({len(text.splitlines())} lines, as the framework "
+                "reads it).")))
+        else:
+            sections.insert(1, Section(f"Export ({export})", text=(
+                "The file below is printed as it is (never wrapped); --export-out PATH writes "
+                "it to a file, and --json carries it as export.text."), verbatim=text))
     return Report(f"scalemodel plan train: {res.job.model.id}", tuple(sections), data,
                   plot=plotter(res))
 

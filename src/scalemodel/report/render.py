@@ -169,6 +169,8 @@ def render_text(r: Report) -> str:
         out += ["", s.heading, "-" * min(len(s.heading), WIDTH)] if s.heading else [""]
         if s.text:
             out.append(_wrap(s.text, "  "))
+        if s.verbatim:
+            out += ["", s.verbatim.rstrip("\n")]
         if s.headlines:
             out += _headlines(s.headlines)
         for t in s.tables:
@@ -226,6 +228,9 @@ def render_markdown(r: Report) -> str:
             out += [f"## {s.heading}", ""]
         if s.text:
             out += [s.text, ""]
+        if s.verbatim:
+            fence = "~~~~" if "```" in s.verbatim else "```"
+            out += [fence, s.verbatim.rstrip("\n"), fence, ""]
         if s.headlines:
             out += [f"- **{h.label}**: {_fmt(h.value, h.unit)}" for h in s.headlines] + [""]
         for t in s.tables:

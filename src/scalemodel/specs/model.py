@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, close_matches
+from .quant import WeightQuant, read_quantization
 from .sources import cite, data_path, is_user_file, load_toml
 
 
@@ -69,8 +70,29 @@ class ModelSpec:
     expert_groups: int = 0  # n_group: experts split into groups (DeepSeek: one per node)
     groups_per_token: int = 0  # topk_group: a token's experts lie in at most this many groups
     mtp_layers: int = 0  # multi-token-prediction modules (not counted in the main model)
+    # layer structure beyond Llama's
+    norms_per_layer: int = 2  # input + post-attention; Gemma 2/3 add two post-norms, Falcon-7B has 1
+    qk_norm_full: bool = False  # QK-norm over the whole q and k projections (OLMo 2), not per head
+    # attention span: layers in ``sliding_layers`` attend to the last ``sliding_window`` tokens only,
+    # so their KV cache holds at most that many tokens
+    sliding_window: int = 0
+    sliding_layers: tuple[int, ...] = ()
+    attn_softcap: float = 0.0  # tanh soft-capping of attention logits (Gemma 2), 0 = none
+    final_softcap: float = 0.0  # tanh soft-capping of the output logits (Gemma 2/3), 0 = none
+    quant: WeightQuant | None = None  # the checkpoint's quantization_config, priced per module
+    notes: tuple[str, ...] = ()  # what the reader read and what it assumed
     source: str = ""
     origin: str = "bundled"
+
+    @property
+    def n_sliding_layers(self) -> int:
+        return len(self.sliding_layers) if self.sliding_window else 0
+
+    def kv_tokens_held(self, context: int) -> float:
+        """Token-layers of KV one sequence at ``context`` tokens keeps, summed over layers:
+        L_full * s + L_slide * min(s, W). Divided by L it is the mean tokens held per layer."""
+        n_slide = self.n_sliding_layers
+        return (self.n_layers - n_slide) * context + n_slide * min(context, self.sliding_window)
 
     @property
     def attention(self) -> str:
@@ -130,11 +152,54 @@ def _get(cfg: Mapping[str, Any], key: str, where: str, default: Any = ...) -> An
     return default
 
 
+def _sliding(cfg: Mapping[str, Any], n_layers: Any, where: str,
+             pattern: Callable[[int], bool] | None = None) -> dict[str, Any]:
+    """Sliding-window layers: ``layer_types`` when the config lists them, else the family's
+    pattern (``pattern(i)`` true for a sliding layer), else Qwen2's ``max_window_layers`` rule,
+    else every layer (Mistral v0.1, Phi-3)."""
+    w = cfg.get("sliding_window")
+    if w is None or w is False or cfg.get("use_sliding_window") is False:
+        return {}
+    if isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+        raise BadInput(f"{where}: sliding_window must be a positive whole number or null, got {w!r}")
+    if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers <= 0:
+        return {}  # the layer count check reports this
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_layers:
+            raise BadInput(f"{where}: layer_types must list one entry per layer ({n_layers})")
+        bad = sorted({t for t in types if t not in ("sliding_attention", "full_attention")}, key=str)
+        if bad:
+            raise BadInput(f"{where}: layer_types has {bad[0]!r}; allowed: sliding_attention, "
+                           "full_attention")
+        layers = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    elif pattern is not None:
+        layers = tuple(i for i in range(n_layers) if pattern(i))
+    elif cfg.get("max_window_layers") is not None and cfg.get("use_sliding_window"):
+        first = cfg["max_window_layers"]
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+            raise BadInput(f"{where}: max_window_layers must be a whole number, got {first!r}")
+        layers = tuple(range(first, n_layers))  # Qwen2: layers from max_window_layers on slide
+    else:
+        layers = tuple(range(n_layers))
+    return {"sliding_window": w, "sliding_layers": layers} if layers else {}
+
+
+def _softcap(cfg: Mapping[str, Any], key: str, where: str) -> float:
+    v = cfg.get(key)
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise BadInput(f"{where}: {key} must be a positive number or null, got {v!r}")
+    return float(v)
+
+
 def _llama_like(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     h = _get(cfg, "hidden_size", where)
     heads = _get(cfg, "num_attention_heads", where)
+    n_layers = _get(cfg, "num_hidden_layers", where)
     return dict(
-        n_layers=_get(cfg, "num_hidden_layers", where),
+        n_layers=n_layers,
         hidden=h,
         n_heads=heads,
         n_kv_heads=_get(cfg, "num_key_value_heads", where, heads),
@@ -145,6 +210,7 @@ def _llama_like(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         qkv_bias=bool(cfg.get("attention_bias", False)),
         dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
+        **_sliding(cfg, n_layers, where),
     )
 
 
@@ -305,6 +371,124 @@ def _read_opt(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     )
 
 
+def _read_gemma(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    d["tied_embeddings"] = bool(cfg.get("tie_word_embeddings", True))  # Gemma ties by default
+    return d
+
+
+def _read_gemma2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _read_gemma(cfg, where)
+    d.update(
+        norms_per_layer=4,  # input, post-attention, pre-feed-forward, post-feed-forward
+        attn_softcap=_softcap(cfg, "attn_logit_softcapping", where),
+        final_softcap=_softcap(cfg, "final_logit_softcapping", where),
+        # Gemma 2 alternates: even layers slide, odd layers attend globally
+        **_sliding(cfg, d["n_layers"], where, pattern=lambda i: i % 2 == 0),
+    )
+    return d
+
+
+# transformers' Gemma3TextConfig defaults, which a multimodal Gemma 3 config's text_config
+# leaves out (transformers models/gemma3/configuration_gemma3.py)
+_GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4,
+                         "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096,
+                         "sliding_window_pattern": 6}
+
+
+def _read_gemma3_text(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _read_gemma(cfg, where)
+    every = cfg.get("sliding_window_pattern", 6)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise BadInput(f"{where}: sliding_window_pattern must be a whole number of at least 1, "
+                       f"got {every!r}")
+    d.update(
+        norms_per_layer=4,
+        qk_norm=True,
+        attn_softcap=_softcap(cfg, "attn_logit_softcapping", where),
+        final_softcap=_softcap(cfg, "final_logit_softcapping", where),
+        # Gemma 3: every ``sliding_window_pattern``-th layer is global, the others slide
+        **_sliding(cfg, d["n_layers"], where, pattern=lambda i: (i + 1) % every != 0),
+    )
+    return d
+
+
+def _read_gemma3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    text = cfg.get("text_config")
+    if not isinstance(text, Mapping):
+        return _read_gemma3_text(cfg, where)
+    filled = {**_GEMMA3_TEXT_DEFAULTS, **text}
+    d = _read_gemma3_text(filled, where)
+    used = sorted(k for k in _GEMMA3_TEXT_DEFAULTS if k not in text)
+    d["notes"] = ("multimodal Gemma 3: the text_config decoder is counted, the vision tower and "
+                  "projector are not",) + ((
+        f"text_config omits {', '.join(used)}: transformers' Gemma3TextConfig defaults used",)
+        if used else ())
+    return d
+
+
+def _read_phi3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    # fused qkv_proj and gate_up_proj hold the same weights as Llama's separate projections
+    return _llama_like(cfg, where)
+
+
+def _read_falcon(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    h = _get(cfg, "hidden_size", where)
+    heads = _get(cfg, "num_attention_heads", where)
+    new_arch = bool(cfg.get("new_decoder_architecture", False))
+    if new_arch:
+        kv = _get(cfg, "num_kv_heads", where)
+        norms = 2 if cfg.get("num_ln_in_parallel_attn", 2) == 2 else 1
+    else:
+        kv = 1 if cfg.get("multi_query", True) else heads
+        norms = 1 if cfg.get("parallel_attn", True) else 2
+    bias = bool(cfg.get("bias", False))
+    notes = ("falcon: max_position_embeddings absent, transformers' FalconConfig default 2048 used",
+             ) if "max_position_embeddings" not in cfg else ()
+    if cfg.get("alibi"):
+        notes += ("falcon: ALiBi positions (no rotary); elementwise costs are priced as for RoPE",)
+    return dict(
+        n_layers=_get(cfg, "num_hidden_layers", where),
+        hidden=h,
+        n_heads=heads,
+        n_kv_heads=kv,
+        head_dim=_get(cfg, "head_dim", where, None),
+        ffn=cfg.get("ffn_hidden_size") or 4 * h,
+        vocab=_get(cfg, "vocab_size", where),
+        max_context=cfg.get("max_position_embeddings", 2048),
+        gated_mlp=False,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        norm="layer",
+        qkv_bias=bias,
+        linear_bias=bias,
+        norms_per_layer=norms,
+        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0
+        or float(cfg.get("hidden_dropout", 0.0) or 0.0) > 0,
+        notes=notes,
+    )
+
+
+def _read_olmo2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    # OLMo 2 normalises after attention and after the MLP (two norms, as Llama has two), and
+    # applies an RMSNorm over the whole q and k projections
+    d["qk_norm"] = True
+    d["qk_norm_full"] = True
+    return d
+
+
+def _read_granite(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _llama_like(cfg, where)
+    if cfg.get("mlp_bias"):
+        d["linear_bias"] = True
+    mult = {k: cfg[k] for k in ("embedding_multiplier", "attention_multiplier",
+                                "residual_multiplier", "logits_scaling") if k in cfg}
+    if mult:
+        d["notes"] = ("granite scaling multipliers (no parameters): "
+                      + ", ".join(f"{k} {v}" for k, v in mult.items()),)
+    return d
+
+
 _READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     "llama": _read_llama,
     "mistral": _read_llama,
@@ -317,7 +501,83 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     "gpt2": _read_gpt2,
     "gpt_neox": _read_gpt_neox,
     "opt": _read_opt,
+    "gemma": _read_gemma,
+    "gemma2": _read_gemma2,
+    "gemma3": _read_gemma3,
+    "gemma3_text": _read_gemma3_text,
+    "phi3": _read_phi3,
+    "falcon": _read_falcon,
+    "olmo2": _read_olmo2,
+    "granite": _read_granite,
 }
+# older Falcon checkpoints name their model_type after the RefinedWeb code
+_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+
+
+class _Recording(Mapping[str, Any]):
+    """A config that remembers which keys a reader looked at (for the generic reader's notes)."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self._cfg, self.read = cfg, set()
+
+    def __getitem__(self, k: str) -> Any:
+        self.read.add(k)
+        return self._cfg[k]
+
+    def __contains__(self, k: object) -> bool:
+        if isinstance(k, str):
+            self.read.add(k)
+        return k in self._cfg
+
+    def __iter__(self) -> Any:
+        return iter(self._cfg)
+
+    def __len__(self) -> int:
+        return len(self._cfg)
+
+
+GENERIC_ASSUMPTIONS = (
+    "a Llama-style pre-norm decoder: two RMSNorms per layer and a final one, each a weight only",
+    "a gated (SwiGLU-style) MLP of three projections of intermediate_size",
+    "rotary positions (no learned position table), no QK-norm",
+    "K/V heads = num_attention_heads when num_key_value_heads is absent; head_dim = "
+    "hidden_size / num_attention_heads when head_dim is absent",
+    "untied embeddings when tie_word_embeddings is absent; biases only where attention_bias / "
+    "mlp_bias say so",
+    "sliding_window (when set) applies to every layer unless layer_types says which",
+)
+
+
+def _read_generic(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Any decoder-only config with the standard keys, read as a Llama-style decoder."""
+    if cfg.get("is_encoder_decoder"):
+        raise BadInput(f"{where}: model_type {cfg.get('model_type')!r} is an encoder-decoder; "
+                       "only decoder-only configs are read")
+    arch = cfg.get("architectures") or []
+    if isinstance(arch, list) and arch and not any(
+            isinstance(a, str) and a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
+            for a in arch):
+        raise BadInput(f"{where}: architectures {arch!r} name no causal language model; only "
+                       "decoder-only configs are read")
+    for k in ("num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank"):
+        if cfg.get(k):
+            raise BadInput(f"{where}: model_type {cfg.get('model_type')!r} has {k} (MoE or MLA), "
+                           "which the generic reader cannot price; supported: "
+                           f"{', '.join(supported_families())}")
+    rec = _Recording(cfg)
+    try:
+        d = _llama_like(rec, where)
+    except BadInput as e:
+        raise BadInput(f"{e} (model_type {cfg.get('model_type')!r} has no dedicated reader; the "
+                       "generic reader needs the standard keys)") from None
+    if cfg.get("mlp_bias"):
+        d["linear_bias"] = True
+    rec.read.add("mlp_bias")
+    read = sorted(k for k in rec.read if k in cfg)
+    d["notes"] = (f"generic reader (no dedicated reader for model_type {cfg.get('model_type')!r}); "
+                  f"keys read: {', '.join(read)}",) + tuple(
+        f"assumed: {a}" for a in GENERIC_ASSUMPTIONS)
+    return d
 
 
 def supported_families() -> list[str]:
@@ -325,16 +585,29 @@ def supported_families() -> list[str]:
 
 
 def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: str = "") -> ModelSpec:
-    """Normalise one HF config dict; BadInput names the first problem found."""
+    """Normalise one HF config dict; BadInput names the first problem found.
+
+    A ``model_type`` without a dedicated reader goes to the generic reader, which says in the
+    model's notes which keys it read and what it assumed."""
     if not isinstance(cfg, Mapping):
         raise BadInput(f"{where}: config.json must hold a JSON object")
     family = cfg.get("model_type")
-    if family not in _READERS:
-        raise BadInput(
-            f"{where}: model_type {family!r} is not supported; supported: "
-            f"{', '.join(supported_families())}"
-        )
-    d = _READERS[family](cfg, where)
+    if not isinstance(family, str) or not family:
+        raise BadInput(f"{where}: config.json has no model_type string; supported: "
+                       f"{', '.join(supported_families())} or any decoder-only config with the "
+                       "standard keys")
+    family = _ALIASES.get(family, family)
+    reader = _READERS.get(family, _read_generic)
+    d = reader(cfg, where)
+    quant, qnotes = read_quantization(cfg, where)
+    notes = tuple(d.pop("notes", ())) + qnotes
+    if d.get("sliding_window"):
+        n_s = len(d["sliding_layers"])
+        notes += (f"sliding-window attention: {n_s} of {d['n_layers']} layers attend to the last "
+                  f"{d['sliding_window']:,} tokens (their KV is bounded by that window)",)
+    caps = [f"{k} {d[k]:g}" for k in ("attn_softcap", "final_softcap") if d.get(k)]
+    if caps:
+        notes += (f"logit soft-capping (tanh): {', '.join(caps)}; no parameters, elementwise only",)
     for k in ("n_layers", "hidden", "n_heads", "n_kv_heads", "ffn", "vocab", "max_context"):
         v = d[k]
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -364,7 +637,8 @@ def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: st
             raise BadInput(f"{where}: {k} must be a non-negative whole number, got {v!r}")
     if d.get("n_experts") and not 0 < d.get("top_k", 0) <= d["n_experts"]:
         raise BadInput(f"{where}: experts per token must be between 1 and the number of experts")
-    return ModelSpec(id=model_id, family=family, source=source, origin=where, **d)
+    return ModelSpec(id=model_id, family=family, source=source, origin=where, quant=quant,
+                     notes=notes, **d)
 
 
 # --- the catalogue ------------------------------------------------------------------------------
@@ -394,7 +668,8 @@ def get_model(name: str) -> ModelSpec:
         from .bounds import read_model_config  # size, depth and every number bounded
 
         cfg = read_model_config(p, "--model")
-        return from_hf_config(cfg, p.parent.name or p.stem, where=name, source=f"user file {name}")
+        mid = (p.parent.name or p.stem) if p.name == "config.json" else p.stem
+        return from_hf_config(cfg, mid, where=name, source=f"user file {name}")
     key = name.lower()
     if key not in _catalogue():
         hint = close_matches(key, model_ids()) or ", ".join(model_ids())

@@ -62,12 +62,40 @@ def _read_fr(p: str) -> tuple[bytes | None, str]:
         os.close(fd)
 
 
-def load_dir(path: str | Path, fmt: str = "auto") -> TraceSet:
+def _is_kineto(p: str) -> bool:
+    """A .json / .json.gz file whose first bytes hold a Chrome-trace key (torch.profiler)."""
+    if not p.endswith((".json", ".json.gz")) or os.path.basename(p) == "spec.json":
+        return False
+    try:
+        if p.endswith(".gz"):
+            import gzip
+
+            with gzip.open(p, "rb") as f:
+                head = f.read(4096)
+        else:
+            with open(p, "rb") as f:
+                head = f.read(4096)
+    except (OSError, EOFError):
+        return False
+    return b'"traceEvents"' in head or b'"schemaVersion"' in head or b'"distributedInfo"' in head
+
+
+def load_dir(path: str | Path, fmt: str = "auto", world_size: int | None = None) -> TraceSet:
     root = Path(path)
     if not root.exists():
         raise BadInput(f"DIR: no such file or folder {str(root)!r}")
-    if fmt not in ("auto", "fr", "trace"):
-        raise BadInput(f"--format: choose auto, fr or trace, got {fmt!r}")
+    if fmt not in ("auto", "fr", "trace", "kineto"):
+        raise BadInput(f"--format: choose auto, fr, trace or kineto, got {fmt!r}")
+    if fmt in ("auto", "kineto"):
+        files = _files(root)
+        kin = [Path(p) for p in files if _is_kineto(p)]
+        if fmt == "kineto" or (kin and not any(p.endswith(".jsonl") for p in files)):
+            from .kineto import load_kineto
+
+            if not kin:
+                raise BadInput(f"DIR: no torch.profiler (Kineto) traces (*.json, *.json.gz with "
+                               f"traceEvents) under {root}")
+            return load_kineto(kin, [], world_size)
     traces: list[tuple[Path, RankView, dict, list[str]]] = []
     acc = DumpColumns()
     dumps: list[DumpInfo] = []

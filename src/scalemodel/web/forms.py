@@ -17,7 +17,7 @@ from ..errors import BadInput
 
 # not offered on the web: output switches, and options that write files or start processes
 OUTPUT_DESTS = {"help", "version", "json", "markdown", "plot", "out", "save", "ledger",
-                "chrome_trace", "usage_out", "live", "torchrun", "export_file"}
+                "chrome_trace", "usage_out", "live", "torchrun", "export_file", "export_out"}
 # no tool page / endpoint: they start servers or processes, build code, or write files
 NOT_TOOLS = {"serve", "site", "triage/run", "comm/bench", "gpu/build", "gpu/bench"}
 

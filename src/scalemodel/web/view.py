@@ -65,6 +65,7 @@ def report_view(r: Report, svg: str | None = None) -> dict[str, Any]:
         sections.append({
             "heading": s.heading,
             "text": s.text,
+            "verbatim": s.verbatim,
             "headlines": [{"label": h.label, "value": _fmt(h.value, h.unit), "raw": _raw(h.value)}
                           for h in s.headlines],
             "tables": [{"title": t.title, "columns": list(t.columns),
