@@ -38,6 +38,7 @@ from ..specs.sources import cite, load_toml
 from .memory import (
     PLAN_RECOMPUTE,
     StaticModel,
+    chunk_partition,
     stage_partition,
     stage_shape,
     static_model,
@@ -1089,6 +1090,8 @@ class PlanResult:
     rejected: dict[str, int]
     grid_total: int
     stage_layers: tuple[int, ...] = field(default=())
+    # the best layout's layers per model chunk (pp x vpp; chunk j on stage j mod pp)
+    chunk_layers: tuple[int, ...] = field(default=())
 
     @property
     def best(self) -> PlanRow:
@@ -1130,10 +1133,11 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
             best_head = head[j]
     pareto = [row_at(cols, res, i) for i in front[:8]]
     b = rows[0].layout
-    sl = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"],
-                         last_extra=model_shapes(job.model).last_extra_layers)
+    extra = model_shapes(job.model).last_extra_layers
+    sl = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
+    chunks = chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
     return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()),
-                      grid.rejected, grid.total, sl)
+                      grid.rejected, grid.total, sl, chunks)
 
 
 def _nothing_valid(job: Job, cl: Cluster, fixed: dict[str, Any], grid: Grid) -> str:

@@ -73,12 +73,10 @@ class ExportPlan:
 
 def plan_of(res: Any) -> ExportPlan:
     """The adapter: the planner's result (best layout as a dict) -> :class:`ExportPlan`."""
-    from ..analytic.memory import chunk_partition
-    from ..analytic.planner import model_shapes
-
     lay, job, cl = res.best.layout, res.job, res.cluster
-    chunks = chunk_partition(job.model.n_layers, lay["pp"], vpp=lay["vpp"],
-                             last_extra=model_shapes(job.model).last_extra_layers)
+    chunks = tuple(res.chunk_layers)
+    if sum(chunks) != job.model.n_layers or len(chunks) != lay["pp"] * lay["vpp"]:
+        raise BadInput("export: the plan carries no split per model chunk")
     return ExportPlan(
         model=job.model, tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"], ep=lay["ep"],
         etp=lay.get("etp", lay["tp"]), zero=lay["zero"], vpp=lay["vpp"],
