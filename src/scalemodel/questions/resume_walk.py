@@ -75,8 +75,10 @@ def build(opts: dict[str, Any]) -> Report:
          "(small batches, slow fabric, debugging time)."),
     )
     assumptions = (
-        "Compute = 6 x parameters x tokens; a size such as '70B' is checked for memory on the "
-        "bundled dense model nearest in size.",
+        "Compute = 6 x parameters x tokens (active parameters for an MoE); a size such as '70B' "
+        "is checked for memory on the bundled dense model nearest in size; an MoE shorthand such "
+        "as '8x7B' reads the bundled model that carries it (mixtral-8x7b), otherwise E experts "
+        "of the nearest dense model's MLP, top-2 per token, scaled to the named size.",
         f"Failure rate from Llama 3 ({k['failures']['unexpected_interruptions']:,} unexpected "
         f"interruptions in {k['failures']['window_days']:g} days on "
         f"{k['failures']['window_gpus']:,} GPUs).",
