@@ -51,6 +51,22 @@ def build(opts: dict[str, Any]) -> Report:
     d.calc("TP calls per step per kind (2 per layer forward + 2 backward)", "c", "4 * L_s * m", "1",
            check=tp_row.calls_per_step if tp_row else None)
 
+    # FSDP against DDP, from the two variant tables: the buffers each moves per step and what a
+    # ring puts on the wire per GPU ((n-1)/n of the buffer for all-gather / reduce-scatter,
+    # 2(n-1)/n for all-reduce)
+    def dp_volume(rr: Any) -> tuple[float, float]:
+        buf = wire = 0.0
+        for st in rr.strategies:
+            if st.name.startswith("DP"):
+                k = (2.0 if st.collective == "all-reduce" else 1.0) * (st.group_size - 1) / st.group_size
+                buf += st.bytes_per_step
+                wire += k * st.bytes_per_step
+        return buf, wire
+
+    ddp_buf, ddp_wire = dp_volume(traffic(m, _layout(o, zero=0), fab))
+    fsdp_buf, fsdp_wire = dp_volume(traffic(m, _layout(o, zero=3), fab))
+    fsdp_ratio_buf = fsdp_buf / ddp_buf if ddp_buf else 0.0
+    fsdp_ratio_wire = fsdp_wire / ddp_wire if ddp_wire else 0.0
     variants = []
     for label, kw in (("ZeRO-0 (DDP all-reduce)", {"zero": 0}), ("ZeRO-3 / FSDP", {"zero": 3}),
                       ("TP without SP", {"sequence_parallel": False})):
@@ -76,8 +92,13 @@ def build(opts: dict[str, Any]) -> Report:
          "for the same calls priced on the NIC."),
         ("What does ZeRO change on the wire?",
          "ZeRO-1/2 replace one all-reduce by a reduce-scatter plus an all-gather: the same bytes "
-         "(2(n-1)/n) but the optimizer state is sharded. FSDP gathers parameters twice per "
-         "micro-batch, 1.5x the DDP volume."),
+         "(2(n-1)/n) but the optimizer state is sharded. FSDP gathers each layer's parameters "
+         "before its forward and again before its backward, and reduce-scatters its gradients, "
+         f"for each of the {lay.micro_batches} micro-batches: {fmt_bytes(fsdp_buf)} of buffers "
+         f"per step against DDP's {fmt_bytes(ddp_buf)} ({fsdp_ratio_buf:,.1f}x), "
+         f"{fsdp_ratio_wire:,.1f}x the DDP volume on the wire. The textbook 1.5x holds only at one "
+         "micro-batch (or when the gathered parameters are kept across micro-batches, which costs "
+         "the memory FSDP was meant to save)."),
         ("How big is the DP gradient traffic per step?",
          f"{fmt_bytes(dp.bytes_per_step) if dp else '-'} per GPU for its reduce-scatter, once "
          "per step regardless of micro-batches."),
@@ -87,6 +108,8 @@ def build(opts: dict[str, Any]) -> Report:
          "table shows the same bytes)."),
     )
     data = {"question": "parallelism-traffic", "options": o, "traffic": r.to_dict(),
+            "fsdp_vs_ddp": {"buffer_ratio": fsdp_ratio_buf, "wire_ratio": fsdp_ratio_wire,
+                            "micro_batches": lay.micro_batches},
             "variants": {"zero0": traffic(m, _layout(o, zero=0), fab).to_dict()}}
     return Report(f"parallelism-traffic: {m.id}", (main, Section("", derivation=d), *variants,
                                                     s_cp, s_moe), data, question=PROMPT,

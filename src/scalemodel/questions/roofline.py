@@ -47,10 +47,14 @@ def build(opts: dict[str, Any]) -> Report:
     dec = rl.decode_step(gpu, m, batch=o["batch"], context=o["context"], dtype_name=o["dtype"],
                          kv_dtype=o["kv_dtype"])
     tok_s = o["batch"] / dec.time_s
+    from ..specs.numerics import dtype
+
+    w_dtype = dtype(o["dtype"])
     s3 = Section(
         f"3. {m.id}: decode at batch {o['batch']}, context {o['context']:,}",
         text=("Each decode step multiplies every weight by one token per sequence: two FLOPs per "
-              "weight per sequence against two bytes per weight read. At batch 1 the intensity is "
+              f"weight per sequence against {_bytes_words(w_dtype.bytes)} per weight "
+              f"read ({w_dtype.name}). At batch 1 the intensity is "
               f"about {dec.arithmetic_intensity:.2f} FLOP/B, against a ridge of "
               f"{dec.ridge_flop_per_byte:.0f}: the GPU waits on HBM. The step cannot be faster "
               f"than reading the weights (and cache) once: at most {tok_s:,.1f} tokens/s per "
@@ -136,3 +140,9 @@ def build(opts: dict[str, Any]) -> Report:
                                "Each weight and each cached byte crosses HBM once per step.",
                                "Times are roofline lower bounds (perfect overlap)."),
                   plot=draw)
+
+
+def _bytes_words(b: float) -> str:
+    """'one byte', 'two bytes', 'half a byte' (what a weight of that precision costs)."""
+    words = {0.5: "half a byte", 1: "one byte", 2: "two bytes", 4: "four bytes"}
+    return words.get(b, f"{b:g} bytes")
