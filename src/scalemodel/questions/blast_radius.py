@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import BadInput
 from ..sim.checkpoint import blast_study
 from ..views.reliability import blast_report
+from .params import Param, gpu
 
 PROMPT = ("One synchronous training job on 16,384 GPUs (TP 8, PP 16, DP 128). Which faults take "
           "down a rank, a tensor-parallel group, a pipeline or the whole job; what does each cost "
@@ -14,10 +16,37 @@ PROMPT = ("One synchronous training job on 16,384 GPUs (TP 8, PP 16, DP 128). Wh
 
 DEFAULTS = {"gpus": 16384, "layout": "tp=8,pp=16,dp=128"}
 
+PARAMS: tuple[Param, ...] = (
+    Param("gpus", "int", None, "GPUs in the job (default 16384, or the --layout's product; "
+          "without --layout TP 8 and PP 16 are kept and DP takes the rest)", "GPUs", lo=1,
+          hi=131072),
+    Param("layout", "str", None, "parallel layout, e.g. tp=8,pp=4,dp=512 (also ep, cp; the "
+          "product is the GPU count; default tp=8,pp=16,dp=128)", metavar="LAYOUT"),
+    gpu("h100-sxm", "GPU id of the failure profile"),
+)
+
+
+def default_layout(gpus: int) -> str:
+    """The classic layout's shape at another GPU count: TP 8 inside a node and PP 16 kept (the
+    largest divisors of 8 and 16 that the count allows), data parallelism taking the rest."""
+    from math import gcd
+
+    tp = gcd(gpus, 8)
+    pp = gcd(gpus // tp, 16)
+    return f"tp={tp},pp={pp},dp={gpus // (tp * pp)}"
+
 
 def build(opts: dict[str, Any]) -> Any:
-    gpus = opts.get("gpus") or DEFAULTS["gpus"]
-    layout = DEFAULTS["layout"] if gpus == DEFAULTS["gpus"] else f"tp=8,dp={max(1, gpus // 8)}"
+    from ..analytic.blast import parse_layout
+
+    if opts.get("layout"):  # the same parser as `reliability blast-radius --layout`
+        lay = parse_layout(opts["layout"], gpus=opts.get("gpus"))
+        gpus, layout = lay.world, opts["layout"]
+    else:
+        gpus = opts.get("gpus") or DEFAULTS["gpus"]
+        layout = default_layout(gpus)
+    if gpus % 8:  # the failure rates are priced per whole 8-GPU host
+        raise BadInput(f"--gpus: the job must fill whole 8-GPU nodes, got {gpus:,} GPUs")
     res, h, w = blast_study(gpus=gpus, layout=layout, gpu=opts.get("gpu") or "h100-sxm")
     alt, _, _ = blast_study(gpus=gpus, layout=layout, order="tp-cp-ep-pp-dp",
                             gpu=opts.get("gpu") or "h100-sxm")

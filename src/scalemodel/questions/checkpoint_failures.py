@@ -7,6 +7,7 @@ from typing import Any
 from ..sim.checkpoint import checkpoint_study, pick_profile
 from ..units import fmt_time
 from ..views.reliability import checkpoint_report
+from .params import Param, gpu
 
 PROMPT = ("Something fails every few hours on a 16,384-GPU run (Llama 3: 466 interruptions in "
           "54 days). How often do you checkpoint, what goodput do you get, and what else do you "
@@ -14,10 +15,17 @@ PROMPT = ("Something fails every few hours on a 16,384-GPU run (Llama 3: 466 int
 
 DEFAULTS = {"gpus": 16384, "gpu": "h100-sxm", "checkpoint_write_s": 60.0, "restart_s": 600.0}
 
+PARAMS: tuple[Param, ...] = (
+    Param("gpus", "int", DEFAULTS["gpus"], "GPUs in the job", "GPUs", lo=8, hi=131072),
+    gpu(DEFAULTS["gpu"]),
+    Param("checkpoint_write_s", "float", DEFAULTS["checkpoint_write_s"], "time one checkpoint blocks training", "s", lo=0.0, hi=86400.0),
+    Param("restart_s", "float", DEFAULTS["restart_s"], "relaunch, NCCL init and reload after a failure", "s", lo=0.0, hi=86400.0),
+)
+
 
 def build(opts: dict[str, Any]) -> Any:
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None and k in
-                    ("gpus", "gpu", "model", "optimizer")}
+                    ("gpus", "gpu", "model", "optimizer", "checkpoint_write_s", "restart_s")}
     st = checkpoint_study(gpus=o["gpus"], gpu=o["gpu"], checkpoint_write_s=o["checkpoint_write_s"],
                           restart_s=o["restart_s"], trials=200, sweep=True)
     rep = checkpoint_report(st, title=f"checkpoint-failures: {o['gpus']:,} x {o['gpu']}")

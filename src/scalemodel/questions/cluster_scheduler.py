@@ -9,6 +9,7 @@ from ..sim.cluster import run as sr
 from ..sim.cluster.jobs import contract_defaults
 from ..sim.cluster.workload import synthetic_defaults
 from ..units import fmt_time
+from .params import Param
 
 PROMPT = (
     "Design the scheduler for a GPU cluster that runs large synchronous training jobs next to "
@@ -18,6 +19,11 @@ PROMPT = (
 
 DEFAULTS = {"nodes": 16, "time_scale": 8.0, "synthetic_jobs": 3000, "synthetic_nodes": 64,
             "seed": 0}
+
+PARAMS: tuple[Param, ...] = (
+    Param("nodes", "int", DEFAULTS["nodes"], "nodes of the trace-replay cluster", "nodes", lo=1, hi=16384),
+    Param("gpus", "int", None, "GPUs of the synthetic cluster (default: 64 nodes)", "GPUs", lo=1, hi=131072),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

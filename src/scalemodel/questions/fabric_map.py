@@ -9,6 +9,7 @@ from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_model
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .params import Param, batch_shape, fabric, gpu, model, tp_pp
 
 PROMPT = (
     "You have NVLink inside each node and a 400G NIC per GPU between nodes. Given the traffic "
@@ -19,6 +20,15 @@ PROMPT = (
 DEFAULTS = {"model": "llama-3-70b", "tp": 8, "pp": 4, "dp": 16, "seq_len": 4096, "micro_batch": 1,
             "batch": 1024, "intra": "nvlink4", "inter": "ndr-400", "gpus_per_node": 8,
             "gpu": None}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    *tp_pp(DEFAULTS),
+    Param("dp", "int", DEFAULTS["dp"], "data-parallel degree", "replicas", lo=1, hi=131072),
+    *batch_shape(DEFAULTS),
+    *fabric(DEFAULTS),
+    gpu(DEFAULTS["gpu"], "GPU id or TOML path for the planner section (default: the GPU of --intra)"),
+)
 # the GPU whose NVLink generation a fabric names (for the planned layout when --gpu is not given)
 _GPU_OF_LINK = {"nvlink3": "a100-sxm-80gb", "nvlink4": "h100-sxm", "nvlink5": "b200"}
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..derive import Headline, Report, Section, Table
+from ..errors import BadInput
+from .params import Param
 
 PROMPT = ("The job hangs: no crash, no log line, every GPU shows 100% utilisation. Find the "
           "rank at fault and the collective it broke, from per-rank collective traces.")
 
 DEFAULTS = {"ranks": 4, "scenario": "order-mismatch"}
+
+PARAMS: tuple[Param, ...] = (
+    Param("live", "bool", False, "run the hang again here (real gloo processes) instead of reading the bundled recording"),
+    Param("ranks", "int", DEFAULTS["ranks"], "processes of the hanging job (other than the recording's 4 only with --live)", "ranks", lo=2, hi=64),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -17,8 +24,11 @@ def build(opts: dict[str, Any]) -> Report:
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
 
-    out, status, how, par = recorded_or_live(DEFAULTS["scenario"], DEFAULTS["ranks"],
-                                             bool(opts.get("live")))
+    ranks, live = int(opts.get("ranks") or DEFAULTS["ranks"]), bool(opts.get("live"))
+    if ranks != DEFAULTS["ranks"] and not live:
+        raise BadInput(f"--ranks {ranks}: the bundled recording has {DEFAULTS['ranks']} ranks; "
+                       "add --live to run the hang with another count")
+    out, status, how, par = recorded_or_live(DEFAULTS["scenario"], ranks, live)
     n, bad = par["ranks"], par["fault_rank"]
     results = {fmt: analyse_hang(load_dir(out, fmt), n) for fmt in ("trace", "fr")}
     t, f = results["trace"], results["fr"]

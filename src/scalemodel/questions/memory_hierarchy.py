@@ -7,11 +7,16 @@ from typing import Any
 from ..analytic.gpu_lab import memory_hierarchy
 from ..derive import Report, Section
 from ..specs import get_gpu
+from .params import Param, gpu
 
 PROMPT = ("Give the latency and bandwidth of each level a GPU kernel can reach: registers, shared "
           "memory and L1, L2, HBM, NVLink, PCIe and the network. How would you measure them?")
 
 DEFAULTS = {"gpu": "h100-sxm"}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

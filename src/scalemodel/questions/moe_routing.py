@@ -9,6 +9,7 @@ from ..analytic.moe_data import router_citation, router_constant
 from ..derive import Headline, Report, Section, Table
 from ..errors import BadInput
 from ..sim.moe_routing import RouterConfig, simulate
+from .params import Param
 
 PROMPT = (
     "Why do MoE routers collapse onto a few experts, what do auxiliary losses, the router z-loss "
@@ -17,6 +18,19 @@ PROMPT = (
 )
 
 DEFAULTS = {"experts": 64, "top_k": 2, "steps": 400, "tokens": 2048, "seed": 0}
+
+PARAMS: tuple[Param, ...] = (
+    Param("tokens", "count", DEFAULTS["tokens"], "tokens per training step (2048, 2k)", "tokens", lo=1, hi=32768),
+    Param("steps", "int", DEFAULTS["steps"], "training steps of each router", "steps", lo=1, hi=20000),
+    Param("model", "str", None, "an MoE model id or config.json whose router shape (routed "
+          "experts, experts per token) is trained", metavar="ID|config.json"),
+    Param("experts", "int", None, "routed experts (default 64, or the --model's)", "experts",
+          lo=2, hi=1024),
+    Param("top_k", "int", None, "experts per token (default 2, or the --model's)", lo=1, hi=64),
+    Param("skew", "float", None, "Zipf exponent of the token stream's topic mix (default: a "
+          "Dirichlet draw)", lo=0.0, hi=4.0),
+    Param("seed", "int", DEFAULTS["seed"], "random seed", lo=0, hi=2**32 - 1),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

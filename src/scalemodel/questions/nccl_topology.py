@@ -10,6 +10,7 @@ from ..errors import BadInput
 from ..specs import get_gpu, get_link
 from ..specs.sources import cite
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .params import Param, gpu
 
 PROMPT = (
     "How does NCCL use the machine's topology: how are rings and trees laid over NVLink, PCIe "
@@ -20,6 +21,15 @@ PROMPT = (
 
 DEFAULTS = {"gpu": "h100-sxm", "intra": "nvlink4", "inter": "ndr-400", "bytes": 2.0**28,
             "nodes": 4, "gpus_per_node": 8}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+    Param("intra", "str", DEFAULTS["intra"], "link inside a node (a links.toml id)"),
+    Param("inter", "str", DEFAULTS["inter"], "NIC between nodes (a links.toml id)"),
+    Param("bytes", "bytes", DEFAULTS["bytes"], "collective size (1GiB, 256MB)", "B", lo=1),
+    Param("nodes", "int", DEFAULTS["nodes"], "nodes", "nodes", lo=1, hi=16384),
+    Param("gpus_per_node", "int", DEFAULTS["gpus_per_node"], "GPUs per node (NVLink domain)", "GPUs", lo=1, hi=1024),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -177,7 +187,11 @@ def build(opts: dict[str, Any]) -> Report:
                                              "busbw_bytes_per_s"), r, strict=True)) for r in rows],
                    "gdr": {"t_gdr_s": d["t_gdr"], "t_staged_s": d["t_st"],
                            "t_staged_pipelined_s": d["t_pipe"]},
-                   "gpu_util_percent": d4["U"], "sm_active_percent_max": d4["sm_act"]},
+                   "gpu_util_percent": d4["U"], "sm_active_percent_max": d4["sm_act"],
+                   "all_to_all": {"nodes": nodes, "rows": [dict(zip(
+                       ("size", "direct_s", "aggregated_s", "aggregated_over_direct",
+                        "messages_direct", "messages_aggregated", "break_even_s_per_message"),
+                       r, strict=True)) for r in rows3]}},
                   question=PROMPT,
                   assumptions=(f"{gpu.id}, {G} GPUs per node, {o['intra']} and {o['inter']}.",
                                f"NCCL uses {channels} channels for the spinning kernel "

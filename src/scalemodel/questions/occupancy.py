@@ -8,11 +8,19 @@ from ..analytic.gpu_lab import latency_hiding
 from ..analytic.occupancy import limits_for_gpu, occupancy
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu
+from .params import Param, gpu
 
 PROMPT = ("What limits occupancy, how do you compute it exactly, and when does a kernel at 25% "
           "occupancy beat one at 75%?")
 
 DEFAULTS = {"gpu": "h100-sxm", "threads": 256, "regs": 64, "smem": 16384}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+    Param("threads", "int", DEFAULTS["threads"], "threads per block", "threads", lo=1, hi=1024),
+    Param("regs", "int", DEFAULTS["regs"], "registers per thread", "registers", lo=0, hi=255),
+    Param("smem", "int", DEFAULTS["smem"], "shared memory per block", "B", lo=0, hi=2**20),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

@@ -7,8 +7,10 @@ from typing import Any
 from ..analytic.collectives import make_fabric
 from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Derivation, Report, Section
+from ..errors import BadInput
 from ..specs import assumption, get_model
 from ..units import fmt_bytes, fmt_count, fmt_time
+from .params import Param, batch_shape, fabric, model, tp_pp
 
 PROMPT = (
     "Walk through the parallelism strategies (DP, ZeRO/FSDP, TP with and without sequence "
@@ -19,6 +21,17 @@ PROMPT = (
 DEFAULTS = {"model": "llama-3-70b", "tp": 8, "pp": 4, "dp": 16, "cp": 1, "ep": 1, "zero": 1,
             "seq_len": 4096, "micro_batch": 1, "batch": 1024, "intra": "nvlink4",
             "inter": "ndr-400", "gpus_per_node": 8}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    *tp_pp(DEFAULTS),
+    Param("dp", "int", None, "data-parallel degree (default 16, or gpus / (tp x pp))", "replicas",
+          lo=1, hi=131072),
+    Param("gpus", "int", None, "total GPUs: sets dp = gpus / (tp x pp) (default: tp x pp x dp)",
+          "GPUs", lo=1, hi=131072),
+    *batch_shape(DEFAULTS),
+    *fabric(DEFAULTS),
+)
 
 
 def _layout(o: dict[str, Any], **kw: Any) -> TrainLayout:
@@ -32,6 +45,14 @@ def build(opts: dict[str, Any]) -> Report:
     from ..views.comm import traffic_report
 
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
+    if opts.get("gpus"):  # the GPU count sets the data-parallel degree
+        per = int(o["tp"]) * int(o["pp"]) * int(o["cp"])
+        if opts["gpus"] % per:
+            raise BadInput(f"--gpus: {opts['gpus']:,} GPUs is not a multiple of tp x pp x cp = {per}")
+        if opts.get("dp") and opts["dp"] != opts["gpus"] // per:
+            raise BadInput(f"--gpus {opts['gpus']:,} and --dp {opts['dp']} disagree: tp x pp x cp "
+                           f"x dp = {per * opts['dp']:,}")
+        o["dp"] = opts["gpus"] // per
     m = get_model(o["model"])
     fab = make_fabric(o["intra"], o["inter"], gpus_per_node=int(o["gpus_per_node"]))
     lay = _layout(o)

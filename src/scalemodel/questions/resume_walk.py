@@ -7,6 +7,7 @@ from typing import Any
 from ..analytic.claims import Claim, check_claim, constants
 from ..derive import Report, Section, Table
 from ._claim_common import check_section, claim_from_opts
+from .params import Param, claim
 
 PROMPT = (
     "Walk me through your resume. One line says you trained a 70B model on 512 H100s for 2T "
@@ -17,6 +18,8 @@ PROMPT = (
 DEFAULTS = {"claim": "trained a 70B model on 512 H100s for 2T tokens in 10 days",
             "model": "70B", "gpu": "h100-sxm", "gpus": 512, "tokens": 2e12, "days": 10.0,
             "mfu": None, "layout": None, "seq_len": 4096, "dtype": "bf16"}
+
+PARAMS: tuple[Param, ...] = claim(DEFAULTS["claim"], "70B", 512, "2T", "10")
 
 
 def build(opts: dict[str, Any]) -> Report:

@@ -14,6 +14,7 @@ from ..analytic.collectives import (
 )
 from ..derive import Derivation, Headline, Report, Section, Table
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .params import Param
 
 PROMPT = (
     "Derive the cost of a ring all-reduce: how many bytes does each rank send, how many steps "
@@ -23,6 +24,15 @@ PROMPT = (
 
 DEFAULTS = {"ranks": 8, "bytes": 2.0**30, "intra": "nvlink4", "inter": "ndr-400", "nodes": 16,
             "gpus_per_node": 8}
+
+PARAMS: tuple[Param, ...] = (
+    Param("ranks", "int", DEFAULTS["ranks"], "ranks in the all-reduce", "ranks", lo=2, hi=131072),
+    Param("bytes", "bytes", DEFAULTS["bytes"], "all-reduce size (1GiB, 256MB)", "B", lo=1),
+    Param("intra", "str", DEFAULTS["intra"], "link inside a node (a links.toml id)"),
+    Param("inter", "str", DEFAULTS["inter"], "NIC between nodes (a links.toml id)"),
+    Param("nodes", "int", DEFAULTS["nodes"], "nodes of the multi-node comparison", "nodes", lo=1, hi=16384),
+    Param("gpus_per_node", "int", DEFAULTS["gpus_per_node"], "GPUs per node (NVLink domain)", "GPUs", lo=1, hi=1024),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

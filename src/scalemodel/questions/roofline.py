@@ -10,6 +10,7 @@ from ..analytic import roofline as rl
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu, get_model
 from ..units import fmt_rate
+from .params import Param, gpu, model
 
 PROMPT = (
     "What is the ridge point of an H100, and what does it tell you? Take a 70B model decoding "
@@ -19,6 +20,15 @@ PROMPT = (
 
 DEFAULTS = {"model": "llama-3-70b", "gpu": "h100-sxm", "dtype": "bf16", "kv_dtype": "bf16",
             "context": 4096, "batch": 1}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
+    Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
+    Param("kv_dtype", "str", DEFAULTS["kv_dtype"], "KV-cache element type (bf16, fp16, fp8, int8, int4)"),
+    Param("context", "tokens", DEFAULTS["context"], "tokens of context per decoded sequence", "tokens", lo=1, hi=2**21),
+    Param("batch", "int", DEFAULTS["batch"], "decode batch", "sequences", lo=1, hi=65536),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

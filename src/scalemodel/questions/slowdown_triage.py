@@ -7,9 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..derive import Report, Section, Table
+from .params import Param
 
 PROMPT = ("The run is suddenly half as fast. Is it a straggler, the fabric, or lost "
           "compute/communication overlap, and which rank or node?")
+
+PARAMS: tuple[Param, ...] = (
+    Param("live", "bool", False, "run the three slow jobs again here (real gloo processes) instead of reading the bundled recordings"),
+)
 
 def _alibaba_dir() -> Path:
     """The bundled extract of Alibaba's mini-batch-time trace, or the folder the user names."""

@@ -6,12 +6,17 @@ from typing import Any
 
 from ..derive import Headline, Report, Section, Table
 from ..sim import simt
+from .params import Param
 
 PROMPT = ("How does warp divergence work, which branches actually diverge, and what does it cost? "
           "Why does 'threadIdx.x < 32' not diverge in a 64-thread block while 'threadIdx.x % 2' "
           "does?")
 
 DEFAULTS = {"block": 256}
+
+PARAMS: tuple[Param, ...] = (
+    Param("block", "int", DEFAULTS["block"], "threads per block of the reduction", "threads", lo=1, hi=1024),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:
