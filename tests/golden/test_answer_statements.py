@@ -152,3 +152,30 @@ def test_warp_divergence_48_by_hand():
     rows = r.sections[1].tables[1].rows
     assert [row[1] for row in rows] == [24, 12, 6, 3, 1, 1]
     assert np.sum([row[1] for row in rows]) == 47
+
+
+def test_hang_triage_states_and_order():
+    from scalemodel.questions import hang_triage
+
+    r = hang_triage.build({})
+    rows = r.sections[0].tables[0].rows
+    # the recording: rank 3 takes the aux group first; ranks 0-2 block in world #6 until timeout
+    states = {row[0]: row[1] for row in rows}
+    assert states[3].startswith("culprit")
+    assert all(states[k].startswith("hung") for k in (0, 1, 2))
+    assert all(row[1] != "ok" for row in rows)
+    order = r.sections[3].tables[0].rows
+    assert [row[0] for row in order] == ["1", "2", "3", "4", "5", "6"]
+    assert "world: seq 5, 6" in order[2][3]  # rank 3 stopped at world #5, the others at #6
+
+
+def test_slowdown_triage_flags_ten_percent_workers():
+    from scalemodel.questions import slowdown_triage
+
+    r = slowdown_triage.build({})
+    job1 = r.data["alibaba"]["job_1_norm.csv"]
+    flagged = {w["worker"] for w in job1["per_rank"] if w["flagged"]}
+    assert {"0", "1", "2"} <= flagged  # 8.5-11% slow for the whole run
+    assert "3" not in flagged
+    table = r.sections[2].tables[1]
+    assert table.columns[1:3] == ("worker", "rank")

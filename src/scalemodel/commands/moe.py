@@ -272,9 +272,34 @@ def _read_loads_file(path: Path) -> str:
 # --- serve ------------------------------------------------------------------------------------
 
 
+# the breakdown's parts that are not one MoE layer's: what each covers (the model fills in counts)
+_NOT_PER_MOE_LAYER = {
+    "dense_layer": "one dense layer (the model has {dense})",
+    "head": "the output head, once per forward",
+    "alltoall_per_token_p99": "all-to-all summed over a token's {moe} MoE layers, p99",
+}
+
+
+def _serve_tables(breakdown_s: dict[str, float], memory_bytes: dict[str, float],
+                  m: Any) -> tuple[Any, ...]:
+    """The timeline split by what each row covers (one MoE layer, one dense layer, the head,
+    the sum over the MoE layers), in ms; memory per GPU in GB. --json keeps seconds and bytes."""
+    from ..derive import Table
+
+    counts = {"dense": m.n_layers - m.n_moe_layers, "moe": m.n_moe_layers}
+    per_layer = tuple((k, v * 1e3) for k, v in breakdown_s.items() if k not in _NOT_PER_MOE_LAYER)
+    other = tuple((k, _NOT_PER_MOE_LAYER[k].format(**counts), v * 1e3)
+                  for k, v in breakdown_s.items() if k in _NOT_PER_MOE_LAYER)
+    return (Table("one MoE layer on the busiest GPU", ("part", "time (ms)"), per_layer),
+            Table("the rest of a forward", ("part", "covers", "time (ms)"), other),
+            Table("memory per GPU", ("part", "GB"),
+                  tuple((k, v / 1e9) for k, v in memory_bytes.items()),
+                  note="1 GB = 1e9 bytes; --json gives bytes"))
+
+
 def run_serve(args: argparse.Namespace) -> Any:
     from ..analytic.moe_serving import plan
-    from ..derive import Headline, Report, Section, Table
+    from ..derive import Headline, Report, Section
     from ..specs import get_gpu, get_model
 
     m = get_model(args.model)
@@ -305,11 +330,7 @@ def run_serve(args: argparse.Namespace) -> Any:
                        Headline("GPUs / other nodes one token's dispatch reaches",
                                 f"{pp.extra['gpus_per_token']:.2f} / "
                                 f"{pp.extra['remote_nodes_per_token']:.2f}")),
-            tables=(Table("per-layer timeline on the busiest GPU",
-                          ("part", "time (s)"),
-                          tuple((k, v) for k, v in pp.breakdown_s.items())),
-                    Table("memory per GPU", ("part", "bytes"),
-                          tuple((k, v) for k, v in pp.memory_bytes_per_gpu.items())))))
+            tables=_serve_tables(pp.breakdown_s, pp.memory_bytes_per_gpu, m)))
     secs.append(Section("Sanity anchor: DeepSeek's published deployment",
                         text="Prefill 4 nodes EP32, decode 18 nodes EP144; ~73.7k input tokens/s "
                              "(cache hits included) and ~14.8k output tokens/s per H800 node.",
