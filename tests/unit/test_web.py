@@ -232,3 +232,14 @@ def test_figures_draw_the_answers_own_numbers(monkeypatch, tmp_path):
     by = {f["component"]: f["gpu_hours_per_month"] for f in rep.data["faults"]}
     assert seen["series"]["thousand GPU-hours"][seen["labels"].index("gpu")] == \
         pytest.approx(by["gpu"] / 1e3)
+
+
+def test_repeatable_flag_takes_several_values(client, capsys):
+    # `--predicate` is action="append": the form's text area takes one value per line or per ';'
+    html = client.get("/tools/gpu/divergence").get_data(as_text=True)
+    assert '<textarea id="f-predicate" name="predicate"' in html
+    r = client.get("/api/gpu/divergence", query_string={
+        "predicate": "threadIdx.x < 16; threadIdx.x % 2 == 0"})
+    assert r.status_code == 200, r.get_data(as_text=True)
+    assert r.get_json() == cli_json(capsys, "gpu", "divergence", "--predicate", "threadIdx.x < 16",
+                                    "--predicate", "threadIdx.x % 2 == 0")

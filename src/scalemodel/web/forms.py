@@ -42,6 +42,7 @@ class Field:
     required: bool
     metavar: str
     type_name: str  # integer, number, string, boolean (for OpenAPI)
+    multi: bool = False  # a repeatable flag (action="append"): one value per line or per ';'
 
     @property
     def label(self) -> str:
@@ -96,7 +97,8 @@ def fields_of(p: argparse.ArgumentParser) -> list[Field]:
             dest=dest, flag=flag, kind=kind, choices=choices,
             default=None if is_flag else a.default, help=_help(a, p.prog),
             required=bool(a.required) if flag else a.nargs not in ("?", "*"),
-            metavar=str(a.metavar or ""), type_name=_type_name(a)))
+            metavar=str(a.metavar or ""), type_name=_type_name(a),
+            multi=isinstance(a, argparse._AppendAction)))
     return out
 
 
@@ -170,6 +172,8 @@ def argv_from(fields: list[Field], values: Mapping[str, str]) -> list[str]:
             if v.lstrip().startswith("-"):
                 raise FieldError(f"{f.label}: must not start with '-'", f.dest)
             positionals.append(v)
+        elif f.multi:  # `--predicate a --predicate b` from "a; b" (or one per line)
+            argv += [f"{f.flag}={x.strip()}" for x in re.split(r"[;\n]", v) if x.strip()]
         else:
             argv.append(f"{f.flag}={v}")
     return positionals + argv
