@@ -121,3 +121,22 @@ def test_skew_and_expert_count_move_the_result():
     assert a.max_over_mean_load != b.max_over_mean_load
     assert c.config["experts"] == 32 and len(c.history[0]) >= 4
     assert c.extra["sampling_floor"] != a.extra["sampling_floor"]
+
+
+def test_route_cli_new_keys_and_skew(capsys):
+    import json
+
+    from scalemodel.cli import main
+
+    argv = ["moe", "route", "--experts", "8", "--steps", "20", "--tokens", "256", "--json"]
+    assert main(argv) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--skew", "2"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    for k in ("sampling_floor", "max_over_mean_load_per_step", "router_logit_lse_mean",
+              "window_steps", "last_step_max_over_mean_load"):
+        assert k in a
+    assert b["config"]["skew"] == 2 and a["max_over_mean_load"] != b["max_over_mean_load"]
+    with pytest.raises(SystemExit) as e:  # argparse's one-line error
+        main(["moe", "route", "--skew", "-1"])
+    assert e.value.code == 2 and "--skew" in capsys.readouterr().err

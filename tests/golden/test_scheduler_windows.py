@@ -84,3 +84,19 @@ def test_naive_placement_strands_about_a_fifth_and_packing_does_not(seed):
     assert r["backfill"].fragmentation_arrivals < naive / 3
     assert r["fragmentation"].fragmentation_arrivals < naive / 3
     assert r["naive"].utilization_arrivals < r["backfill"].utilization_arrivals - 0.05
+
+
+def test_cli_reports_the_window_keys(capsys):
+    import json
+
+    from scalemodel.cli import main
+
+    rc = main(["cluster", "simulate", "--trace", "alibaba-mix", "--jobs", "300", "--nodes", "4",
+               "--policy", "naive", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    d = json.loads(out)
+    for k in ("offered_load", "utilization_arrivals", "fragmentation_arrivals", "drain_s",
+              "utilization_drain", "arrival_window_s", "utilization", "fragmentation_mean"):
+        assert k in d
+    assert d["policy"] == "naive" and d["jobs_in"] == 300
