@@ -179,3 +179,37 @@ def test_slowdown_triage_flags_ten_percent_workers():
     assert "3" not in flagged
     table = r.sections[2].tables[1]
     assert table.columns[1:3] == ("worker", "rank")
+
+
+def test_checkpoint_budget_line_by_hand():
+    import math
+
+    from scalemodel.analytic.reliability import best_interval
+    from scalemodel.questions import checkpoint_failures
+
+    r = checkpoint_failures.build({})
+    b = r.data["budget"]
+    M = r.data["job_mtbf_s"]
+    # Daly (2006): goodput = tau / (M e^(R/M) (e^((tau + delta)/M) - 1)) at the best tau;
+    # lost GPU-hours = (1 - goodput) x 16,384 GPUs x 730.5 h
+    for R, key in ((600.0, "automated"), (600.0 + 1800.0, "manual")):
+        tau = best_interval(60.0, R, M)
+        g = tau / (M * math.exp(R / M) * math.expm1((tau + 60.0) / M))
+        assert b[f"goodput_{key}"] == pytest.approx(g, rel=1e-9)
+        assert b[f"lost_gpu_hours_per_month_{key}"] == pytest.approx((1 - g) * 16384 * 730.5)
+    assert b["straggler_gpu_hours_per_hour"] == pytest.approx(0.10 * 16384)
+
+
+def test_blast_radius_shared_services_are_failure_domains():
+    from scalemodel.questions import blast_radius
+
+    r = blast_radius.build({})
+    spofs = set(r.data["single_points_of_failure"])
+    assert {"storage", "rendezvous", "subnet_manager", "dns_auth"} <= spofs
+    rows = {f["component"]: f for f in r.data["faults"]}
+    # rates from reliability.toml (stated assumptions): 1 and 2 per cluster-year
+    assert rows["subnet_manager"]["rate_per_day"] == pytest.approx(1 / 365.25, rel=0.01)
+    assert rows["dns_auth"]["rate_per_day"] == pytest.approx(2 / 365.25, rel=0.01)
+    assert not rows["image_registry"]["stops_job"] and not rows["scheduler"]["stops_job"]
+    text = next(a for q, a in r.followups if "single points" in q)
+    assert "subnet manager" in text and "image registry" in text and "controller" in text

@@ -70,9 +70,7 @@ def build(opts: dict[str, Any]) -> Any:
          f"Yes: with Megatron's order a rack holds {by['rack'].replicas_hit} pipelines' stages; "
          f"with pipeline stages placed next to each other ({alt.order}) one rack hits "
          f"{rack_alt.replicas_hit} pipeline(s). Fewer replicas hit = cheaper elastic recovery."),
-        ("Where are the hidden single points of failure?",
-         "The rendezvous store on one host, shared storage, and the scheduler for restarts; a "
-         "spine switch or one PDU of an A/B pair only costs bandwidth or nothing."),
+        ("Where are the hidden single points of failure?", _spof_answer(res)),
     )
     assumptions = ("GPU, host, network and software rates from Llama 3's Table 5 counts.",
                    "Rack, switch, power, storage, scheduler rates are planning assumptions "
@@ -82,3 +80,20 @@ def build(opts: dict[str, Any]) -> Any:
     return type(rep)(rep.title, rep.sections, {"question": "blast-radius", **rep.data},
                      warnings=rep.warnings, question=PROMPT, assumptions=assumptions,
                      followups=fol)
+
+
+def _spof_answer(res: Any) -> str:
+    """The shared services that stop the whole job, with their rates and GPU-hours, and the
+    ones that only hold up restarts (from the fault table; rates marked as assumptions there)."""
+    rows = {f.component: f for f in res.faults}
+    stop = [rows[c] for c in res.spofs if c in rows]
+    restart = [f for f in res.faults if not f.stops_job and f.note and "restart" in f.note]
+    parts = [f"{f.label}: {f.rate_per_day * 365:.1f} a year, {f.gpu_hours_per_month:,.0f} "
+             "GPU-hours a month" for f in stop]
+    txt = ("Shared services, each one failure domain for the whole job: " + "; ".join(parts)
+           + ". Spares and elastic DP do not help against them; redundancy of the service does "
+           "(standby SM, replicated store, two resolvers).")
+    if restart:
+        txt += (" Not stopping a running job but holding up every restart that overlaps an "
+                "outage: " + ", ".join(f.label for f in restart) + ".")
+    return txt + " A spine switch or one PDU of an A/B pair costs bandwidth or nothing."
