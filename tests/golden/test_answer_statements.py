@@ -213,3 +213,20 @@ def test_blast_radius_shared_services_are_failure_domains():
     assert not rows["image_registry"]["stops_job"] and not rows["scheduler"]["stops_job"]
     text = next(a for q, a in r.followups if "single points" in q)
     assert "subnet manager" in text and "image registry" in text and "controller" in text
+
+
+def test_register_tiling_low_occupancy_wins_by_hand():
+    from scalemodel.questions import occupancy as occ_q
+
+    # H100 (cc 9.0): 65,536 registers and 64 warps per SM, registers allocated per warp in
+    # units of 256; shared memory 128 B = 32 words per clock per SM; 128 FP32 FMAs per clock.
+    # 8x8 tile: 64 + 16 + 24 = 104 regs -> 104 x 32 = 3,328 per warp (13 x 256), x 8 warps =
+    # 26,624 per 256-thread block -> 2 blocks = 16 warps = 25% occupancy; FMA rate
+    # min(128, 32 x 8 / 2) = 128: the full peak. 4x4 tile: 16 + 8 + 24 = 48 regs -> 1,536 per
+    # warp, 12,288 per block -> 5 blocks = 40 warps = 62.5%; min(128, 32 x 4 / 2) = 64: half.
+    t = {x["tile"]: x for x in occ_q.build({}).data["register_tiling"]}
+    assert t[8]["regs"] == 104 and t[8]["occupancy"] == pytest.approx(0.25)
+    assert t[8]["fraction_of_fp32_peak"] == pytest.approx(1.0, rel=1e-3)
+    assert t[4]["regs"] == 48 and t[4]["occupancy"] == pytest.approx(0.625)
+    assert t[4]["fraction_of_fp32_peak"] == pytest.approx(0.5, rel=1e-3)
+    assert t[8]["fraction_of_fp32_peak"] > t[2]["fraction_of_fp32_peak"]  # 25% beats 100%
