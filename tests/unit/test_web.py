@@ -163,3 +163,83 @@ def test_file_writing_options_are_not_offered(client):
     html = client.get("/tools/cluster/simulate").get_data(as_text=True)
     assert 'name="chrome_trace"' not in html and 'name="usage_out"' not in html
     assert 'name="sku"' in html  # the other fields of the same command are still offered
+
+
+# --- forms from the declarations (issue 20) ---------------------------------------------------
+
+
+def test_question_form_has_exactly_the_declared_parameters(client):
+    from scalemodel.questions import BANK, params_of
+
+    for q in BANK:
+        html = client.get(f"/questions/{q.id}").get_data(as_text=True)
+        names = set(re.findall(r'<(?:input|select) [^>]*name="([a-z_0-9]+)"', html))
+        assert names == {p.name for p in params_of(q.id) if p.name != "live"}, q.id
+
+
+def test_question_page_refuses_what_the_question_does_not_take(client):
+    r = client.get("/api/answer?id=kv-cache&regs=64")
+    assert r.status_code == 400 and "regs" in r.get_json()["error"]
+    r = client.get("/api/answer/blast-radius?layout=tp%3D8%2Cpp%3D4%2Cdp%3D512")
+    assert r.status_code == 200 and r.get_json()["layout"] == "tp=8,dp=512,pp=4"
+    assert client.get("/api/answer?id=kv-cach").status_code == 400
+
+
+def test_store_false_flag_is_a_checkbox_that_works(client, capsys):
+    html = client.get("/tools/plan/train").get_data(as_text=True)
+    assert re.search(r'<input type="checkbox" id="f-no_grad_accum_fusion" '
+                     r'name="no_grad_accum_fusion"', html)
+    base = "/api/plan/train?model=llama-3-8b&gpus=8"
+    on, off = client.get(base), client.get(base + "&no_grad_accum_fusion=1")
+    assert on.status_code == 200 and off.status_code == 200, off.get_data(as_text=True)
+    assert off.get_json() == cli_json(capsys, "plan", "train", "--model", "llama-3-8b",
+                                      "--gpus", "8", "--no-grad-accum-fusion")
+    assert off.get_json() != on.get_json()
+
+
+def test_no_help_text_shows_a_none_default(client):
+    st = client.application.extensions["scalemodel"]
+    for path, fields in st.fields.items():
+        for f in fields:
+            assert "None" not in f.help, (path, f.dest, f.help)
+
+
+def test_most_question_pages_have_a_figure(client):
+    from scalemodel.questions import BANK
+
+    with_svg = []
+    for q in BANK:
+        html = client.get(f"/questions/{q.id}").get_data(as_text=True)
+        if '<figure class="plot"><svg' in html:
+            with_svg.append(q.id)
+            assert "<script" not in html
+    assert len(with_svg) >= 15, with_svg  # issue 20: a picture where it helps, 15 of 24 at least
+
+
+def test_figures_draw_the_answers_own_numbers(monkeypatch, tmp_path):
+    from scalemodel.questions import build_answer
+    from scalemodel.report import plot
+
+    seen = {}
+    monkeypatch.setattr(plot, "bars", lambda path, **kw: seen.update(kw))
+    rep = build_answer("kv-cache", {"context": 4096})
+    rep.plot(str(tmp_path / "k.svg"))
+    # bars in KB (1e3 B) per token: llama-3-70b as configured is 80 layers x 8 K/V heads x 128 x
+    # 2 (K and V) x 2 bytes = 327,680 B = 327.68 KB
+    assert seen["series"]["KB per token"][0] == pytest.approx(327.68)
+    rep = build_answer("blast-radius", {"layout": "tp=8,pp=4,dp=512"})
+    rep.plot(str(tmp_path / "b.svg"))
+    by = {f["component"]: f["gpu_hours_per_month"] for f in rep.data["faults"]}
+    assert seen["series"]["thousand GPU-hours"][seen["labels"].index("gpu")] == \
+        pytest.approx(by["gpu"] / 1e3)
+
+
+def test_repeatable_flag_takes_several_values(client, capsys):
+    # `--predicate` is action="append": the form's text area takes one value per line or per ';'
+    html = client.get("/tools/gpu/divergence").get_data(as_text=True)
+    assert '<textarea id="f-predicate" name="predicate"' in html
+    r = client.get("/api/gpu/divergence", query_string={
+        "predicate": "threadIdx.x < 16; threadIdx.x % 2 == 0"})
+    assert r.status_code == 200, r.get_data(as_text=True)
+    assert r.get_json() == cli_json(capsys, "gpu", "divergence", "--predicate", "threadIdx.x < 16",
+                                    "--predicate", "threadIdx.x % 2 == 0")

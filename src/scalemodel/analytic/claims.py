@@ -92,21 +92,26 @@ def parse_layout(text: str, gpus: int) -> Layout:
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([mMbBtT])\s*$")
+# an MoE shorthand "E x S": E experts, each the MLP of a dense model of S parameters ("8x7B")
+_MOE = re.compile(r"^\s*(\d+)\s*[xX×]\s*([0-9]*\.?[0-9]+)\s*([mMbBtT])\s*$")
+_MULT = {"m": 1e6, "b": 1e9, "t": 1e12}
 
 
-def resolve_model(text: str) -> tuple[ModelSpec, float | None, str]:
-    """A bundled id / config.json, or a size such as '70B'.
+@dataclass(frozen=True)
+class ResolvedModel:
+    """The architecture a claim is judged on, and the parameter counts its FLOPs use.
 
-    For a size, the architecture comes from the bundled dense model nearest in parameter count
-    (its memory is what a model of that size needs); the FLOPs use the claimed size. Returns the
-    model, the claimed parameter count (None when the model was named) and a note.
+    ``params`` / ``active`` are None when the counts are the spec's own (a bundled model or a
+    config); a size ('70B') or an MoE shorthand not bundled ('8x22B') carries its estimate here.
     """
-    m = _SIZE.match(str(text))
-    if not m:
-        return get_model(text), None, ""
-    n = float(m.group(1)) * {"m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
-    if n <= 0:
-        raise BadInput(f"--model: size must be positive, got {text!r}")
+
+    spec: ModelSpec
+    params: float | None
+    active: float | None
+    note: str
+
+
+def _nearest_dense(n: float) -> tuple[ModelSpec, float]:
     best, best_d = None, math.inf
     for mid in model_ids():
         spec = get_model(mid)
@@ -116,12 +121,81 @@ def resolve_model(text: str) -> tuple[ModelSpec, float | None, str]:
         if d < best_d:
             best, best_d = spec, d
     assert best is not None
+    return best, best_d
+
+
+def _bundled_moe(experts: int, size_text: str) -> ModelSpec | None:
+    """A bundled model whose id carries the shorthand ('8x7B' -> mixtral-8x7b)."""
+    key = f"{experts}x{size_text.lower()}"
+    for mid in model_ids():
+        if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w.])", mid.lower()):
+            return get_model(mid)
+    return None
+
+
+def resolve(text: str) -> ResolvedModel:
+    """A bundled id / config.json, a size such as '70B', or an MoE shorthand such as '8x7B'.
+
+    A size is judged for memory on the bundled dense model nearest in parameter count; its FLOPs
+    use the claimed size. An MoE shorthand 'E x S' names a bundled model when one carries it in
+    its id (8x7B -> mixtral-8x7b); otherwise the nearest dense model of size S gets E experts of
+    its own MLP, top-k of them per token (claims.toml [moe_shorthand]), and the counts are scaled
+    by S over that model's size: active = shared + k x MLP, total = shared + E x MLP.
+    """
+    mm = _MOE.match(str(text))
+    if mm:
+        experts, size_text = int(mm.group(1)), f"{mm.group(2)}{mm.group(3).upper()}"
+        if experts < 1:
+            raise BadInput(f"--model: an MoE needs at least one expert, got {text!r}")
+        bundled = _bundled_moe(experts, size_text)
+        if bundled is not None:
+            return ResolvedModel(bundled, None, None,
+                                 f"{text.strip()} read as the bundled {bundled.id}")
+        s = float(mm.group(2)) * _MULT[mm.group(3).lower()]
+        if s <= 0:
+            raise BadInput(f"--model: size must be positive, got {text!r}")
+        ms = constants()["moe_shorthand"]
+        k = min(int(ms["top_k"]), experts)
+        base, dist = _nearest_dense(s)
+        spec = base.with_overrides(id=f"{experts}x{size_text} MoE (estimate on {base.id})",
+                                   n_experts=experts, top_k=k, moe_ffn=base.ffn,
+                                   origin="estimate")
+        pc, pb = count_params(spec), count_params(base).total
+        scale = s / pb
+        total, active = pc.total * scale, pc.active * scale
+        note = (f"a {text.strip()} MoE: {experts} experts of the MLP of {base.id} ({pb / 1e9:.1f}B "
+                f"dense), top-{k} per token ({cite(ms['source'])}), counts scaled to {size_text}: "
+                f"{total / 1e9:.0f}B total, {active / 1e9:.1f}B active")
+        if dist > math.log(1.5):
+            note += "; no bundled dense model is within 1.5x of that size, so the memory check is rough"
+        return ResolvedModel(spec, total, active, note)
+    m = _SIZE.match(str(text))
+    if not m:
+        return ResolvedModel(get_model(text), None, None, "")
+    n = float(m.group(1)) * _MULT[m.group(2).lower()]
+    if n <= 0:
+        raise BadInput(f"--model: size must be positive, got {text!r}")
+    best, best_d = _nearest_dense(n)
     p = count_params(best).total
     note = (f"a {text.strip()} model: memory is judged on the architecture of {best.id} "
             f"({p / 1e9:.1f}B parameters, the bundled dense model nearest in size)")
     if best_d > math.log(1.5):
         note += "; no bundled model is within 1.5x of that size, so the memory check is rough"
-    return best, n, note
+    return ResolvedModel(best, n, n, note)
+
+
+def resolve_model(text: str) -> tuple[ModelSpec, float | None, str]:
+    """(spec, claimed parameter count or None, note): the older form of :func:`resolve`."""
+    r = resolve(text)
+    return r.spec, r.active, r.note
+
+
+def _counts(r: ResolvedModel) -> tuple[float, float]:
+    """(total, active) parameters: the estimate where there is one, else the spec's own."""
+    pc = count_params(r.spec)
+    if r.params is not None and r.active is not None:
+        return r.params, r.active
+    return float(pc.total), float(pc.active if r.spec.is_moe else pc.total)
 
 
 @dataclass(frozen=True)
@@ -225,23 +299,36 @@ def failure_rate_per_gpu_day() -> tuple[float, str]:
     return f["unexpected_interruptions"] / (f["window_gpus"] * f["window_days"]), cite(f["source"])
 
 
+def publish_band(mfu: float) -> str:
+    """'below', 'within' or 'above' the band large runs publish (typical to best MFU)."""
+    mk = constants()["mfu"]
+    if mfu < mk["typical_published"]:
+        return "below"
+    return "within" if mfu <= mk["best_published"] else "above"
+
+
 def check_claim(c: Claim) -> ClaimCheck:
     """Everything that follows from a claim, with its derivation and a verdict."""
     _validate(c)
     k = constants()
-    m, claimed_n, model_note = resolve_model(c.model)
+    rm = resolve(c.model)
+    m, model_note = rm.spec, rm.note
     gpu: GPUSpec = get_gpu(c.gpu)
-    pc = count_params(m)
+    total_n, active_n = _counts(rm)
     notes = [model_note] if model_note else []
     d = Derivation(f"Claim: {c.model} on {c.gpus:,} x {gpu.id}, {c.tokens:.3g} tokens, {c.days:g} days")
 
     # 1. work and throughput
-    if claimed_n is not None:
-        d.given("parameters per token (claimed size)", "N", claimed_n, "1", note=model_note)
+    if rm.active is not None and m.is_moe:
+        d.given("active parameters per token (MoE estimate, top-k experts)", "N", active_n, "1",
+                note=model_note)
+    elif rm.active is not None:
+        d.given("parameters per token (claimed size)", "N", active_n, "1", note=model_note)
     elif m.is_moe:
-        d.given("active parameters per token (top-k experts)", "N", pc.active, "1", m.source)
+        d.given("active parameters per token (top-k experts)", "N", active_n, "1", m.source,
+                note=f"{total_n / 1e9:.1f}B in all")
     else:
-        d.given("parameters (exact count from the config)", "N", pc.total, "1", m.source)
+        d.given("parameters (exact count from the config)", "N", total_n, "1", m.source)
     d.given("training tokens", "D", c.tokens, "token")
     d.given("GPUs", "n", c.gpus, "GPU")
     d.given("wall-clock days", "T_d", c.days, "day")
@@ -337,7 +424,7 @@ def check_claim(c: Claim) -> ClaimCheck:
         reasons.append(f"implied MFU {pct} is very low: most of the GPU time went unused "
                        f"(the work needs {days_typ:.2g} days at {typ:.0%})")
     else:
-        reasons.append(f"implied MFU {pct} is within what large runs publish "
+        reasons.append(f"implied MFU {pct} is {publish_band(mfu)} what large runs publish "
                        f"({mk['typical_published']:.0%}-{mk['best_published']:.0%})")
     if c.mfu is not None:
         ratio = mfu / c.mfu
@@ -374,8 +461,8 @@ def check_claim(c: Claim) -> ClaimCheck:
         f"time: {c.days:g} days claimed; {days_typ:.1f} days at a typical {typ:.0%} MFU",
     )
     return ClaimCheck(
-        claim=c, model=m.id, gpu=gpu.id, params=float(claimed_n or pc.total),
-        active_params=float(claimed_n or pc.active), total_flops=flops, tokens_per_s=tps,
+        claim=c, model=m.id, gpu=gpu.id, params=total_n,
+        active_params=active_n, total_flops=flops, tokens_per_s=tps,
         tokens_per_s_per_gpu=tps_gpu, flop_per_s_per_gpu=achieved, peak_flop_per_s=peak,
         implied_mfu=mfu, fits_in_memory=bool(fits), layout=layout_text, per_gpu_bytes=per_gpu,
         capacity_bytes=cap, min_gpus=min_gpus, expected_interruptions=expected,
@@ -386,21 +473,25 @@ def check_claim(c: Claim) -> ClaimCheck:
 
 
 def scale_table(base: Claim, gpu_counts: list[int], mfu: float | None = None) -> Table:
-    """The same model and tokens at other GPU counts: days at the typical MFU, whether it fits,
-    interruptions and checkpoint interval (what a scoping answer says at 4 or 4,000 GPUs)."""
+    """The same model and tokens at other GPU counts: days at the typical MFU, whether it fits
+    and the layout the memory engine picks at exactly that count, interruptions and checkpoint
+    interval (what a scoping answer says at 4 or 4,000 GPUs)."""
     k = constants()
     typ = mfu or k["mfu"]["typical_published"]
+    rm = resolve(base.model)
+    gpu = get_gpu(base.gpu)
+    N = _counts(rm)[1]
     rows = []
     for n in gpu_counts:
-        m, claimed_n, _ = resolve_model(base.model)
-        gpu = get_gpu(base.gpu)
-        pc = count_params(m)
-        N = claimed_n or (pc.active if m.is_moe else pc.total)
         flops = k["flops"]["per_param_per_token"] * N * base.tokens
         days = flops / (n * gpu.peak_flop_per_s(base.dtype) * typ) / DAY_S
         c = check_claim(Claim(base.model, n, base.gpu, base.tokens, days, seq_len=base.seq_len,
                               dtype=base.dtype))
-        rows.append((n, days, "yes" if c.fits_in_memory else "no", c.layout,
+        # the layout at exactly n GPUs (least recompute, lowest ZeRO, fewest stages, least TP)
+        at_n = find_min_gpus(rm.spec, gpu, seq_len=base.seq_len, weight_dtype=base.dtype,
+                             max_gpus=n, whole_nodes=False, exact=True)
+        lay = at_n.layout.describe() if at_n.layout is not None else "none fits"
+        rows.append((n, days, "yes" if at_n.layout is not None else "no", lay,
                      c.expected_interruptions, c.checkpoint_interval_s / 60))
     return Table(f"{base.model}, {base.tokens:.3g} tokens on {base.gpu} at {typ:.0%} MFU",
                  ("GPUs", "days", "fits", "smallest layout", "interruptions", "checkpoint every min"),
@@ -410,7 +501,8 @@ def scale_table(base: Claim, gpu_counts: list[int], mfu: float | None = None) ->
 # --- one sentence ---------------------------------------------------------------------------------
 
 # The grammar, in words (docs/claims.md has it with examples):
-#   model   a bundled model id ("llama-3-70b"), or a size "<number><M|B|T>" followed by
+#   model   a bundled model id ("llama-3-70b"), an MoE shorthand "<experts>x<size>" ("8x7B",
+#           "8x22B"), or a size "<number><M|B|T>" followed by
 #           "model"/"parameters"/"params"/"dense"/"llm" (e.g. "70B model", "7B-parameter")
 #   gpus    "<count> <gpu>" where count is 512, 4,096, 2k and gpu names a bundled GPU
 #           ("H100", "H100s", "A100 GPUs", "h100-sxm", "MI300X"); "x" between is allowed
@@ -462,6 +554,12 @@ def parse_sentence(text: str) -> tuple[dict[str, Any], list[str]]:
             found["model"] = mid
             take(m)
             break
+    if "model" not in found:
+        m = re.search(r"(?<![\w.])(\d+)\s*[x×]\s*(\d+(?:\.\d+)?)\s*([MBT])(?![\w.])", s,
+                      re.IGNORECASE)
+        if m:
+            found["model"] = f"{m.group(1)}x{m.group(2)}{m.group(3).upper()}"
+            take(m)
     if "model" not in found:
         m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([MBT])(?:[\s-]*(?:parameters?|params?|"
                       r"models?|dense|llm|transformer))", s, re.IGNORECASE)

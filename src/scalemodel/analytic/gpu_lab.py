@@ -200,9 +200,18 @@ def memory_hierarchy(gpu: Any, measured: dict[str, Any] | None = None) -> Table:
     rows.append(("L1 (with shared)", l1, c, ns, smem_bw,
                  f"capacity {gpu.source_of('sm.l1_smem_per_sm_bytes')}; latency {src_lat}"))
     c, ns = lat_cell("l2")
-    rows.append(("L2", gpu.l2_bytes or None, c, ns, l2_per_clk * clk if l2_per_clk else None,
-                 f"capacity {gpu.source_of('l2_bytes')}; latency {src_lat}; bandwidth "
-                 + (cite(bw["l2_source"]) if l2_per_clk else "not published for this GPU")))
+    l2_meas = bw.get("l2_measured_bytes_per_s", {}).get(gpu.id)
+    if l2_per_clk:
+        l2_bw, l2_src = l2_per_clk * clk, cite(bw["l2_source"])
+    elif l2_meas:
+        on = bw.get("l2_measured_on", {}).get(gpu.id, gpu.id)
+        l2_bw = float(l2_meas)
+        l2_src = (f"measured on {on}" + (f" (same SM count and L2 as {gpu.id})" if on != gpu.id
+                                          else "") + f": {cite(bw['l2_measured_source'])}")
+    else:
+        l2_bw, l2_src = None, "neither published nor measured in the bundled data for this GPU"
+    rows.append(("L2", gpu.l2_bytes or None, c, ns, l2_bw,
+                 f"capacity {gpu.source_of('l2_bytes')}; latency {src_lat}; bandwidth {l2_src}"))
     c, ns = lat_cell("dram")
     rows.append(("HBM / DRAM", gpu.hbm_bytes, c, ns, gpu.hbm_bytes_per_s,
                  f"{gpu.source_of('hbm_bytes_per_s')}; latency {src_lat}"))

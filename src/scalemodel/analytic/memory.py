@@ -748,9 +748,10 @@ def find_min_gpus(
     max_gpus: int = 65536,
     memory_fraction: float | None = None,
     whole_nodes: bool = True,
+    exact: bool = False,
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
-    stage and recompute mode. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
+    stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
     that dimension. Among layouts of equal size the cheapest to run wins: less recompute, then a
     lower ZeRO stage, then fewer pipeline stages, then less TP. With ``whole_nodes`` the GPU
     counts tried are powers of two up to one node and whole nodes beyond it.
@@ -776,7 +777,7 @@ def find_min_gpus(
     T, P, D, C, Z, R = np.meshgrid(tps, pps, dps, cps, zeros, rcs, indexing="ij")
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
-    ok = (n <= max_gpus) & ((D * C) % ep == 0)
+    ok = ((n == max_gpus) if exact else (n <= max_gpus)) & ((D * C) % ep == 0)
     if whole_nodes:  # 1, 2, 4, ... up to a node, then whole nodes
         ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))

@@ -183,8 +183,7 @@ def _decode_arrays(m: ModelSpec, batch: np.ndarray, context: float, e_w: float,
     bytes per token of context (window-bounded layers averaged in)."""
     dense, one_exp, n_moe = _matmul_params(m)
     dense_b, one_b = _matmul_weight_bytes(m, e_w)
-    qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
-    v = m.v_head_dim if m.kv_lora_rank else m.head_dim
+    qk, v = decode_attention_dims(m)
     attn_f = 2 * context * m.n_heads * (qk + v) * _attended_layers(m, context)  # per token
     if m.is_moe:
         # experts touched by B tokens each picking k of E: E (1 - (1 - k/E)^B) per layer
@@ -203,9 +202,24 @@ def _kv_per_context_token(m: ModelSpec, kv_dtype: str, context: float) -> float:
     return model_kv_bytes_per_sequence(m, context, kv_dtype) / context
 
 
+def decode_attention_dims(m: ModelSpec) -> tuple[int, int]:
+    """(d_qk, d_v) each query head works in against one cached token at decode.
+
+    MLA decodes with the up-projections absorbed (DeepSeek-V2, Sec. 2.1.3): W_UK folds into the
+    query and W_UV into the output, so every head scores against the cached latent (kv_lora_rank)
+    plus the shared RoPE key (qk_rope_head_dim) and sums values in the latent: the FLOPs follow
+    the same compressed cache the bytes read. Other attention uses its head dim.
+    """
+    if m.kv_lora_rank:
+        return m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank
+    return m.head_dim, m.head_dim
+
+
 def _model_givens(d: Derivation, m: ModelSpec, e: Any, ekv: Any, kv_tok: float,
-                  context: float | None = None) -> tuple[int, int]:
-    """The per-model inputs of a decode or prefill derivation; returns (d_qk, d_v)."""
+                  context: float | None = None, absorbed: bool = False) -> tuple[int, int]:
+    """The per-model inputs of a decode or prefill derivation; returns (d_qk, d_v).
+
+    ``absorbed``: MLA attention runs in the latent space (decode), see decode_attention_dims."""
     d.given(f"bytes per {e.name} weight", "e_w", e.bytes, "B", e.source)
     d.given("layers", "L", m.n_layers, "1", m.source)
     if context is not None and m.n_sliding_layers:
@@ -213,10 +227,19 @@ def _model_givens(d: Derivation, m: ModelSpec, e: Any, ekv: Any, kv_tok: float,
                 f"most {m.sliding_window:,} tokens)", "L_a", _attended_layers(m, context), "1",
                 m.source, note="(L_full * C + L_w * min(C, W)) / C")
     d.given("query heads", "H", m.n_heads, "1", m.source)
-    qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
-    v = m.v_head_dim if m.kv_lora_rank else m.head_dim
-    d.given("query-key dim per head", "d_qk", qk, "1", m.source)
-    d.given("value dim per head", "d_v", v, "1", m.source)
+    if m.kv_lora_rank and absorbed:
+        qk, v = decode_attention_dims(m)
+        d.given("query-key dim per head, absorbed MLA (latent + RoPE key)", "d_qk", qk, "1",
+                m.source, note=f"kv_lora_rank {m.kv_lora_rank} + qk_rope_head_dim "
+                f"{m.qk_rope_head_dim}: the query is multiplied into the latent space, as the "
+                "cache holds it (DeepSeek-V2 Sec. 2.1.3)")
+        d.given("value dim per head, absorbed MLA (the latent)", "d_v", v, "1", m.source,
+                note="values summed in the latent; W_UV is applied once per token after")
+    else:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.kv_lora_rank else m.head_dim
+        v = m.v_head_dim if m.kv_lora_rank else m.head_dim
+        d.given("query-key dim per head", "d_qk", qk, "1", m.source)
+        d.given("value dim per head", "d_v", v, "1", m.source)
     label = (f"KV bytes per token of context ({ekv.name}, window-bounded layers averaged in)"
              if context is not None and m.n_sliding_layers else f"KV bytes per token ({ekv.name})")
     d.given(label, "b_tok", kv_tok, "B")
@@ -249,7 +272,7 @@ def decode_step(gpu: GPUSpec, m: ModelSpec, *, batch: int, context: int, dtype_n
     d.given("context already in the KV cache", "C", context, "token")
     d.given("matmul weights used by every token (attention, dense MLP, head)", "P_mm", dense, "1",
             m.source, note="all parameters except the embedding table and routed experts")
-    qk, v = _model_givens(d, m, e, ekv, kv_tok, context)
+    qk, v = _model_givens(d, m, e, ekv, kv_tok, context, absorbed=True)
     la = "L_a" if m.n_sliding_layers else "L"
     w_mm = _weight_term(d, m, e.bytes, "P_mm", "W_mm", dense_b)
     if m.is_moe:

@@ -14,7 +14,8 @@ from .common import (
     positive_int,
 )
 
-POLICIES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation")
+POLICIES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation",
+            "naive")
 
 
 def _quota(text: str) -> tuple[str, int]:
@@ -41,7 +42,8 @@ def register(sub: Any) -> None:
                            ("compare", "run every policy on the same workload")):
         q = s.add_parser(name, help=helptext, description=helptext)
         q.add_argument("--trace", default="alibaba-v2023",
-                       help="alibaba-v2023 (bundled), synthetic, or a CSV file: our format "
+                       help="alibaba-v2023 (bundled), synthetic, alibaba-mix (synthetic jobs with the "
+                            "trace's job-size mix), or a CSV file: our format "
                             "(id,submit_s,gpus,duration_s[,priority,team,checkpoint_interval_s,"
                             "checkpoint_cost_s,restore_s,grace_s]) or an openb pod list")
         q.add_argument("--nodes", type=at_most(positive_int, 2**17, "a cluster size bound"),
@@ -142,11 +144,19 @@ def run(args: argparse.Namespace) -> Any:
         sr.write_chrome_trace(r, args.chrome_trace, cfg.gpus_per_node)
     if args.usage_out:
         sr.write_usage(r, wl, args.usage_out, args.sku)
-    heads = (Headline("utilisation (allocated)", f"{r.utilization:.1%}"),
-             Headline("useful utilisation", f"{r.useful_utilization:.1%}"),
+    heads = (Headline("offered load (demanded GPU-s / C x arrival window)",
+                      f"{r.offered_load:.1%}"),
+             Headline("utilisation over the arrival window", f"{r.utilization_arrivals:.1%}"),
+             Headline("fragmentation over the arrival window (of capacity)",
+                      f"{r.fragmentation_arrivals:.2%}"),
+             Headline("arrival window / drain after it",
+                      f"{r.arrival_window_s / 86400:.1f} / {r.drain_s / 86400:.1f} days"),
+             Headline("utilisation during the drain", f"{r.utilization_drain:.1%}"),
+             Headline("utilisation over the makespan (allocated / useful)",
+                      f"{r.utilization:.1%} / {r.useful_utilization:.1%}"),
              Headline("JCT p50 / p99", f"{r.jct_p50_s:,.0f} s / {r.jct_p99_s:,.0f} s"),
              Headline("mean queueing delay", r.queue_delay_mean_s, "s"),
-             Headline("fragmentation (mean, of capacity)", f"{r.fragmentation_mean:.2%}"),
+             Headline("fragmentation over the makespan", f"{r.fragmentation_mean:.2%}"),
              Headline("preemptions / lost GPU-hours", f"{r.preemptions:,} / "
                       f"{r.lost_gpu_hours:,.1f}"),
              Headline("jobs completed", f"{r.jobs_completed:,} of {r.jobs_in:,}"))

@@ -96,8 +96,9 @@ def add_output(p: argparse.ArgumentParser, plot: bool = False) -> None:
 
 def add_model(p: argparse.ArgumentParser, default: str | None = "llama-3-70b") -> None:
     p.add_argument("--model", default=default, metavar="ID|config.json",
-                   help=f"bundled model id or a path to a Hugging Face config.json "
-                        f"(default: {default}; list: scalemodel specs models)")
+                   help="bundled model id or a path to a Hugging Face config.json ("
+                        + (f"default: {default}; " if default else "")
+                        + "list: scalemodel specs models)")
 
 
 def add_gpu(p: argparse.ArgumentParser, default: str | None = None) -> None:

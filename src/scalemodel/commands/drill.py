@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> Any:
                 g = grade(d, args.answer)
                 heads.append(Headline("your answer", g.typed, d.unit))
                 heads.append(Headline("graded", "correct" if g.correct else "wrong"))
+                if g.diagnosis:
+                    heads.append(Headline("the classic mistake", g.diagnosis))
                 if len(drills) == 1:
                     data["grade"] = g.to_dict()
             sections.append(Section(f"{d.topic} (seed {d.seed})", text=d.prompt,
@@ -95,6 +97,8 @@ def _interactive(drills: list[Any]) -> Any:
         verdict = "correct" if g.correct else "not within tolerance"
         out.write(f"  {verdict}: the engine says {d.answer:,.4g} {d.unit} (±{d.tolerance:.0%}); "
                   f"you were off by {g.relative_error:.1%}\n")
+        if g.diagnosis:
+            out.write(f"  that is the number you get from: {g.diagnosis}\n")
         worked = Report("", (Section("", derivation=d.derivation),), {})
         out.write(render_text(worked).lstrip("\n="))
         out.write(f"  full worked answer: scalemodel {' '.join(d.command)}\n")

@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
                    help="c_z (default: ST-MoE's, moe.toml router.z_coef)")
     r.add_argument("--gamma", type=non_negative_float, default=None,
                    help="bias speed (default: DeepSeek-V3's, moe.toml router.gamma)")
+    r.add_argument("--skew", type=non_negative_float, default=None,
+                   help="Zipf exponent of the training topic mix (default: a Dirichlet draw, "
+                        "moe.toml router.mix_concentration)")
     r.add_argument("--seed", type=int, default=0, help="random seed, 0 or more (default 0)")
     add_output(r, plot=True)
     r.set_defaults(run=run_route)
@@ -114,35 +117,52 @@ def run_route(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..sim.moe_routing import RouterConfig, simulate
+    from ..web.threads import one_blas_thread
 
+    # small matrices: OpenBLAS's thread per core only adds synchronisation (web/threads.py)
+    one_blas_thread()
     if args.top_k > args.experts:
         raise BadInput(f"--top-k: {args.top_k} is more than --experts {args.experts}")
     over = {k: getattr(args, k) for k in ("capacity_factor", "aux_coef", "z_coef", "gamma")
             if getattr(args, k) is not None}  # the rest: moe.toml [router.*]
     cfg = RouterConfig(experts=args.experts, top_k=args.top_k, balance=args.balance,
                        steps=args.steps, tokens_per_step=args.tokens, clusters=args.clusters,
-                       score=args.score or "", seed=args.seed, **over)
+                       score=args.score or "", seed=args.seed, skew=args.skew, **over)
     res = simulate(cfg)
     cf = res.config["capacity_factor"]
+    x = res.extra
     h = res.history
     marks = sorted({0, len(h) // 10, len(h) // 4, len(h) // 2, len(h) - 1})
     sec = [
         Section(f"Router training: {args.experts} experts, top-{args.top_k}, balance "
-                f"{args.balance}, {res.config['score']} scores",
-                text=("Load entropy is in nats (ln E when perfectly uniform); max/mean is the "
-                      "busiest expert's load over the mean. Collapse: entropy falls and max/mean "
-                      "rises as favoured experts learn faster and attract more tokens."),
-                headlines=(Headline("final load entropy", res.load_entropy, "nat"),
+                f"{args.balance}, {res.config['score']} scores, Adam",
+                text=(f"Load is summed over the last {x['window_steps']} steps (a time average). "
+                      "Load entropy is in nats (ln E when perfectly uniform); max/mean is the "
+                      "busiest expert's load over the mean. The sampling floor is the max/mean "
+                      "a perfectly uniform router shows from finite token draws alone. "
+                      "Collapse: entropy falls and max/mean rises as favoured experts learn "
+                      "faster and attract more tokens. Router logit size: mean logsumexp of "
+                      "the logits (what the z-loss squares)."),
+                headlines=(Headline(f"max / mean load ({x['window_steps']}-step load)",
+                                    res.max_over_mean_load),
+                           Headline("sampling floor of that", x["sampling_floor"]),
+                           Headline("max / mean load per step (mean over the window)",
+                                    x["max_over_mean_load_per_step"]),
+                           Headline("sampling floor per step", x["sampling_floor_per_step"]),
+                           Headline("load entropy", res.load_entropy, "nat"),
                            Headline("entropy if uniform (ln E)", res.load_entropy_max, "nat"),
-                           Headline("final max / mean load", res.max_over_mean_load),
-                           Headline(f"dropped at capacity factor {cf:g}",
-                                    res.dropped_fraction),
-                           Headline("experts used in the last step", res.experts_used))),
-        Section("", tables=(Table("load over training", ("step", "entropy (nat)", "max/mean",
-                                                         "dropped"),
+                           Headline(f"dropped at capacity factor {cf:g} (window mean)",
+                                    f"{res.dropped_fraction:.2%}"),
+                           Headline("experts used in the window", res.experts_used),
+                           Headline("router logit size (mean logsumexp)",
+                                    x["router_logit_lse_mean"]))),
+        Section("", tables=(Table("load over training (one step each)",
+                                  ("step", "entropy (nat)", "max/mean", "dropped",
+                                   "logit size (lse)"),
                                   tuple((h[i]["step"], h[i]["load_entropy"],
-                                         h[i]["max_over_mean_load"], h[i]["dropped_fraction"])
-                                        for i in marks)),
+                                         h[i]["max_over_mean_load"],
+                                         f"{h[i]['dropped_fraction']:.2%}",
+                                         h[i]["router_logit_lse"]) for i in marks)),
                             Table("capacity factor (trained router, fresh tokens)",
                                   ("capacity factor", "dropped fraction", "padding fraction"),
                                   tuple((c["capacity_factor"], c["dropped_fraction"],
@@ -252,9 +272,34 @@ def _read_loads_file(path: Path) -> str:
 # --- serve ------------------------------------------------------------------------------------
 
 
+# the breakdown's parts that are not one MoE layer's: what each covers (the model fills in counts)
+_NOT_PER_MOE_LAYER = {
+    "dense_layer": "one dense layer (the model has {dense})",
+    "head": "the output head, once per forward",
+    "alltoall_per_token_p99": "all-to-all summed over a token's {moe} MoE layers, p99",
+}
+
+
+def _serve_tables(breakdown_s: dict[str, float], memory_bytes: dict[str, float],
+                  m: Any) -> tuple[Any, ...]:
+    """The timeline split by what each row covers (one MoE layer, one dense layer, the head,
+    the sum over the MoE layers), in ms; memory per GPU in GB. --json keeps seconds and bytes."""
+    from ..derive import Table
+
+    counts = {"dense": m.n_layers - m.n_moe_layers, "moe": m.n_moe_layers}
+    per_layer = tuple((k, v * 1e3) for k, v in breakdown_s.items() if k not in _NOT_PER_MOE_LAYER)
+    other = tuple((k, _NOT_PER_MOE_LAYER[k].format(**counts), v * 1e3)
+                  for k, v in breakdown_s.items() if k in _NOT_PER_MOE_LAYER)
+    return (Table("one MoE layer on the busiest GPU", ("part", "time (ms)"), per_layer),
+            Table("the rest of a forward", ("part", "covers", "time (ms)"), other),
+            Table("memory per GPU", ("part", "GB"),
+                  tuple((k, v / 1e9) for k, v in memory_bytes.items()),
+                  note="1 GB = 1e9 bytes; --json gives bytes"))
+
+
 def run_serve(args: argparse.Namespace) -> Any:
     from ..analytic.moe_serving import plan
-    from ..derive import Headline, Report, Section, Table
+    from ..derive import Headline, Report, Section
     from ..specs import get_gpu, get_model
 
     m = get_model(args.model)
@@ -285,11 +330,7 @@ def run_serve(args: argparse.Namespace) -> Any:
                        Headline("GPUs / other nodes one token's dispatch reaches",
                                 f"{pp.extra['gpus_per_token']:.2f} / "
                                 f"{pp.extra['remote_nodes_per_token']:.2f}")),
-            tables=(Table("per-layer timeline on the busiest GPU",
-                          ("part", "time (s)"),
-                          tuple((k, v) for k, v in pp.breakdown_s.items())),
-                    Table("memory per GPU", ("part", "bytes"),
-                          tuple((k, v) for k, v in pp.memory_bytes_per_gpu.items())))))
+            tables=_serve_tables(pp.breakdown_s, pp.memory_bytes_per_gpu, m)))
     secs.append(Section("Sanity anchor: DeepSeek's published deployment",
                         text="Prefill 4 nodes EP32, decode 18 nodes EP144; ~73.7k input tokens/s "
                              "(cache hits included) and ~14.8k output tokens/s per H800 node.",

@@ -24,6 +24,16 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _pct(x: float, sign: bool = True) -> str:
+    """A fraction as a percentage for people: -0.1509 -> '-15.1%'."""
+    return f"{100 * x:+.1f}%" if sign else f"{100 * x:.1f}%"
+
+
+def _metric(v: float, metric: str) -> Any:
+    """MFU (a fraction) as a percentage; the other metrics keep their own units."""
+    return _pct(v, sign=False) if metric == "mfu" else v
+
+
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.validate import summary, validate
     from ..derive import Headline, Report, Section, Table
@@ -44,8 +54,10 @@ def run(args: argparse.Namespace) -> Any:
     except csv.Error as e:
         raise BadInput(f"--file: {path} is not a usable CSV ({e})") from None
     s = summary(results)
-    rows = tuple((r.id, r.model, f"{r.gpus} x {r.gpu}", r.metric, r.convention, r.measured,
-                  r.predicted, r.error) for r in results)
+    # people's units in the tables (errors and MFU as percentages); --json keeps fractions
+    rows = tuple((r.id, r.model, f"{r.gpus} x {r.gpu}", r.metric, r.convention,
+                  _metric(r.measured, r.metric), _metric(r.predicted, r.metric), _pct(r.error))
+                 for r in results)
     by_source: dict[str, list[float]] = {}
     for r in results:
         by_source.setdefault(r.source or "(no source)", []).append(r.error)
@@ -55,11 +67,11 @@ def run(args: argparse.Namespace) -> Any:
             [{"id": i, "reason": why} for i, why in skipped], "by_source": groups, **s}
     sec = Section(
         f"Predicted vs measured ({len(results)} runs)",
-        headlines=(Headline("mean absolute error", s["mape"], "1"),
-                   Headline("max absolute error", s["max_ape"], "1")),
+        headlines=(Headline("mean absolute error", 100 * s["mape"], "%"),
+                   Headline("max absolute error", 100 * s["max_ape"], "%")),
         tables=(Table("by source", ("source", "rows", "mean |error|", "lowest", "highest"),
-                      tuple((g["source"], g["rows"], g["mean_abs_error"], g["min_error"],
-                             g["max_error"]) for g in groups)),
+                      tuple((g["source"], g["rows"], _pct(g["mean_abs_error"], sign=False),
+                             _pct(g["min_error"]), _pct(g["max_error"])) for g in groups)),
                 Table("runs", ("id", "model", "GPUs", "metric", "convention", "measured",
                                "predicted", "error"), rows)),
         text="Each row keeps its published layout; keys the source does not state are "

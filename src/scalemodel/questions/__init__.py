@@ -1,9 +1,11 @@
 """The question bank: the 24 interview questions, each answered by one module of this package.
 
 A question module is named after its id (``kv-cache`` -> ``kv_cache.py``) and provides
-``build(opts: dict) -> Report``: it sets up the classic scenario of the question, lets ``opts``
-(the CLI's --model, --gpu, --context, ...) override it, calls the engines and returns a worked
-answer with its follow-ups. A question whose module does not exist yet is listed as "planned".
+``PARAMS`` (the parameters it takes, see :mod:`.params`) and ``build(opts: dict) -> Report``: it
+sets up the classic scenario of the question, lets ``opts`` (every declared parameter, given or
+default) override it, calls the engines and returns a worked answer with its follow-ups.
+:func:`build_answer` refuses a parameter the question does not declare. A question whose module
+does not exist yet is listed as "planned".
 """
 
 from __future__ import annotations
@@ -74,9 +76,26 @@ def question(qid: str) -> QuestionInfo:
     raise BadInput(f"unknown question {qid!r}; did you mean: {close_matches(qid, ids) or ', '.join(ids)}?")
 
 
-def build_answer(qid: str, opts: dict[str, Any]) -> Any:
-    """The worked answer of one question (a Report); BadInput if it is not answered yet."""
+def params_of(qid: str) -> tuple[Any, ...]:
+    """The declared parameters (``Param``) of an answered question (imports its module)."""
     q = question(qid)
     if q.status != "answered":
         raise BadInput(f"question {qid!r} is planned but not answered yet (see scalemodel questions)")
-    return importlib.import_module(q.module).build(opts)
+    return tuple(getattr(importlib.import_module(q.module), "PARAMS", ()))
+
+
+def build_answer(qid: str, opts: dict[str, Any]) -> Any:
+    """The worked answer of one question (a Report) from its declared parameters by name (a
+    missing or None value takes the default); BadInput for a parameter it does not declare or
+    a question that is not answered yet. The answer's data gains ``parameters`` (the values
+    used, as given: in the unit each flag names) and, where the question draws none itself,
+    its figure from :mod:`.figures`."""
+    from .figures import attach
+    from .params import resolve
+
+    params = params_of(qid)
+    given = {k: v for k, v in opts.items() if v is not None}
+    rep = importlib.import_module(question(qid).module).build(resolve(qid, params, given))
+    if isinstance(rep.data, dict):
+        rep.data.setdefault("parameters", {p.name: given.get(p.name, p.default) for p in params})
+    return attach(qid, rep)

@@ -9,6 +9,7 @@ from ..billing.catalog import parse_catalog
 from ..billing.engine import Invoice, bill
 from ..derive import Headline, Report, Section, Table
 from ..errors import BadInput
+from .params import Param
 
 PROMPT = (
     "Write the code that turns usage records into a bill: GPU time billed per minute, tokens "
@@ -17,6 +18,8 @@ PROMPT = (
 )
 
 DEFAULTS: dict[str, Any] = {}
+
+PARAMS: tuple[Param, ...] = ()
 
 CATALOG: dict[str, Any] = {
     "currency": "USD", "rounding": "half-up",

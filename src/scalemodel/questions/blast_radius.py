@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import BadInput
 from ..sim.checkpoint import blast_study
 from ..views.reliability import blast_report
+from .params import Param, gpu
 
 PROMPT = ("One synchronous training job on 16,384 GPUs (TP 8, PP 16, DP 128). Which faults take "
           "down a rank, a tensor-parallel group, a pipeline or the whole job; what does each cost "
@@ -14,10 +16,37 @@ PROMPT = ("One synchronous training job on 16,384 GPUs (TP 8, PP 16, DP 128). Wh
 
 DEFAULTS = {"gpus": 16384, "layout": "tp=8,pp=16,dp=128"}
 
+PARAMS: tuple[Param, ...] = (
+    Param("gpus", "int", None, "GPUs in the job (default 16384, or the --layout's product; "
+          "without --layout TP 8 and PP 16 are kept and DP takes the rest)", "GPUs", lo=1,
+          hi=131072),
+    Param("layout", "str", None, "parallel layout, e.g. tp=8,pp=4,dp=512 (also ep, cp; the "
+          "product is the GPU count; default tp=8,pp=16,dp=128)", metavar="LAYOUT"),
+    gpu("h100-sxm", "GPU id of the failure profile"),
+)
+
+
+def default_layout(gpus: int) -> str:
+    """The classic layout's shape at another GPU count: TP 8 inside a node and PP 16 kept (the
+    largest divisors of 8 and 16 that the count allows), data parallelism taking the rest."""
+    from math import gcd
+
+    tp = gcd(gpus, 8)
+    pp = gcd(gpus // tp, 16)
+    return f"tp={tp},pp={pp},dp={gpus // (tp * pp)}"
+
 
 def build(opts: dict[str, Any]) -> Any:
-    gpus = opts.get("gpus") or DEFAULTS["gpus"]
-    layout = DEFAULTS["layout"] if gpus == DEFAULTS["gpus"] else f"tp=8,dp={max(1, gpus // 8)}"
+    from ..analytic.blast import parse_layout
+
+    if opts.get("layout"):  # the same parser as `reliability blast-radius --layout`
+        lay = parse_layout(opts["layout"], gpus=opts.get("gpus"))
+        gpus, layout = lay.world, opts["layout"]
+    else:
+        gpus = opts.get("gpus") or DEFAULTS["gpus"]
+        layout = default_layout(gpus)
+    if gpus % 8:  # the failure rates are priced per whole 8-GPU host
+        raise BadInput(f"--gpus: the job must fill whole 8-GPU nodes, got {gpus:,} GPUs")
     res, h, w = blast_study(gpus=gpus, layout=layout, gpu=opts.get("gpu") or "h100-sxm")
     alt, _, _ = blast_study(gpus=gpus, layout=layout, order="tp-cp-ep-pp-dp",
                             gpu=opts.get("gpu") or "h100-sxm")
@@ -41,9 +70,7 @@ def build(opts: dict[str, Any]) -> Any:
          f"Yes: with Megatron's order a rack holds {by['rack'].replicas_hit} pipelines' stages; "
          f"with pipeline stages placed next to each other ({alt.order}) one rack hits "
          f"{rack_alt.replicas_hit} pipeline(s). Fewer replicas hit = cheaper elastic recovery."),
-        ("Where are the hidden single points of failure?",
-         "The rendezvous store on one host, shared storage, and the scheduler for restarts; a "
-         "spine switch or one PDU of an A/B pair only costs bandwidth or nothing."),
+        ("Where are the hidden single points of failure?", _spof_answer(res)),
     )
     assumptions = ("GPU, host, network and software rates from Llama 3's Table 5 counts.",
                    "Rack, switch, power, storage, scheduler rates are planning assumptions "
@@ -53,3 +80,20 @@ def build(opts: dict[str, Any]) -> Any:
     return type(rep)(rep.title, rep.sections, {"question": "blast-radius", **rep.data},
                      warnings=rep.warnings, question=PROMPT, assumptions=assumptions,
                      followups=fol)
+
+
+def _spof_answer(res: Any) -> str:
+    """The shared services that stop the whole job, with their rates and GPU-hours, and the
+    ones that only hold up restarts (from the fault table; rates marked as assumptions there)."""
+    rows = {f.component: f for f in res.faults}
+    stop = [rows[c] for c in res.spofs if c in rows]
+    restart = [f for f in res.faults if not f.stops_job and f.note and "restart" in f.note]
+    parts = [f"{f.label}: {f.rate_per_day * 365:.1f} a year, {f.gpu_hours_per_month:,.0f} "
+             "GPU-hours a month" for f in stop]
+    txt = ("Shared services, each one failure domain for the whole job: " + "; ".join(parts)
+           + ". Spares and elastic DP do not help against them; redundancy of the service does "
+           "(standby SM, replicated store, two resolvers).")
+    if restart:
+        txt += (" Not stopping a running job but holding up every restart that overlaps an "
+                "outage: " + ", ".join(f.label for f in restart) + ".")
+    return txt + " A spine switch or one PDU of an A/B pair costs bandwidth or nothing."

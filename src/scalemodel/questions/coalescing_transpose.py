@@ -7,12 +7,20 @@ from typing import Any
 from ..derive import Headline, Report, Section, Table
 from ..sim import simt
 from ..specs import get_gpu
+from .params import Param, gpu
 
 PROMPT = ("Why is a naive matrix transpose slow? Count what each warp's loads and stores cost in "
           "global memory and in shared memory, and show how a shared tile, padding and swizzling "
           "fix it.")
 
 DEFAULTS = {"gpu": "h100-sxm", "dtype": "float32", "tile": 32, "n": 1024}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+    Param("dtype", "str", DEFAULTS["dtype"], "element type of the matrix", choices=("float32", "float16", "float64", "int8")),
+    Param("tile", "int", DEFAULTS["tile"], "transpose tile edge", "elements", lo=1, hi=64),
+    Param("n", "int", DEFAULTS["n"], "matrix size N (N x N)", "elements", lo=1, hi=8192),
+)
 _BYTES = {"float32": 4, "fp32": 4, "float64": 8, "fp64": 8, "float16": 2, "bf16": 2, "fp16": 2,
           "bfloat16": 2}
 

@@ -9,6 +9,7 @@ from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_model
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .params import Param, batch_shape, fabric, gpu, model, tp_pp
 
 PROMPT = (
     "You have NVLink inside each node and a 400G NIC per GPU between nodes. Given the traffic "
@@ -19,6 +20,15 @@ PROMPT = (
 DEFAULTS = {"model": "llama-3-70b", "tp": 8, "pp": 4, "dp": 16, "seq_len": 4096, "micro_batch": 1,
             "batch": 1024, "intra": "nvlink4", "inter": "ndr-400", "gpus_per_node": 8,
             "gpu": None}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    *tp_pp(DEFAULTS),
+    Param("dp", "int", DEFAULTS["dp"], "data-parallel degree", "replicas", lo=1, hi=131072),
+    *batch_shape(DEFAULTS),
+    *fabric(DEFAULTS),
+    gpu(DEFAULTS["gpu"], "GPU id or TOML path for the planner section (default: the GPU of --intra)"),
+)
 # the GPU whose NVLink generation a fabric names (for the planned layout when --gpu is not given)
 _GPU_OF_LINK = {"nvlink3": "a100-sxm-80gb", "nvlink4": "h100-sxm", "nvlink5": "b200"}
 
@@ -53,19 +63,32 @@ def build(opts: dict[str, Any]) -> Report:
                 ("strategy", "calls/step", "bytes/call (B)", "bytes/step (B)", "overlaps",
                  "latency share", "on NVLink (s/step)", "on the NIC (s/step)", "placed on"),
                 tuple(rows))
-    tp = next((v for k, v in cmp.items() if k.startswith("TP")), None)
-    dp = next((v for k, v in cmp.items() if k.startswith("DP")), None)
     pp = next((v for k, v in cmp.items() if k.startswith("PP")), None)
     tp_in = sum(v[0] * v[2].calls_per_step for k, v in cmp.items()
                 if k.startswith("TP") and v[0] is not None)
     tp_out = sum(v[1] * v[2].calls_per_step for k, v in cmp.items() if k.startswith("TP"))
     heads = [Headline("TP per step inside the node (exposed)", tp_in, "s"),
              Headline("TP per step if spread one rank per node (exposed)", tp_out, "s")]
-    text = (f"TP sends the most bytes ({fmt_bytes(tp[2].bytes_per_step) if tp else '-'} per GPU "
-            f"per step) in {tp[2].calls_per_step if tp else 0:,} calls that nothing can hide, so it "
+    # bytes and calls per family, every collective of it counted (TP under SP: all-gather and
+    # reduce-scatter; DP under ZeRO-1: reduce-scatter and all-gather)
+    fam: dict[str, list[float]] = {}
+    for st in r.strategies:
+        f = st.name.split(":")[0].split()[0]
+        acc = fam.setdefault(f, [0.0, 0])
+        acc[0] += st.bytes_per_step
+        acc[1] += st.calls_per_step
+    top = max(fam, key=lambda f: fam[f][0]) if fam else "-"
+    tp_b, tp_c = fam.get("TP", [0.0, 0])
+    dp_b = fam.get("DP", [0.0, 0])[0]
+    n_tp = sum(1 for st in r.strategies if st.name.startswith("TP"))
+    lead = (f"TP sends the most bytes ({fmt_bytes(tp_b)} per GPU per step, its {n_tp} "
+            f"collectives together)" if top == "TP" else
+            f"TP sends {fmt_bytes(tp_b)} per GPU per step (its {n_tp} collectives together; "
+            f"{top} sends more, {fmt_bytes(fam[top][0])})")
+    text = (f"{lead} in {int(tp_c):,} calls that nothing can hide, so it "
             f"needs the fattest, lowest-latency tier: {fmt_time(tp_in)} per step on NVLink "
             f"becomes {fmt_time(tp_out)} on the NIC ({tp_out / tp_in if tp_in else 0:.1f}x). "
-            f"DP moves {fmt_bytes(dp[2].bytes_per_step) if dp else '-'} once per step, in "
+            f"DP moves {fmt_bytes(dp_b)} once per step, in "
             "buckets that overlap the backward pass: bandwidth-hungry but latency-tolerant, it "
             "belongs on the rails. PP sends one activation per micro-batch between neighbouring "
             f"stages ({fmt_bytes(pp[2].bytes_per_call) if pp else '-'} a call): the least traffic "
@@ -112,7 +135,9 @@ def build(opts: dict[str, Any]) -> Report:
                        "time_per_step_network_s": v[1] * v[2].calls_per_step}
                       for k, v in cmp.items()],
             "exposed_time_per_step_s": base_exposed,
-            "exposed_time_per_step_tp_across_nodes_s": swap_exposed}
+            "exposed_time_per_step_tp_across_nodes_s": swap_exposed,
+            "bytes_per_step_by_family": {f: v[0] for f, v in fam.items()},
+            "most_bytes": top}
     s3 = _planned(o, m.id, lay, data)
     return Report(f"fabric-map: {m.id} TP{lay.tp} PP{lay.pp} DP{lay.dp}",
                   (Section("Three traffic profiles, two tiers", text=text, headlines=tuple(heads),

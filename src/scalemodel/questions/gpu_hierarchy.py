@@ -7,12 +7,21 @@ from typing import Any
 from ..analytic.gpu_lab import SHARING, launch_map
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu
+from .params import Param, gpu
 
 PROMPT = ("Take a kernel launched with a grid of blocks of threads. How do threads, warps, "
           "blocks and the grid land on the GPU's SMs, how many blocks run at once, how many "
           "waves does the grid take, and what does each level share?")
 
 DEFAULTS = {"gpu": "h100-sxm", "grid": 1000, "block": 256, "regs": 32, "smem": 0}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+    Param("grid", "int", DEFAULTS["grid"], "blocks in the grid", "blocks", lo=1, hi=2**31 - 1),
+    Param("block", "int", DEFAULTS["block"], "threads per block", "threads", lo=1, hi=1024),
+    Param("regs", "int", DEFAULTS["regs"], "registers per thread", "registers", lo=0, hi=255),
+    Param("smem", "int", DEFAULTS["smem"], "shared memory per block", "B", lo=0, hi=2**20),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

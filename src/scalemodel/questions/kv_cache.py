@@ -9,6 +9,7 @@ from ..derive import Headline, Report, Section, Table
 from ..sim.paged_kv import compare, synthetic_workload
 from ..specs import assumption, get_gpu, get_model
 from ..units import fmt_bytes
+from .params import Param, gpu, model
 
 PROMPT = (
     "How much memory does the KV cache of a 70B model take per token, per sequence and for a "
@@ -18,6 +19,17 @@ PROMPT = (
 
 DEFAULTS = {"model": "llama-3-70b", "gpu": "h100-sxm", "tp": 8, "context": 8192, "batch": 32,
             "dtype": "bf16", "kv_dtype": "bf16", "requests": 4000}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
+    Param("tp", "int", DEFAULTS["tp"], "tensor-parallel degree", "GPUs", lo=1, hi=1024),
+    Param("context", "tokens", DEFAULTS["context"], "tokens per sequence (8192, 8k, 128k)", "tokens", lo=1, hi=2**21),
+    Param("batch", "int", DEFAULTS["batch"], "sequences in the serving batch", "sequences", lo=1, hi=65536),
+    Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
+    Param("kv_dtype", "str", DEFAULTS["kv_dtype"], "KV-cache element type (bf16, fp16, fp8, int8, int4)"),
+    Param("requests", "int", DEFAULTS["requests"], "requests in the paged-allocation simulation", "requests", lo=1, hi=50000),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

@@ -7,11 +7,16 @@ from typing import Any
 from ..analytic.gpu_lab import memory_hierarchy
 from ..derive import Report, Section
 from ..specs import get_gpu
+from .params import Param, gpu
 
 PROMPT = ("Give the latency and bandwidth of each level a GPU kernel can reach: registers, shared "
           "memory and L1, L2, HBM, NVLink, PCIe and the network. How would you measure them?")
 
 DEFAULTS = {"gpu": "h100-sxm"}
+
+PARAMS: tuple[Param, ...] = (
+    gpu(DEFAULTS["gpu"]),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -37,7 +42,10 @@ def build(opts: dict[str, Any]) -> Report:
          "Bandwidth comes from many channels in parallel, not from short latency; Little's law "
          "says you need latency x bandwidth bytes in flight to use it (scalemodel gpu latency)."),
         ("How much slower is HBM than L2 here?",
-         f"About {ratio:.1f}x in latency." if ratio else "No latency recorded for this GPU."),
+         (f"About {ratio:.1f}x in latency" if ratio else "No latency recorded for this GPU")
+         + (f"; in bandwidth L2 gives {l2[4] / hbm[4]:.1f}x the HBM rate ({l2[4] / 1e12:.1f} vs "
+            f"{hbm[4] / 1e12:.2f} TB/s, sources in the table)." if hbm and l2 and hbm[4] and l2[4]
+            else "; no L2 bandwidth is recorded for this GPU.")),
         ("Where do registers spill to?",
          "Local memory: per-thread DRAM addresses cached in L1/L2, so a spill costs like a "
          "global access when it misses."),

@@ -20,6 +20,7 @@ from ..derive import Derivation, Headline, Report, Section, Table
 from ..errors import BadInput
 from ..specs import get_model
 from ..specs.sources import all_sources, cite, read_user_toml
+from .params import Param, model
 
 PROMPT = (
     "Hundreds of experts and users on every continent: where do experts live, how do you route "
@@ -30,6 +31,14 @@ PROMPT = (
 DEFAULTS = {"model": "deepseek-v3", "regions": None, "prefill_tokens_per_s": None,
             "tpot_s": 0.05, "step_s": 0.03, "skew": 1.0, "slots": 288, "gpus": 144,
             "kv_dtype": "bf16", "compare_model": "llama-3-70b"}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    Param("tpot_ms", "float", DEFAULTS["tpot_s"] * 1e3, "time-per-output-token SLA", "ms", lo=0.1, hi=1e5, key="tpot_s", scale=1e-3),
+    Param("skew", "float", DEFAULTS["skew"], "Zipf exponent of the shared expert popularity", lo=0.0, hi=4.0),
+    Param("gpus", "int", DEFAULTS["gpus"], "GPUs per region", "GPUs", lo=1, hi=131072),
+    Param("kv_dtype", "str", DEFAULTS["kv_dtype"], "KV-cache element type (bf16, fp16, fp8, int8, int4)"),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

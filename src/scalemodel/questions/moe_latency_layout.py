@@ -8,6 +8,7 @@ from typing import Any
 from ..analytic.moe_serving import ep_vs_tp_bytes, plan
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu, get_model
+from .params import Param, gpu, model
 
 PROMPT = (
     "You serve a sparse MoE model under a tight latency SLA and the all-to-all is on the critical "
@@ -16,6 +17,16 @@ PROMPT = (
 
 DEFAULTS = {"model": "deepseek-v3", "gpu": "h800", "tpot_s": 0.05, "ttft_s": 2.0,
             "context": None, "dtype": "fp8", "skew": None}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
+    Param("tpot_ms", "float", DEFAULTS["tpot_s"] * 1e3, "time-per-output-token SLA", "ms", lo=0.1, hi=1e5, key="tpot_s", scale=1e-3),
+    Param("ttft_ms", "float", DEFAULTS["ttft_s"] * 1e3, "time-to-first-token SLA", "ms", lo=0.1, hi=1e6, key="ttft_s", scale=1e-3),
+    Param("context", "tokens", DEFAULTS["context"], "tokens of context per request (default: the planner's)", "tokens", lo=1, hi=2**21),
+    Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
+    Param("skew", "float", DEFAULTS["skew"], "Zipf exponent of expert popularity (default: the planner's)", lo=0.0, hi=4.0),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

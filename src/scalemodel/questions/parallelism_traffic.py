@@ -7,8 +7,10 @@ from typing import Any
 from ..analytic.collectives import make_fabric
 from ..analytic.traffic import TrainLayout, traffic
 from ..derive import Derivation, Report, Section
+from ..errors import BadInput
 from ..specs import assumption, get_model
 from ..units import fmt_bytes, fmt_count, fmt_time
+from .params import Param, batch_shape, fabric, model, tp_pp
 
 PROMPT = (
     "Walk through the parallelism strategies (DP, ZeRO/FSDP, TP with and without sequence "
@@ -19,6 +21,17 @@ PROMPT = (
 DEFAULTS = {"model": "llama-3-70b", "tp": 8, "pp": 4, "dp": 16, "cp": 1, "ep": 1, "zero": 1,
             "seq_len": 4096, "micro_batch": 1, "batch": 1024, "intra": "nvlink4",
             "inter": "ndr-400", "gpus_per_node": 8}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    *tp_pp(DEFAULTS),
+    Param("dp", "int", None, "data-parallel degree (default 16, or gpus / (tp x pp))", "replicas",
+          lo=1, hi=131072),
+    Param("gpus", "int", None, "total GPUs: sets dp = gpus / (tp x pp) (default: tp x pp x dp)",
+          "GPUs", lo=1, hi=131072),
+    *batch_shape(DEFAULTS),
+    *fabric(DEFAULTS),
+)
 
 
 def _layout(o: dict[str, Any], **kw: Any) -> TrainLayout:
@@ -32,6 +45,14 @@ def build(opts: dict[str, Any]) -> Report:
     from ..views.comm import traffic_report
 
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
+    if opts.get("gpus"):  # the GPU count sets the data-parallel degree
+        per = int(o["tp"]) * int(o["pp"]) * int(o["cp"])
+        if opts["gpus"] % per:
+            raise BadInput(f"--gpus: {opts['gpus']:,} GPUs is not a multiple of tp x pp x cp = {per}")
+        if opts.get("dp") and opts["dp"] != opts["gpus"] // per:
+            raise BadInput(f"--gpus {opts['gpus']:,} and --dp {opts['dp']} disagree: tp x pp x cp "
+                           f"x dp = {per * opts['dp']:,}")
+        o["dp"] = opts["gpus"] // per
     m = get_model(o["model"])
     fab = make_fabric(o["intra"], o["inter"], gpus_per_node=int(o["gpus_per_node"]))
     lay = _layout(o)
@@ -51,6 +72,22 @@ def build(opts: dict[str, Any]) -> Report:
     d.calc("TP calls per step per kind (2 per layer forward + 2 backward)", "c", "4 * L_s * m", "1",
            check=tp_row.calls_per_step if tp_row else None)
 
+    # FSDP against DDP, from the two variant tables: the buffers each moves per step and what a
+    # ring puts on the wire per GPU ((n-1)/n of the buffer for all-gather / reduce-scatter,
+    # 2(n-1)/n for all-reduce)
+    def dp_volume(rr: Any) -> tuple[float, float]:
+        buf = wire = 0.0
+        for st in rr.strategies:
+            if st.name.startswith("DP"):
+                k = (2.0 if st.collective == "all-reduce" else 1.0) * (st.group_size - 1) / st.group_size
+                buf += st.bytes_per_step
+                wire += k * st.bytes_per_step
+        return buf, wire
+
+    ddp_buf, ddp_wire = dp_volume(traffic(m, _layout(o, zero=0), fab))
+    fsdp_buf, fsdp_wire = dp_volume(traffic(m, _layout(o, zero=3), fab))
+    fsdp_ratio_buf = fsdp_buf / ddp_buf if ddp_buf else 0.0
+    fsdp_ratio_wire = fsdp_wire / ddp_wire if ddp_wire else 0.0
     variants = []
     for label, kw in (("ZeRO-0 (DDP all-reduce)", {"zero": 0}), ("ZeRO-3 / FSDP", {"zero": 3}),
                       ("TP without SP", {"sequence_parallel": False})):
@@ -76,8 +113,13 @@ def build(opts: dict[str, Any]) -> Report:
          "for the same calls priced on the NIC."),
         ("What does ZeRO change on the wire?",
          "ZeRO-1/2 replace one all-reduce by a reduce-scatter plus an all-gather: the same bytes "
-         "(2(n-1)/n) but the optimizer state is sharded. FSDP gathers parameters twice per "
-         "micro-batch, 1.5x the DDP volume."),
+         "(2(n-1)/n) but the optimizer state is sharded. FSDP gathers each layer's parameters "
+         "before its forward and again before its backward, and reduce-scatters its gradients, "
+         f"for each of the {lay.micro_batches} micro-batches: {fmt_bytes(fsdp_buf)} of buffers "
+         f"per step against DDP's {fmt_bytes(ddp_buf)} ({fsdp_ratio_buf:,.1f}x), "
+         f"{fsdp_ratio_wire:,.1f}x the DDP volume on the wire. The textbook 1.5x holds only at one "
+         "micro-batch (or when the gathered parameters are kept across micro-batches, which costs "
+         "the memory FSDP was meant to save)."),
         ("How big is the DP gradient traffic per step?",
          f"{fmt_bytes(dp.bytes_per_step) if dp else '-'} per GPU for its reduce-scatter, once "
          "per step regardless of micro-batches."),
@@ -87,6 +129,8 @@ def build(opts: dict[str, Any]) -> Report:
          "table shows the same bytes)."),
     )
     data = {"question": "parallelism-traffic", "options": o, "traffic": r.to_dict(),
+            "fsdp_vs_ddp": {"buffer_ratio": fsdp_ratio_buf, "wire_ratio": fsdp_ratio_wire,
+                            "micro_batches": lay.micro_batches},
             "variants": {"zero0": traffic(m, _layout(o, zero=0), fab).to_dict()}}
     return Report(f"parallelism-traffic: {m.id}", (main, Section("", derivation=d), *variants,
                                                     s_cp, s_moe), data, question=PROMPT,

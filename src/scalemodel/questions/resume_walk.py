@@ -7,6 +7,7 @@ from typing import Any
 from ..analytic.claims import Claim, check_claim, constants
 from ..derive import Report, Section, Table
 from ._claim_common import check_section, claim_from_opts
+from .params import Param, claim
 
 PROMPT = (
     "Walk me through your resume. One line says you trained a 70B model on 512 H100s for 2T "
@@ -17,6 +18,8 @@ PROMPT = (
 DEFAULTS = {"claim": "trained a 70B model on 512 H100s for 2T tokens in 10 days",
             "model": "70B", "gpu": "h100-sxm", "gpus": 512, "tokens": 2e12, "days": 10.0,
             "mfu": None, "layout": None, "seq_len": 4096, "dtype": "bf16"}
+
+PARAMS: tuple[Param, ...] = claim(DEFAULTS["claim"], "70B", 512, "2T", "10")
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -75,8 +78,10 @@ def build(opts: dict[str, Any]) -> Report:
          "(small batches, slow fabric, debugging time)."),
     )
     assumptions = (
-        "Compute = 6 x parameters x tokens; a size such as '70B' is checked for memory on the "
-        "bundled dense model nearest in size.",
+        "Compute = 6 x parameters x tokens (active parameters for an MoE); a size such as '70B' "
+        "is checked for memory on the bundled dense model nearest in size; an MoE shorthand such "
+        "as '8x7B' reads the bundled model that carries it (mixtral-8x7b), otherwise E experts "
+        "of the nearest dense model's MLP, top-2 per token, scaled to the named size.",
         f"Failure rate from Llama 3 ({k['failures']['unexpected_interruptions']:,} unexpected "
         f"interruptions in {k['failures']['window_days']:g} days on "
         f"{k['failures']['window_gpus']:,} GPUs).",

@@ -14,6 +14,7 @@ from ..analytic.collectives import (
 )
 from ..derive import Derivation, Headline, Report, Section, Table
 from ..units import fmt_bytes, fmt_rate, fmt_time
+from .params import Param
 
 PROMPT = (
     "Derive the cost of a ring all-reduce: how many bytes does each rank send, how many steps "
@@ -24,12 +25,27 @@ PROMPT = (
 DEFAULTS = {"ranks": 8, "bytes": 2.0**30, "intra": "nvlink4", "inter": "ndr-400", "nodes": 16,
             "gpus_per_node": 8}
 
+PARAMS: tuple[Param, ...] = (
+    Param("ranks", "int", DEFAULTS["ranks"], "ranks in the all-reduce", "ranks", lo=2, hi=131072),
+    Param("bytes", "bytes", DEFAULTS["bytes"], "all-reduce size (1GiB, 256MB)", "B", lo=1),
+    Param("intra", "str", DEFAULTS["intra"], "link inside a node (a links.toml id)"),
+    Param("inter", "str", DEFAULTS["inter"], "NIC between nodes (a links.toml id)"),
+    Param("nodes", "int", DEFAULTS["nodes"], "nodes of the multi-node comparison", "nodes", lo=1, hi=16384),
+    Param("gpus_per_node", "int", DEFAULTS["gpus_per_node"], "GPUs per node (NVLink domain)", "GPUs", lo=1, hi=1024),
+)
+
 
 def build(opts: dict[str, Any]) -> Report:
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
     n, S = int(o["ranks"]), float(o["bytes"])
     fab = make_fabric(o["intra"], o["inter"], gpus_per_node=int(o["gpus_per_node"]))
     one_node = make_group(n, fab, min(n, fab.gpus_per_node))
+    # the N ranks fill nodes of gpus_per_node: one node only when N fits in it
+    n_nodes = -(-n // one_node.ranks_per_node)
+    where = (f"inside one {n}-GPU node" if n_nodes == 1 else
+             f"on {n} GPUs over {n_nodes} nodes of {one_node.ranks_per_node}")
+    over = (fab.intra.id if n_nodes == 1 or fab.inter is None else
+            f"{fab.intra.id} inside the nodes and {fab.inter.id} between them")
 
     d = Derivation("ring all-reduce = reduce-scatter + all-gather")
     d.given("ranks", "N", n, "1")
@@ -52,7 +68,7 @@ def build(opts: dict[str, Any]) -> Report:
               "sends 2(N-1) chunks of K/N bytes, and all links are busy at every step, so the "
               "time is set by one link's bandwidth, independent of N for large K."),
         derivation=d)
-    s1b = Section(f"   Priced on {n} x {fab.intra.id}", headlines=(
+    s1b = Section(f"   Priced {where} ({over})", headlines=(
         Headline("time", r.time_s, "s"), Headline("busbw", r.busbw_bytes_per_s, "B/s"),
         Headline("bandwidth-only lower bound at line rate", r.lower_bound_time_s, "s")),
         derivation=r.derivation)
@@ -65,8 +81,11 @@ def build(opts: dict[str, Any]) -> Report:
               f"The ring sends exactly that, over neighbour links only, with no contention. What "
               f"it loses is latency: 2(N-1) sequential steps. Here the ring's "
               f"{fmt_time(r.time_s)} is {r.time_s / r.lower_bound_time_s:.2f}x the line-rate "
-              f"bound of {fmt_time(r.lower_bound_time_s)}, the gap being the stated NVLink "
-              f"efficiency ({r.efficiency_intra:g}) and {fmt_time(r.latency_s)} of step latency. "
+              f"bound of {fmt_time(r.lower_bound_time_s)}, the gap being the stated "
+              + (f"{fab.intra.id} efficiency ({r.efficiency_intra:g})" if n_nodes == 1 else
+                 f"{fab.inter.id if fab.inter else fab.intra.id} efficiency "
+                 f"({r.efficiency_inter:g}) on the slowest hop")
+              + f" and {fmt_time(r.latency_s)} of step latency. "
               "Switch-side reduction (NVLS, SHARP) is the only way below the bound: the switch, "
               "not the ranks, does the adding."))
 
@@ -88,9 +107,11 @@ def build(opts: dict[str, Any]) -> Report:
         text=(f"A ring's latency grows with 2(N-1) steps; NCCL's double binary tree needs about "
               f"2 log2(nodes) network steps but moves ~2K per rank. On {big.ranks} GPUs "
               f"({nodes} nodes) tree and ring cross at {xs}: below it the tree's fewer steps win, "
-              f"above it the ring's fewer bytes do. Inside one {n}-GPU node, where NCCL runs the "
-              f"tree as a chain, the crossings are at "
-              f"{', '.join(fmt_bytes(x) for x in x_one) or 'none'}."),
+              f"above it the ring's fewer bytes do. "
+              + (f"Inside one {n}-GPU node, where NCCL runs the tree as a chain, the crossings "
+                 "are at " if n_nodes == 1 else f"For the {n} ranks asked about ({n_nodes} nodes "
+                 f"of {one_node.ranks_per_node}), the crossings are at ")
+              + f"{', '.join(fmt_bytes(x) for x in x_one) or 'none'}."),
         tables=(tab,))
     lat8 = price_best("all-reduce", 1024.0, big.ranks, big.ranks_per_node, fabric=fab,
                       algorithms=("ring",))
@@ -114,7 +135,7 @@ def build(opts: dict[str, Any]) -> Report:
          "Yes in bytes: scalemodel comm bench builds it from send/recv and counts exactly "
          "2(N-1)K/N per rank; the time is dominated by process scheduling, not bandwidth."),
     )
-    data = {"question": "ring-allreduce", "options": o, "ring": r.to_dict(),
+    data = {"question": "ring-allreduce", "options": o, "ring": r.to_dict(), "nodes": n_nodes,
             "crossover_bytes_multi_node": x_big, "crossover_bytes_one_node": x_one,
             "sweep": {"sizes": sizes, "rows": [list(x) for x in rows]}}
     return Report(f"ring-allreduce: {n} ranks, {fmt_bytes(S)}", (s1, s1b, s2, s3), data,

@@ -8,6 +8,7 @@ from ..analytic.collectives import collective_cost, make_fabric, make_group
 from ..analytic.network_choice import decide
 from ..derive import Headline, Report, Section, Table
 from ..units import fmt_rate, fmt_time
+from .params import Param
 
 PROMPT = (
     "You are building the backend network of a GPU cluster at 400 Gb/s per GPU. RoCE or "
@@ -16,6 +17,16 @@ PROMPT = (
 
 DEFAULTS = {"gpus": 16384, "workload": "training", "a2a_share": 0.1, "ops": "ethernet",
             "existing_ethernet": "yes", "budget": "normal", "vendor": "single-ok"}
+
+PARAMS: tuple[Param, ...] = (
+    Param("gpus", "int", DEFAULTS["gpus"], "GPUs in the cluster", "GPUs", lo=8, hi=131072),
+    Param("workload", "str", DEFAULTS["workload"], "what the cluster runs", choices=("training", "inference", "mixed")),
+    Param("a2a_share", "float", DEFAULTS["a2a_share"], "share of step time in all-to-all (MoE)", lo=0.0, hi=1.0),
+    Param("ops", "str", DEFAULTS["ops"], "the team's experience", choices=("ib", "ethernet", "none")),
+    Param("existing_ethernet", "str", DEFAULTS["existing_ethernet"], "an Ethernet fabric already run", choices=("yes", "no")),
+    Param("budget", "str", DEFAULTS["budget"], "budget", choices=("tight", "normal")),
+    Param("vendor", "str", DEFAULTS["vendor"], "vendor policy", choices=("single-ok", "multi-vendor")),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

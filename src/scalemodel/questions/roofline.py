@@ -10,6 +10,7 @@ from ..analytic import roofline as rl
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu, get_model
 from ..units import fmt_rate
+from .params import Param, gpu, model
 
 PROMPT = (
     "What is the ridge point of an H100, and what does it tell you? Take a 70B model decoding "
@@ -19,6 +20,15 @@ PROMPT = (
 
 DEFAULTS = {"model": "llama-3-70b", "gpu": "h100-sxm", "dtype": "bf16", "kv_dtype": "bf16",
             "context": 4096, "batch": 1}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
+    Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
+    Param("kv_dtype", "str", DEFAULTS["kv_dtype"], "KV-cache element type (bf16, fp16, fp8, int8, int4)"),
+    Param("context", "tokens", DEFAULTS["context"], "tokens of context per decoded sequence", "tokens", lo=1, hi=2**21),
+    Param("batch", "int", DEFAULTS["batch"], "decode batch", "sequences", lo=1, hi=65536),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -47,10 +57,14 @@ def build(opts: dict[str, Any]) -> Report:
     dec = rl.decode_step(gpu, m, batch=o["batch"], context=o["context"], dtype_name=o["dtype"],
                          kv_dtype=o["kv_dtype"])
     tok_s = o["batch"] / dec.time_s
+    from ..specs.numerics import dtype
+
+    w_dtype = dtype(o["dtype"])
     s3 = Section(
         f"3. {m.id}: decode at batch {o['batch']}, context {o['context']:,}",
         text=("Each decode step multiplies every weight by one token per sequence: two FLOPs per "
-              "weight per sequence against two bytes per weight read. At batch 1 the intensity is "
+              f"weight per sequence against {_bytes_words(w_dtype.bytes)} per weight "
+              f"read ({w_dtype.name}). At batch 1 the intensity is "
               f"about {dec.arithmetic_intensity:.2f} FLOP/B, against a ridge of "
               f"{dec.ridge_flop_per_byte:.0f}: the GPU waits on HBM. The step cannot be faster "
               f"than reading the weights (and cache) once: at most {tok_s:,.1f} tokens/s per "
@@ -136,3 +150,9 @@ def build(opts: dict[str, Any]) -> Report:
                                "Each weight and each cached byte crosses HBM once per step.",
                                "Times are roofline lower bounds (perfect overlap)."),
                   plot=draw)
+
+
+def _bytes_words(b: float) -> str:
+    """'one byte', 'two bytes', 'half a byte' (what a weight of that precision costs)."""
+    words = {0.5: "half a byte", 1: "one byte", 2: "two bytes", 4: "four bytes"}
+    return words.get(b, f"{b:g} bytes")

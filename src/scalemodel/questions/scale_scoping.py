@@ -7,6 +7,7 @@ from typing import Any
 from ..analytic.claims import check_claim, constants, scale_table
 from ..derive import Report, Section, Table
 from ._claim_common import check_section, claim_from_opts
+from .params import Param, claim
 
 PROMPT = (
     "Tell me about the largest training run you worked on. How many GPUs, what model, how many "
@@ -16,6 +17,10 @@ PROMPT = (
 
 DEFAULTS = {"model": "llama-3-70b", "gpu": "h100-sxm", "gpus": 1024, "tokens": 1.4e12,
             "days": 17.0, "mfu": None, "layout": None, "seq_len": 4096, "dtype": "bf16"}
+
+PARAMS: tuple[Param, ...] = claim(
+    "trained a 70B model on 1024 H100s for 1.4T tokens in 17 days", "llama-3-70b", 1024, "1.4T",
+    "17")
 
 LAYERS = (
     ("hardware and fabric", "GPU type, NVLink domain size, scale-out links per GPU",

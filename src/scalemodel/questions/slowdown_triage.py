@@ -7,9 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..derive import Report, Section, Table
+from .params import Param
 
 PROMPT = ("The run is suddenly half as fast. Is it a straggler, the fabric, or lost "
           "compute/communication overlap, and which rank or node?")
+
+PARAMS: tuple[Param, ...] = (
+    Param("live", "bool", False, "run the three slow jobs again here (real gloo processes) instead of reading the bundled recordings"),
+)
 
 def _alibaba_dir() -> Path:
     """The bundled extract of Alibaba's mini-batch-time trace, or the folder the user names."""
@@ -22,7 +27,7 @@ def _alibaba_dir() -> Path:
 def build(opts: dict[str, Any]) -> Report:
     from ..live.triage_run import recorded_or_live
     from ..traces.load import load_dir
-    from ..traces.slow import SCORE_MIN, analyse_slow, analyse_step_table
+    from ..traces.slow import SCORE_MIN, SLOW_MIN, Z_MAX, analyse_slow, analyse_step_table
 
     rows, secs, data = [], [], {"question": "slowdown-triage", "runs": {}}
     par = {}
@@ -56,11 +61,26 @@ def build(opts: dict[str, Any]) -> Report:
             a = analyse_step_table(j)
             arows.append((j.name, a.verdict, ", ".join(map(str, a.ranks)) or "-"))
             data.setdefault("alibaba", {})[j.name] = a.to_dict()
+        wrows = []
+        for job, a in data.get("alibaba", {}).items():
+            for w in a["per_rank"]:
+                wrows.append((job, w["worker"], w["rank"], w["placed_on"] or "-",
+                              w["median"], f"{100 * w['slowdown']:+.1f}%", w["z"],
+                              w["individual_score"], "slow" if w["flagged"] else "ok"))
         secs.append(Section("3. Alibaba PAI mini-batch times (real, per worker)",
-                            text=("NVRx-style scores: the fastest worker's median over each "
-                                  "worker's median (whole run), and each worker's best window "
-                                  "over its worst (episodes)."),
-                            tables=(Table("", ("job", "verdict", "workers"), tuple(arows)),)))
+                            text=("The rule: a worker is slow when its median step is at least "
+                                  f"{SLOW_MIN:.0%} above the median worker and its modified "
+                                  f"z-score exceeds {Z_MAX:g} (Iglewicz-Hoaglin), the spread "
+                                  "being the larger of the workers' MAD and the standard error "
+                                  "of one worker's median from its own step-to-step noise; so "
+                                  "workers 10% slow for the whole run are caught. Episodes: "
+                                  "each worker's best window over its worst, below NVRx's "
+                                  f"{SCORE_MIN:g}."),
+                            tables=(Table("", ("job", "verdict", "workers"), tuple(arows)),
+                                    Table("per worker", ("job", "worker", "rank", "placed on",
+                                                         "median step", "vs median worker",
+                                                         "z", "best / worst window", "status"),
+                                          tuple(wrows)))))
     fol = (("Why exclude collective time from straggler scores?",
             f"Fast ranks wait in the collective: here rank(s) "
             f"{[p['rank'] for p in others]} block {sum(p['blocked_s'] for p in others) / max(len(others), 1) * 1e3:.0f} ms "

@@ -18,6 +18,7 @@ from ..analytic.params import count_params
 from ..derive import Derivation, Headline, Report, Section, Table
 from ..specs import assumption, dtype, get_gpu, get_model, optimizer
 from ..units import fmt_bytes
+from .params import Param, gpu, model
 
 PROMPT = (
     "You are asked to train a 70B dense model with Adam in mixed precision on H100s. Before "
@@ -27,6 +28,17 @@ PROMPT = (
 
 DEFAULTS = {"model": "llama-3-70b", "gpu": "h100-sxm", "seq_len": 4096, "micro_batch": 1,
             "optimizer": "adam", "dtype": "bf16", "gpus": 64}
+
+PARAMS: tuple[Param, ...] = (
+    model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
+    Param("seq_len", "tokens", DEFAULTS["seq_len"], "training sequence length", "tokens", lo=1, hi=2**21),
+    Param("micro_batch", "int", DEFAULTS["micro_batch"], "sequences per micro-batch", "sequences", lo=1, hi=65536),
+    Param("optimizer", "str", DEFAULTS["optimizer"], "optimizer id (adam, adam-8bit, sgd, ...)"),
+    Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
+    Param("gpus", "int", DEFAULTS["gpus"], "GPUs the layouts are planned for", "GPUs", lo=1, hi=131072),
+    Param("mem_fraction", "fraction", None, "usable share of HBM (default: the planner's assumption)"),
+)
 
 
 def build(opts: dict[str, Any]) -> Report:

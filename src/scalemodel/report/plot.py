@@ -130,12 +130,13 @@ def gantt(path: str, *, title: str, ops: Sequence[tuple[int, int, str, float, fl
 def curves(path: str, *, title: str, xlabel: str, ylabel: str,
            lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
            points: Sequence[tuple[str, Sequence[float], Sequence[float]]] = (),
-           marks: Sequence[tuple[str, float]] = (), logx: bool = False) -> Path:
+           marks: Sequence[tuple[str, float]] = (), logx: bool = False,
+           logy: bool = False) -> Path:
     """Lines (label, xs, ys), scatter points (label, xs, ys) and labelled vertical marks."""
     p = _check_path(path)
     if svg.wanted(p):  # the web app's inline figure, without matplotlib
         return svg.curves(p, title=title, xlabel=xlabel, ylabel=ylabel, lines=lines,
-                          points=points, marks=marks, logx=logx)
+                          points=points, marks=marks, logx=logx, logy=logy)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (lab, xs, ys) in enumerate(lines):
@@ -148,6 +149,8 @@ def curves(path: str, *, title: str, xlabel: str, ylabel: str,
                     xytext=(4, 0), textcoords="offset points", fontsize=8)
     if logx:
         ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -513,9 +513,10 @@ def gantt(path: Path, *, title: str, ops: Sequence[tuple[int, int, str, float, f
 def curves(path: Path, *, title: str, xlabel: str, ylabel: str,
            lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
            points: Sequence[tuple[str, Sequence[float], Sequence[float]]] = (),
-           marks: Sequence[tuple[str, float]] = (), logx: bool = False) -> Path:
+           marks: Sequence[tuple[str, float]] = (), logx: bool = False,
+           logy: bool = False) -> Path:
     fig = Figure(800, 500)
-    ax = fig.add(Axes(title=title, xlabel=xlabel, ylabel=ylabel, logx=logx))
+    ax = fig.add(Axes(title=title, xlabel=xlabel, ylabel=ylabel, logx=logx, logy=logy))
     for i, (lab, xs, ys) in enumerate(lines):
         ax.line(xs, ys, color=f"C{i}", label=lab)
     for i, (lab, xs, ys) in enumerate(points):

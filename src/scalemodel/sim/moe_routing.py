@@ -19,9 +19,17 @@ What is simulated (all vectorised over the tokens of a step):
   c_z mean_t (logsumexp z_t)^2 (Zoph et al. 2022) on top of the auxiliary loss, or
   DeepSeek-V3's auxiliary-loss-free bias: b_i moved by gamma toward balance after every step.
 
+Training: Adam on the router weights (DeepSeek-V3's AdamW betas, no weight decay), so that a
+stronger balancing term changes the direction of a step, never its length (a fixed gradient
+step overshoots once lr x alpha is large). The topic mix is a Dirichlet draw or, with
+``skew``, a Zipf law over the clusters.
+
 Load metrics per step: the entropy of the load share (in nats; ln E when perfectly uniform),
-max load / mean load, and with capacity factor cf the fraction of routed copies that overflow
-capacity = ceil(cf T k / E) and the padding waste of the capacity buffers.
+max load / mean load, with capacity factor cf the fraction of routed copies that overflow
+capacity = ceil(cf T k / E), and the router logit size (mean logsumexp of the logits, what the
+z-loss squares). The reported load is time-averaged: summed over the last ``window`` steps,
+and set against its sampling floor, the max/mean a perfectly uniform router shows from finite
+token draws (:func:`sampling_floor`).
 """
 
 from __future__ import annotations
@@ -56,7 +64,12 @@ class RouterConfig:
     clusters: int = 16
     dim: int = _c("dim")
     score: str = ""  # softmax or sigmoid; empty: sigmoid for bias (DeepSeek-V3), else softmax
-    lr: float = _c("lr")
+    lr: float = _c("lr")  # Adam step size
+    beta1: float = _c("beta1")  # Adam's first-moment decay (DeepSeek-V3's AdamW)
+    beta2: float = _c("beta2")  # Adam's second-moment decay (DeepSeek-V3's AdamW)
+    adam_eps: float = _c("adam_eps")
+    window: int = _c("window")  # steps whose summed load is the time-averaged load
+    skew: float | None = None  # Zipf exponent of the training topic mix; None: Dirichlet
     task_gain: float = _c("task_gain")  # task-loss gradient weight against the balancing terms
     aux_coef: float = _c("aux_coef")  # Switch Transformer's alpha
     z_coef: float = _c("z_coef")  # ST-MoE's c_z
@@ -85,7 +98,8 @@ class RouterConfig:
             raise BadInput(f"--balance: {self.balance!r} is not one of {', '.join(BALANCE)}")
         if self.score not in ("softmax", "sigmoid"):
             raise BadInput(f"--score: {self.score!r} is not softmax or sigmoid")
-        for name in ("experts", "top_k", "steps", "tokens_per_step", "clusters", "dim"):
+        for name in ("experts", "top_k", "steps", "tokens_per_step", "clusters", "dim",
+                     "window"):
             v = getattr(self, name)
             if not isinstance(v, int | np.integer) or v < 1:
                 raise BadInput(f"--{name.replace('_', '-')}: must be a whole number >= 1, got {v}")
@@ -115,12 +129,22 @@ class RouterConfig:
                 raise BadInput(f"--{name}: must be in [0, 1]")
         if not self.mix_concentration > 0:
             raise BadInput("--mix-concentration: must be positive")
+        if self.skew is not None and not 0 <= self.skew <= 10:
+            raise BadInput(f"--skew: Zipf exponent of the topic mix must be in [0, 10], got "
+                           f"{self.skew}")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise BadInput(f"--{name}: must be in [0, 1)")
+        if not self.adam_eps > 0:
+            raise BadInput("--adam-eps: must be positive")
 
 
 @dataclass(frozen=True)
 class RoutingResult:
     """Result of ``simulate``; keys load_entropy, max_over_mean_load, history and
-    dropped_fraction are fixed by the issue."""
+    dropped_fraction are fixed by the issue. The load figures are of the load summed over the
+    last ``window`` steps (``extra``: window_steps, sampling_floor, the per-step figures, the
+    last step's, the router logit size)."""
 
     config: dict[str, Any]
     load_entropy: float
@@ -255,6 +279,151 @@ def _route(x: np.ndarray, W: np.ndarray, b: np.ndarray, cfg: RouterConfig) -> np
     return out
 
 
+def training_mix(cfg: RouterConfig, rng: np.random.Generator) -> np.ndarray:
+    """How often each token cluster occurs in training: Zipf with exponent ``cfg.skew`` over
+    the clusters (p_c proportional to (c + 1)^-skew; 0 is uniform) when a skew is given, else a
+    Dirichlet draw with moe.toml's [router.mix_concentration]. The Dirichlet draw is made in
+    both cases so that the rest of the random stream does not depend on the choice."""
+    mix = rng.dirichlet(np.full(cfg.clusters, cfg.mix_concentration))
+    if cfg.skew is None:
+        return mix
+    w = np.arange(1, cfg.clusters + 1, dtype=np.float64) ** -float(cfg.skew)
+    return w / w.sum()
+
+
+def sampling_floor(experts: int, top_k: int, tokens: int, *, draws: int | None = None,
+                   seed: int = 0) -> float:
+    """Mean max/mean load of a perfectly uniform router: ``tokens`` tokens each send top_k
+    copies to distinct experts chosen uniformly at random, and the busiest expert still gets
+    more than the mean by chance.
+
+    Drawn as multinomials of tokens x top_k copies over the experts (exact for top_k = 1).
+    With top_k > 1 the copies of one token go to distinct experts, which shrinks the spread:
+    an expert's count is Binomial(tokens, k/E) with variance N k/E (1 - k/E), against the
+    multinomial's N k/E (1 - 1/E), and the covariances shrink by the same factor (E - k)/(E - 1)
+    (both derived in docs/moe.md), so each draw's deviations from the mean are scaled by
+    sqrt((E - k) / (E - 1)): the same first and second moments as the exact distribution."""
+    if experts < 1 or top_k < 1 or top_k > experts or tokens < 1:
+        raise BadInput("sampling floor: needs 1 <= top_k <= experts and tokens >= 1")
+    n = int(draws if draws is not None else router_constant("floor_draws"))
+    rng = np.random.default_rng(seed)
+    copies = tokens * top_k
+    mu = copies / experts
+    counts = rng.multinomial(copies, np.full(experts, 1.0 / experts), size=n)
+    shrink = np.sqrt((experts - top_k) / (experts - 1)) if experts > 1 else 0.0
+    peak = mu + (counts.max(axis=1) - mu) * shrink
+    return float(peak.mean() / mu)
+
+
+def _train(cfg: RouterConfig, world: _World, W: np.ndarray) -> dict[str, Any]:
+    """The training loop: route, measure, take one Adam step on W (and move the bias in
+    ``bias`` mode). Returns the trained router, the per-step history and the load summed over
+    the last ``window`` steps."""
+    E, k, T = cfg.experts, cfg.top_k, cfg.tokens_per_step
+    b = np.zeros(E, dtype=np.float32)
+    n_general = np.zeros(E)
+    n_cluster = np.zeros((E, cfg.clusters))
+    decay = cfg.decay  # per step: what experts learnt long ago fades (they keep being trained)
+    rows = np.arange(T)[:, None]
+    history: list[dict[str, float]] = []
+    gain = np.float32(cfg.task_gain / T)
+    A = np.float32(cfg.aux_coef * E / T) if cfg.balance in ("aux", "zloss") else np.float32(0)
+    Z = np.float32(cfg.z_coef * 2.0 / T) if cfg.balance == "zloss" else np.float32(0)
+    lr, b1, b2 = np.float32(cfg.lr), np.float32(cfg.beta1), np.float32(cfg.beta2)
+    eps = np.float32(cfg.adam_eps)
+    m1 = np.zeros_like(W)
+    m2 = np.zeros_like(W)
+    upd = np.empty_like(W)
+    win = min(cfg.window, cfg.steps)
+    win_from = cfg.steps - win
+    win_load = np.zeros(E)
+    acc = {"dropped": 0.0, "mom": 0.0, "lse": 0.0, "rms": 0.0}
+    xbuf = np.empty((T, cfg.dim), dtype=np.float32)
+    sbuf = np.empty((T, E), dtype=np.float32)
+    load = np.zeros(E)
+    for step in range(cfg.steps):
+        x, c = world.draw(T, out=xbuf)
+        z = x @ W
+        m = z.max(axis=1, keepdims=True)
+        if cfg.score == "softmax":
+            s = np.subtract(z, m, out=sbuf)
+            np.maximum(s, np.float32(-30.0), out=s)
+            np.exp(s, out=s)
+            se = s.sum(axis=1, keepdims=True)
+            s *= np.float32(1.0) / se
+            lse = m[:, 0] + np.log(se[:, 0])
+        else:
+            lse = m[:, 0] + np.log(np.exp(np.maximum(z - m, np.float32(-30.0))).sum(axis=1))
+            s = np.negative(np.clip(z, -30, 30, out=sbuf), out=sbuf)
+            np.exp(s, out=s)
+            s += np.float32(1.0)
+            np.reciprocal(s, out=s)
+        sel = _topk(s + b if cfg.balance == "bias" else s, k)
+        load = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
+        ent, mom = load_stats(load)
+        dropped, _ = capacity_overflow(load, cfg.capacity_factor, T * k)
+        lse_mean = float(lse.mean())
+        history.append({"step": step, "load_entropy": ent, "max_over_mean_load": mom,
+                        "dropped_fraction": dropped, "router_logit_lse": lse_mean})
+        if step >= win_from:
+            win_load += load
+            acc["dropped"] += dropped
+            acc["mom"] += mom
+            acc["lse"] += lse_mean
+            acc["rms"] += float(np.sqrt(np.mean(np.square(z, dtype=np.float64))))
+        # usefulness of each selected expert for this token's cluster
+        learnt = cfg.general * n_general[:, None] + (1 - cfg.general) * n_cluster
+        q = (1.0 - np.exp(-learnt / cfg.tau)).astype(np.float32)  # (E, C)
+        qsel = q[sel, c[:, None]]  # (T, k)
+        gsel = s[rows, sel]
+        f = (load / (T * k)).astype(np.float32)
+        # gradient of the losses with respect to the logits, averaged over tokens: a dense part
+        # s * (row_t + col_e) and the task term on the k selected entries of each row
+        if cfg.score == "softmax":
+            a = qsel * gsel
+            row = gain * a.sum(axis=1)
+            if A:
+                row -= A * (s @ f)
+            if Z:  # z-loss: d/dz (logsumexp z)^2 = 2 lse softmax(z), and softmax(z) = s here
+                row += Z * lse
+            gz = row[:, None] + (A * f)[None, :] if A else np.repeat(row[:, None], E, axis=1)
+            gz *= s
+            gz[rows, sel] -= gain * a
+        else:
+            gz = np.zeros((T, E), dtype=np.float32)
+            gz[rows, sel] = -gain * qsel * gsel * (1 - gsel)
+            if A:
+                p = s / s.sum(axis=1, keepdims=True)
+                gz += A * (1.0 - s) * p * (f[None, :] - (p @ f)[:, None])
+            if Z:
+                ez = np.exp(np.maximum(z - m, np.float32(-30.0)))
+                gz += (Z * lse)[:, None] * (ez / ez.sum(axis=1, keepdims=True))
+        g = x.T @ gz
+        # Adam (Kingma & Ba 2015) with DeepSeek-V3's betas: the step on each weight is the
+        # running mean of its gradient over the running RMS, so its size is about lr whatever
+        # the gradient's scale (a fixed step lr x gradient overshoots once lr x alpha is large)
+        m1 *= b1
+        m1 += (1 - b1) * g
+        m2 *= b2
+        m2 += (1 - b2) * np.square(g)
+        t = step + 1
+        np.sqrt(m2 / np.float32(1 - b2 ** t), out=upd)
+        upd += eps
+        np.divide(m1, upd, out=upd)
+        W -= (lr / np.float32(1 - b1 ** t)) * upd
+        if cfg.balance == "bias":
+            b += np.float32(cfg.gamma) * np.sign(load.mean() - load).astype(np.float32)
+        # experts learn from the tokens they process
+        n_general = decay * n_general + load
+        n_cluster *= decay
+        n_cluster += np.bincount((sel * cfg.clusters + c[:, None]).ravel(),
+                                 minlength=E * cfg.clusters).reshape(E, cfg.clusters)
+    return {"W": W, "b": b, "load": load, "history": history, "window": win,
+            "window_load": win_load, "window_dropped": acc["dropped"] / win,
+            "window_step_mom": acc["mom"] / win, "window_lse": acc["lse"] / win,
+            "window_rms": acc["rms"] / win}
+
+
 def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
              batch_sizes: tuple[int, ...] | None = None,
              capacity_factors: tuple[float, ...] | None = None,
@@ -284,87 +453,25 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     centres = rng.standard_normal((cfg.clusters, cfg.dim))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     centres = (cfg.centre_radius * centres).astype(np.float32)
-    mix = rng.dirichlet(np.full(cfg.clusters, cfg.mix_concentration))
+    mix = training_mix(cfg, rng)
     world = _World(centres, mix, rng, cfg.noise)
     # training tokens reuse noise rows (see _World.draw)
     world.use_pool(int(router_constant("noise_pool_rows_per_token")) * T,
                    int(router_constant("noise_pool_lifetime")))
     W = cfg.init_scale * rng.standard_normal((cfg.dim, E), dtype=np.float32)
-    b = np.zeros(E)
-    n_general = np.zeros(E)
-    n_cluster = np.zeros((E, cfg.clusters))
-    decay = cfg.decay  # per step: what experts learnt long ago fades (they keep being trained)
-    rows = np.arange(T)[:, None]
-    history: list[dict[str, float]] = []
-    load = np.zeros(E)
-    gain = np.float32(cfg.task_gain / T)
-    A = np.float32(cfg.aux_coef * E / T) if cfg.balance in ("aux", "zloss") else np.float32(0)
-    Z = np.float32(cfg.z_coef * 2.0 / T) if cfg.balance == "zloss" else np.float32(0)
-    lr = np.float32(cfg.lr)
-    xbuf = np.empty((T, cfg.dim), dtype=np.float32)
-    sbuf = np.empty((T, E), dtype=np.float32)
-    for step in range(cfg.steps):
-        x, c = world.draw(T, out=xbuf)
-        z = x @ W
-        if cfg.score == "softmax":
-            m = z.max(axis=1, keepdims=True)
-            s = np.subtract(z, m, out=sbuf)
-            np.maximum(s, np.float32(-30.0), out=s)
-            np.exp(s, out=s)
-            se = s.sum(axis=1, keepdims=True)
-            s *= np.float32(1.0) / se
-        else:
-            s = np.negative(np.clip(z, -30, 30, out=sbuf), out=sbuf)
-            np.exp(s, out=s)
-            s += np.float32(1.0)
-            np.reciprocal(s, out=s)
-        sel = _topk(s + b.astype(np.float32) if cfg.balance == "bias" else s, k)
-        load = np.bincount(sel.ravel(), minlength=E).astype(np.float64)
-        ent, mom = load_stats(load)
-        dropped, _ = capacity_overflow(load, cfg.capacity_factor, T * k)
-        history.append({"step": step, "load_entropy": ent, "max_over_mean_load": mom,
-                        "dropped_fraction": dropped})
-        # usefulness of each selected expert for this token's cluster
-        learnt = cfg.general * n_general[:, None] + (1 - cfg.general) * n_cluster
-        q = (1.0 - np.exp(-learnt / cfg.tau)).astype(np.float32)  # (E, C)
-        qsel = q[sel, c[:, None]]  # (T, k)
-        gsel = s[rows, sel]
-        f = (load / (T * k)).astype(np.float32)
-        # gradient of the losses with respect to the logits, averaged over tokens: a dense part
-        # s * (row_t + col_e) and the task term on the k selected entries of each row
-        if cfg.score == "softmax":
-            a = qsel * gsel
-            row = gain * a.sum(axis=1)
-            if A:
-                row -= A * (s @ f)
-            if Z:  # z-loss: d/dz (logsumexp z)^2 = 2 lse softmax(z), and softmax(z) = s here
-                row += Z * (m[:, 0] + np.log(se[:, 0]))
-            gz = row[:, None] + (A * f)[None, :] if A else np.repeat(row[:, None], E, axis=1)
-            gz *= s
-            gz[rows, sel] -= gain * a
-        else:
-            gz = np.zeros((T, E), dtype=np.float32)
-            gz[rows, sel] = -gain * qsel * gsel * (1 - gsel)
-            if A:
-                p = s / s.sum(axis=1, keepdims=True)
-                gz += A * (1.0 - s) * p * (f[None, :] - (p @ f)[:, None])
-            if Z:
-                mz = z.max(axis=1, keepdims=True)
-                ez = np.exp(z - mz)
-                sz = ez.sum(axis=1, keepdims=True)
-                gz += Z * (mz + np.log(sz)) * (ez / sz)
-        W -= lr * (x.T @ gz)
-        if cfg.balance == "bias":
-            b += cfg.gamma * np.sign(load.mean() - load)
-        # experts learn from the tokens they process
-        n_general = decay * n_general + load
-        n_cluster *= decay
-        n_cluster += np.bincount((sel * cfg.clusters + c[:, None]).ravel(),
-                                 minlength=E * cfg.clusters).reshape(E, cfg.clusters)
-
+    tr = _train(cfg, world, W)
+    W, b, load = tr["W"], tr["b"], tr["load"]
+    history = tr["history"]
     world.pool = None  # evaluation: fresh noise for every token
-    ent, mom = load_stats(load)
-    dropped, padding = capacity_overflow(load, cfg.capacity_factor, T * k)
+    # the time-averaged load: routed copies summed over the last `window` steps
+    wload = tr["window_load"]
+    ent, mom = load_stats(wload)
+    _, padding = capacity_overflow(load, cfg.capacity_factor, T * k)
+    floor_seed = cfg.seed + 7919  # its own stream: the floor is not the run's randomness
+    floor_window = sampling_floor(E, k, T * tr["window"], seed=floor_seed)
+    floor_step = sampling_floor(E, k, T, seed=floor_seed)
+    dropped = tr["window_dropped"]
+    last_ent, last_mom = load_stats(load)
 
     # capacity factors and serving-time measurements with the trained router
     xe, _ = world.draw(eval_tokens)
@@ -406,10 +513,19 @@ def simulate(cfg: RouterConfig, *, regions: dict[str, np.ndarray] | None = None,
     return RoutingResult(
         config=cfg.__dict__.copy(), load_entropy=ent, load_entropy_max=float(np.log(E)),
         max_over_mean_load=mom, dropped_fraction=dropped, padding_fraction=padding,
-        experts_used=int((load > 0).sum()), history=history, capacity_sweep=csweep,
+        experts_used=int((wload > 0).sum()), history=history, capacity_sweep=csweep,
         batch_sweep=bsweep, region_mix=rmix, routing_decisions=routed,
         extra={"final_bias_range": float(b.max() - b.min()) if cfg.balance == "bias" else 0.0,
-               "router_weight_norm": float(np.linalg.norm(W))},
+               "router_weight_norm": float(np.linalg.norm(W)),
+               "window_steps": tr["window"],
+               "sampling_floor": floor_window,
+               "max_over_mean_load_per_step": tr["window_step_mom"],
+               "sampling_floor_per_step": floor_step,
+               "last_step_max_over_mean_load": last_mom,
+               "last_step_load_entropy": last_ent,
+               "router_logit_lse_mean": tr["window_lse"],
+               "router_logit_rms": tr["window_rms"],
+               "optimizer": "adam"},
     )
 
 

@@ -5,9 +5,12 @@ completion) and the time it sat blocked on communication (exposed communication)
 split where the median step time jumps (an L1 change point) into a reference window and a
 recent window, or the reference is another run (``baseline``). Then:
 
-* **straggler**: in the recent window one or a few ranks' compute is far above the others'
-  (robust z = (x - median) / (1.4826 MAD) > 3.5 and ratio to the median > 1/0.75, the
-  NVRx threshold); everyone else's blocked time rises because they wait for it.
+* **straggler**: in the recent window one or a few ranks' compute is above the others' by a
+  margin that is both real and material (:func:`slow_mask`): a modified z-score above 3.5
+  (Iglewicz and Hoaglin) where the spread is the larger of the ranks' MAD and the standard
+  error of each rank's median from its own step-to-step noise, and at least 5% slower than the
+  median rank; NVRx's score below 0.75 marks it severe. Everyone else's blocked time rises
+  because they wait for it.
 * **compute**: every rank's compute grew (a fleet-wide slowdown, not a single rank).
 * **fabric**: compute unchanged, collective durations up on (nearly) all ranks together.
 * **lost-overlap**: compute and collective durations unchanged or lower, but the exposed
@@ -53,6 +56,24 @@ GREW = _T["grew_ratio"]
 MOST = _T["most_ranks"]
 HIDDEN_DROP = _T["hidden_drop"]
 LATE_SHARE = _T["late_share_of_gap"]
+SLOW_MIN = _T["slow_min"]  # a slowdown below this share of the median is not worth a flag
+SE_MEDIAN = _T["median_se_factor"]
+
+
+def slow_mask(med: np.ndarray, within_mad: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(flag, z) per worker for per-worker medians ``med`` of ``n`` steps each.
+
+    The rule: z = (m - median(m)) / s with s the larger of 1.4826 x MAD over the workers and
+    the standard error of one worker's median, 1.2533 x 1.4826 x MAD_within / sqrt(n) (its own
+    step-to-step noise); a worker is flagged when z > 3.5 (Iglewicz-Hoaglin) and its median is
+    at least SLOW_MIN (5%) above the median worker. So a worker 10% slow stands out when the
+    fleet is tight and its steps are steady, and run-to-run noise does not."""
+    centre = float(np.median(med))
+    spread = float(np.median(np.abs(med - centre))) * MAD_K
+    se = SE_MEDIAN * MAD_K * within_mad / np.sqrt(np.maximum(n, 1))
+    s = np.maximum(np.maximum(spread, se), 1e-12 * max(abs(centre), 1.0))
+    z = (med - centre) / s
+    return (z > Z_MAX) & (med >= (1 + SLOW_MIN) * centre), z
 
 
 @dataclass(frozen=True)
@@ -156,7 +177,10 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
     m_ref, m_cur = med(ref, "comm"), med(cur, "comm")
     b_ref, b_cur = med(ref, "blocked"), med(cur, "blocked")
     s_ref, s_cur = med(ref, "step"), med(cur, "step")
-    z = robust_z(c_cur)
+    c_mad = np.array([np.median(np.abs(np.array([x["compute"] for x in cur[r]]) - c_cur[i]))
+                      if cur[r] else 0.0 for i, r in enumerate(ranks)])
+    n_cur = np.array([len(cur[r]) for r in ranks])
+    flag, z = slow_mask(c_cur, c_mad, n_cur)
     score = float(np.median(c_cur)) / np.maximum(c_cur, 1e-12)  # NVRx-style: 1 = typical
     nodes = [ts.ranks[r].node or f"rank{r}" for r in ranks]
     per_rank = tuple({"rank": r, "node": nodes[i], "compute_s": float(c_cur[i]),
@@ -182,15 +206,16 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
               f"{np.median(m_cur) * 1e3:.1f} ms; exposed (blocked) {np.median(b_ref) * 1e3:.1f} "
               f"-> {np.median(b_cur) * 1e3:.1f} ms; communication hidden behind compute "
               f"{hid_ref:.0%} -> {hid_cur:.0%}")
-    stragglers = [r for i, r in enumerate(ranks) if z[i] > Z_MAX and score[i] < SCORE_MIN]
+    stragglers = [r for i, r in enumerate(ranks) if flag[i]]
     wins = dict(windows)
     if stragglers:
         others = [i for i, r in enumerate(ranks) if r not in stragglers]
         for r in stragglers:
             i = ranks.index(r)
             ev.append(f"rank {r} ({nodes[i]}): compute {c_cur[i] * 1e3:.1f} ms vs median "
-                      f"{np.median(c_cur) * 1e3:.1f} ms (robust z {z[i]:.1f}, score "
-                      f"{score[i]:.2f} < {SCORE_MIN})")
+                      f"{np.median(c_cur) * 1e3:.1f} ms ({1 / score[i] - 1:+.0%}, z {z[i]:.1f} "
+                      f"> {Z_MAX:g}; NVRx score {score[i]:.2f}"
+                      + (f" < {SCORE_MIN}: severe)" if score[i] < SCORE_MIN else ")"))
         if others:
             ev.append(f"the other ranks wait for it: blocked in collectives "
                       f"{np.median(b_cur[others]) * 1e3:.1f} ms per step vs "
@@ -277,8 +302,20 @@ _DUR = ("batch_time_norm", "batch_time", "step_time", "step_time_s", "iteration_
         "duration", "duration_s", "time_s")
 
 
-def read_step_csv(path: Path) -> tuple[dict[int, dict[int, float]], list[str], dict[str, str]]:
-    """worker -> step -> duration; problems; which columns were used."""
+_HOST = ("host", "hostname", "node_name", "machine")
+_PLACED: dict[str, dict[str, str]] = {}  # path -> worker -> where it ran (host/GPU column)
+
+
+def _worker_key(name: str) -> tuple[int, Any]:
+    try:
+        return (0, float(name))
+    except ValueError:
+        return (1, name)
+
+
+def read_step_csv(path: Path) -> tuple[dict[str, dict[int, float]], list[str], dict[str, Any]]:
+    """worker name -> step -> duration; problems; which columns were used (a host or GPU column
+    is kept as where each worker ran)."""
     try:
         with open(path, newline="") as f:
             rd = csv.DictReader(f)
@@ -291,32 +328,41 @@ def read_step_csv(path: Path) -> tuple[dict[int, dict[int, float]], list[str], d
                 raise BadInput(f"{path}: need a worker column ({'/'.join(_WORKER)}), a step "
                                f"column ({'/'.join(_STEP)}) and a duration column "
                                f"({'/'.join(_DUR)}); found {cols}")
-            data: dict[int, dict[int, float]] = defaultdict(dict)
+            data: dict[str, dict[int, float]] = defaultdict(dict)
+            hc = next((low[c] for c in _HOST if c in low and low[c] not in (wc, sc, dc)), None)
             bad = 0
             for row in rd:
                 try:
                     x = float(row[dc])
                     if not x > 0:
                         raise ValueError
-                    data[int(float(row[wc]))][int(float(row[sc]))] = x
+                    name = str(row[wc]).strip()
+                    if not name:
+                        raise ValueError
+                    data[name][int(float(row[sc]))] = x
+                    if hc and row.get(hc):
+                        _PLACED.setdefault(str(path), {})[name] = str(row[hc]).strip()
                 except (TypeError, ValueError, KeyError):
                     bad += 1
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise BadInput(f"{path}: cannot read as CSV ({e})") from None
     probs = [f"{bad} rows without a positive number skipped"] if bad else []
-    return dict(data), probs, {"worker": wc, "step": sc, "duration": dc}
+    return dict(data), probs, {"worker": wc, "step": sc, "duration": dc, "placed_on": hc}
 
 
 def analyse_step_table(path: str | Path, window: int = 0) -> SlowResult:
     p = Path(path)
     data, probs, cols = read_step_csv(p)
-    workers = sorted(data)
+    placed = _PLACED.pop(str(p), {})
+    workers = sorted(data, key=_worker_key)
     if len(workers) < 2:
         raise BadInput(f"{p}: need at least 2 workers, found {len(workers)}")
     med = np.array([statistics.median(data[w].values()) for w in workers])
     ref = float(med.min())
     score = ref / med  # NVRx relative score: fastest worker's median / this worker's median
-    z = robust_z(np.log(med), floor_frac=0.0)
+    within = np.array([statistics.median(abs(v - med[i]) for v in data[w].values())
+                       for i, w in enumerate(workers)])
+    flag, z = slow_mask(med, within, np.array([len(data[w]) for w in workers]))
     steps = sorted(set().union(*(set(d) for d in data.values())))
     win = window or max(5, len(steps) // 20)
     onsets: dict[str, Any] = {}
@@ -328,14 +374,15 @@ def analyse_step_table(path: str | Path, window: int = 0) -> SlowResult:
         indiv[str(w)] = best / max(wm)
         slow_w = [i for i, m in enumerate(wm) if best / m < SCORE_MIN]
         onsets[str(w)] = (steps[slow_w[0] * win] if slow_w else None)
-    stragglers = [w for i, w in enumerate(workers) if score[i] < SCORE_MIN]
+    stragglers = [w for i, w in enumerate(workers) if flag[i] or score[i] < SCORE_MIN]
     episodic = [w for w in workers if w not in stragglers and indiv[str(w)] < SCORE_MIN]
     ev = [f"{len(workers)} workers, {len(steps)} iterations; columns {cols}; reference = the "
           f"fastest worker's median {ref:g}"] + probs
     for i, w in enumerate(workers):
         if w in stragglers:
-            ev.append(f"worker {w}: median {med[i]:g} = {1 / score[i]:.2f}x the fastest "
-                      f"(score {score[i]:.2f} < {SCORE_MIN}) over the whole run")
+            ev.append(f"worker {w}: median {med[i]:g}, {med[i] / np.median(med) - 1:+.1%} on the "
+                      f"median worker (z {z[i]:.1f}), {1 / score[i]:.2f}x the fastest (score "
+                      f"{score[i]:.2f}) over the whole run")
     for w in episodic:
         ev.append(f"worker {w}: slower than {SCORE_MIN} of its own best window from iteration "
                   f"{onsets[str(w)]} (individual score {indiv[str(w)]:.2f}): a straggler episode")
@@ -348,9 +395,12 @@ def analyse_step_table(path: str | Path, window: int = 0) -> SlowResult:
     scores = {"per_rank": {str(w): float(z[i]) for i, w in enumerate(workers)}, "per_node": {},
               "relative_score": {str(w): float(score[i]) for i, w in enumerate(workers)},
               "individual_score": indiv}
-    per = tuple({"worker": w, "median": float(med[i]), "score": float(score[i]),
+    per = tuple({"worker": w, "rank": i, "placed_on": placed.get(w), "median": float(med[i]),
+                 "slowdown": float(med[i] / np.median(med) - 1), "z": float(z[i]),
+                 "flagged": w in stragglers or w in episodic, "score": float(score[i]),
                  "individual_score": indiv[str(w)], "onset": onsets[str(w)]}
                 for i, w in enumerate(workers))
-    return SlowResult(verdict, tuple(sorted(stragglers + episodic)), scores, tuple(ev),
+    return SlowResult(verdict, tuple(sorted(stragglers + episodic, key=_worker_key)), scores,
+                      tuple(ev),
                       {"window_iterations": win}, per,
                       {"format": "step-time-csv", "path": str(p), "columns": cols})

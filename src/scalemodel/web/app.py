@@ -86,7 +86,7 @@ class Study:
         if qid not in self._classic:
             if all(q.id != qid for q in BANK):
                 return None
-            self._classic[qid] = self.prepare("answer", {"id": qid}, strict=False)[1]
+            self._classic[qid] = self.prepare(answer_path(qid), {}, strict=False)[1]
         return self._classic[qid]
 
     def run_keyed(self, path: str, values: dict[str, str], *,
@@ -100,7 +100,7 @@ class Study:
         (moe-routing trains four routers: 8-13 s on 2 cores, near the 20 s default on a busy
         machine) and its result is pinned in the cache: computed once, at its first request."""
         ns, key, fields = self.prepare(path, values, strict=strict)
-        classic = (path == "answer" and key is not None
+        classic = (path.startswith("answer/") and key is not None
                    and key == self.classic_key(getattr(ns, "id", "")))
         if key is not None:
             hit = self.results.get(key)
@@ -128,9 +128,14 @@ class Study:
     def svg(self, rep: Any, key: Any) -> str | None:
         """The inline figure of a report from ``run_keyed`` (kept under the same key; pinned
         for a classic answer)."""
-        pin = key is not None and key[0] == "answer" and key == self.classic_key(
+        pin = key is not None and key[0].startswith("answer/") and key == self.classic_key(
             dict(key[1]).get("id", ""))
         return plot_svg(rep, key, self.figures, pin=pin)
+
+
+def answer_path(qid: str) -> str:
+    """The command path of one question's answer (``answer kv-cache`` -> 'answer/kv-cache')."""
+    return f"answer/{qid}"
 
 
 def _field_in_message(fields: list[Field], msg: str) -> str:
@@ -219,20 +224,23 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
         if q.status != "answered":
             return render_template("question.html", q=q.to_dict(), planned=True, fields=[],
                                    values={}, errors={}, error=None, report=None), 200
+        from ..questions import params_of
+
         mod = importlib.import_module(q.module)
-        defaults = dict(getattr(mod, "DEFAULTS", {}))
-        answer_fields = st.fields["answer"]
-        fields = [f for f in answer_fields if f.dest in defaults and f.dest != "id"]
+        # the form is the question's declared parameters (the same flags as `answer ID`), each
+        # shown at its classic value
+        defaults = {p.name: p.default_text() for p in params_of(qid)}
+        path = answer_path(qid)
+        fields = st.fields[path]
         given = {f.dest: request.args[f.dest] for f in fields if f.dest in request.args
                  and request.args[f.dest].strip() != ""}
-        values = {f.dest: given.get(f.dest, _default_text(defaults.get(f.dest))) for f in fields}
+        values = {f.dest: given.get(f.dest, defaults.get(f.dest, "")) for f in fields}
         report, status, errors, error = None, 200, {}, None
         try:
             # a field left at its classic value is the classic input: the untouched form then
-            # shares the classic answer's cache entry (the question fills in its DEFAULTS)
-            changed = {k: v for k, v in given.items()
-                       if v.strip() != _default_text(defaults.get(k))}
-            rep, key = st.run_keyed("answer", {"id": qid, **changed}, strict=False)
+            # shares the classic answer's cache entry (the question fills in its defaults)
+            changed = {k: v for k, v in given.items() if v.strip() != defaults.get(k, "")}
+            rep, key = st.run_keyed(path, changed, strict=False)
             report = report_view(rep, st.svg(rep, key))
         except FieldError as e:
             status, error = 400, str(e)
@@ -246,7 +254,8 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
 
     @app.get("/tools")
     def tools() -> str:
-        items = [{"path": p, "help": h} for p, (_, h) in st.tree.items()]
+        items = [{"path": p, "help": h} for p, (_, h) in st.tree.items()
+                 if not p.startswith("answer/")]  # the questions have their own pages
         return render_template("tools.html", items=items)
 
     @app.get("/tools/<path:cmd>")
@@ -313,9 +322,16 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
     def api(cmd: str) -> Response:
         from ..report import render_json
 
+        values = {k: request.args[k] for k in request.args}
+        if cmd == "answer":  # /api/answer?id=ID&... is /api/answer/ID?...
+            from ..questions import question
+
+            try:
+                cmd = answer_path(question(values.pop("id", "")).id)
+            except BadInput as e:
+                return _json_error(str(e), 400, "id")
         if cmd not in st.tree:
             return _json_error(f"unknown command {cmd!r}; see /openapi.json", 404)
-        values = {k: request.args[k] for k in request.args}
         try:
             rep = st.run(cmd, values, strict=True)
         except FieldError as e:

@@ -9,6 +9,7 @@ parser as the command line (``parse``), then through the bounds of :mod:`scalemo
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ class Field:
     required: bool
     metavar: str
     type_name: str  # integer, number, string, boolean (for OpenAPI)
+    multi: bool = False  # a repeatable flag (action="append"): one value per line or per ';'
 
     @property
     def label(self) -> str:
@@ -66,25 +68,37 @@ def _help(a: argparse.Action, prog: str) -> str:
             h = h % {"default": a.default, "prog": prog, "dest": a.dest}
         except (KeyError, TypeError, ValueError):
             h = h.replace("%%", "%")
-    return h
+    # a default that is None means "chosen by the command", never a value to show
+    h = re.sub(r"\s*\(default:? None\)", "", h)
+    h = re.sub(r"default:? None[;,]\s*", "", h)
+    return re.sub(r"[;,]\s*default:? None\b", "", h).strip()
 
 
 def fields_of(p: argparse.ArgumentParser) -> list[Field]:
+    """The form fields of one parser. A store_false flag (``--no-grad-accum-fusion``) is a
+    checkbox named after the flag (``no_grad_accum_fusion``): ticked means the flag is given.
+    A parser that adds its arguments when first used (``answer ID``) is completed first."""
+    ensure = getattr(p, "ensure", None)
+    if callable(ensure):
+        ensure()
     out = []
     for a in p._actions:
         if a.dest in OUTPUT_DESTS or isinstance(a, argparse._SubParsersAction):
             continue
         if a.help == argparse.SUPPRESS:
             continue
-        is_flag = isinstance(a, argparse._StoreTrueAction)
+        negative = isinstance(a, argparse._StoreFalseAction)
+        is_flag = negative or isinstance(a, argparse._StoreTrueAction)
         choices = tuple(str(c) for c in a.choices) if a.choices else ()
         kind = "flag" if is_flag else ("choice" if choices else "text")
         flag = max(a.option_strings, key=len) if a.option_strings else None
+        dest = flag.lstrip("-").replace("-", "_") if negative and flag else a.dest
         out.append(Field(
-            dest=a.dest, flag=flag, kind=kind, choices=choices,
+            dest=dest, flag=flag, kind=kind, choices=choices,
             default=None if is_flag else a.default, help=_help(a, p.prog),
             required=bool(a.required) if flag else a.nargs not in ("?", "*"),
-            metavar=str(a.metavar or ""), type_name=_type_name(a)))
+            metavar=str(a.metavar or ""), type_name=_type_name(a),
+            multi=isinstance(a, argparse._AppendAction)))
     return out
 
 
@@ -158,6 +172,8 @@ def argv_from(fields: list[Field], values: Mapping[str, str]) -> list[str]:
             if v.lstrip().startswith("-"):
                 raise FieldError(f"{f.label}: must not start with '-'", f.dest)
             positionals.append(v)
+        elif f.multi:  # `--predicate a --predicate b` from "a; b" (or one per line)
+            argv += [f"{f.flag}={x.strip()}" for x in re.split(r"[;\n]", v) if x.strip()]
         else:
             argv.append(f"{f.flag}={v}")
     return positionals + argv

@@ -103,7 +103,7 @@ def check_bounds(fields: list[Field], ns: argparse.Namespace) -> None:
 
 def check_costs(path: str, ns: argparse.Namespace, fields: list[Field]) -> None:
     """Bound the arguments listed in ``COSTS`` for this command (``answer``: for this question)."""
-    name = f"answer:{getattr(ns, 'id', '')}" if path == "answer" else path
+    name = f"answer:{getattr(ns, 'id', '')}" if path.startswith("answer/") else path
     labels = {f.dest: f.label for f in fields}
     for dest, (lo, hi) in COSTS.get(name, {}).items():
         v = getattr(ns, dest, None)

@@ -47,6 +47,18 @@ def openapi_document(st: Any) -> dict[str, Any]:
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
             },
         }}
+    from ..questions import BANK
+
+    ids = [q.id for q in BANK if q.status == "answered"]
+    paths["/api/answer"] = {"get": {
+        "operationId": "cli_answer",
+        "summary": "the worked answer to one question",
+        "description": "Runs `scalemodel answer ID --json`; the question's own parameters are "
+                       "listed under /api/answer/{ID} (another is refused with 400).",
+        "parameters": [{"name": "id", "in": "query", "required": True,
+                        "description": "question id", "schema": {"type": "string", "enum": ids}}],
+        "responses": paths[f"/api/answer/{ids[0]}"]["get"]["responses"] if ids else {},
+    }}
     return {
         "openapi": "3.1.0",
         "info": {"title": "scalemodel", "version": __version__,

@@ -9,7 +9,9 @@ Placement rules shared by every strategy (a gang is all-or-nothing):
 - a job of at most G GPUs runs on one node (a pod is never split);
 - a larger job takes ``gpus // G`` whole nodes, plus one node with ``gpus % G`` free GPUs.
 
-Strategies: ``pack`` (best fit on nodes, whole nodes in free-list order), ``topology`` (best
+Strategies: ``spread`` (the naive one: a job of at most G GPUs goes to a node with the most free
+GPUs, as Kubernetes' default LeastAllocated scoring spreads pods; larger jobs as ``pack``),
+``pack`` (best fit on nodes, whole nodes in free-list order), ``topology`` (best
 fit, and a multi-node job inside the rack that fits it most tightly; spread over the fewest
 racks otherwise), ``fgd`` (the node whose use fragments the free GPUs least for the expected
 job sizes, after Weng et al. 2023).
@@ -235,4 +237,15 @@ def place_fgd(cl: Cluster, g: int, ctx: FgdContext | None = None) -> Placement |
     return [(next(iter(cl.bucket[best_c])), g)]
 
 
-STRATEGIES = {"pack": place_pack, "topology": place_topology, "fgd": place_fgd}
+def place_spread(cl: Cluster, g: int, ctx: object = None) -> Placement | None:
+    """Worst fit: the node with the most free GPUs (spreads load, strands GPUs)."""
+    if g > cl.gpn:
+        return place_pack(cl, g)
+    for c in range(cl.gpn, g - 1, -1):
+        b = cl.bucket[c]
+        if b:
+            return [(next(iter(b)), g)]
+    return None
+
+
+STRATEGIES = {"spread": place_spread, "pack": place_pack, "topology": place_topology, "fgd": place_fgd}

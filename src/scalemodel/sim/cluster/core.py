@@ -18,7 +18,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import BadInput
@@ -154,6 +154,15 @@ class SimResult:
     events: int
     rejects: tuple[Reject, ...] = ()
     notes: tuple[str, ...] = ()
+    # over the arrival window (first to last submit) and the drain after it (last submit to
+    # the last finish): utilisation is allocated GPU-seconds over C x the window's length
+    arrival_window_s: float = 0.0
+    offered_load: float = 0.0
+    utilization_arrivals: float = 0.0
+    fragmentation_arrivals: float = 0.0
+    drain_s: float = 0.0
+    utilization_drain: float = 0.0
+    fragmentation_drain: float = 0.0
     series: tuple[tuple[float, int, int], ...] = field(default=(), repr=False)
     segments: tuple[tuple[str, float, float, int, int, str], ...] = field(default=(), repr=False)
 
@@ -519,12 +528,19 @@ class Simulator:
         heapq.heapify(heap)
         handlers = {ARRIVE: self.on_arrive, RELEASE: self.on_release, FINISH: self.on_finish}
         t0 = heap[0][0] if heap else 0.0
+        t_arr = max((j.spec.submit_s for j in self.jobs), default=t0)
         last_t, area_frag, events = t0, 0.0, 0
-        frag_now = 0
+        frag_now = alloc_now = 0
+        win = [0.0, 0.0, 0.0, 0.0]  # allocated and fragmented GPU-s: arrivals, drain
         cap = self.cl.capacity
         while heap:
             t = heap[0][0]
             area_frag += frag_now * (t - last_t)
+            cut = min(max(t_arr, last_t), t)  # [last_t, cut] in the arrival window, rest drain
+            win[0] += alloc_now * (cut - last_t)
+            win[1] += frag_now * (cut - last_t)
+            win[2] += alloc_now * (t - cut)
+            win[3] += frag_now * (t - cut)
             last_t = t
             while heap and heap[0][0] == t:
                 _, _, kind, j, rid = heapq.heappop(heap)
@@ -537,11 +553,21 @@ class Simulator:
                 heapq.heappush(heap, ev)
             head = self.queue.first()
             frag_now = self.cl.unusable_for(head.gpus) if head is not None else 0
+            alloc_now = self.alloc
             if self.record:
                 self.series.append((t, self.alloc, frag_now))
             if self.check:
                 self._check()
-        return self._result(t0, last_t, area_frag, events, cap)
+        res = self._result(t0, last_t, area_frag, events, cap)
+        arr, drain = max(t_arr - t0, 0.0), max(last_t - t_arr, 0.0)
+        demand = sum(j.spec.gpus * j.spec.duration_s for j in self.jobs)
+        return replace(
+            res, arrival_window_s=arr, drain_s=drain,
+            offered_load=demand / (cap * arr) if arr > 0 else 0.0,
+            utilization_arrivals=win[0] / (cap * arr) if arr > 0 else 0.0,
+            fragmentation_arrivals=win[1] / (cap * arr) if arr > 0 else 0.0,
+            utilization_drain=win[2] / (cap * drain) if drain > 0 else 0.0,
+            fragmentation_drain=win[3] / (cap * drain) if drain > 0 else 0.0)
 
     def _result(self, t0: float, t_end: float, area_frag: float, events: int,
                 cap: int) -> SimResult:

@@ -24,8 +24,15 @@ def synthetic_defaults() -> dict[str, float]:
     return {k: float(v["value"]) for k, v in load_toml("scheduler.toml")["synthetic"].items()}
 
 
-def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: float) -> Workload:
-    """``n_jobs`` jobs for a cluster of ``capacity_gpus`` GPUs (sizes never exceed it)."""
+def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0,
+             size_mix: dict[int, float] | None = None, mix_name: str = "",
+             **overrides: float) -> Workload:
+    """``n_jobs`` jobs for a cluster of ``capacity_gpus`` GPUs (sizes never exceed it).
+
+    ``size_mix`` ({GPUs: weight}) replaces the power-of-two heavy tail (e.g. a real trace's
+    job-size mix). The arrival rate is derived from the drawn jobs: lambda = load x C /
+    mean(g x d), so the GPU-seconds demanded per second of the arrival window are ``load`` x C
+    in expectation (the sizes and durations are drawn before the arrival times)."""
     if n_jobs < 1:
         raise BadInput(f"--jobs must be at least 1, got {n_jobs}")
     p = synthetic_defaults() | {k: float(v) for k, v in overrides.items() if v is not None}
@@ -33,9 +40,18 @@ def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: flo
     if not 0 < p["offered_load"] <= 10:
         raise BadInput(f"--load must be in (0, 10], got {p['offered_load']}")
     rng = random.Random(seed)
-    max_g = max(1, min(int(p["max_gpus"]), capacity_gpus))
-    sizes = [2**k for k in range(int(math.log2(max_g)) + 1)]
-    weights = [s ** -p["size_exponent"] for s in sizes]
+    if size_mix:
+        sizes = sorted(g for g, w in size_mix.items() if w > 0)
+        if not sizes or sizes[0] < 1:
+            raise BadInput("size mix: needs a positive weight on a size of 1 GPU or more")
+        big = [g for g in sizes if g > capacity_gpus]
+        if big:
+            raise BadInput(f"size mix: jobs of {big[0]} GPUs do not fit {capacity_gpus} GPUs")
+        weights = [size_mix[g] for g in sizes]
+    else:
+        max_g = max(1, min(int(p["max_gpus"]), capacity_gpus))
+        sizes = [2**k for k in range(int(math.log2(max_g)) + 1)]
+        weights = [s ** -p["size_exponent"] for s in sizes]
     mu, sigma = math.log(p["duration_median_s"]), p["duration_sigma"]
     gs = rng.choices(sizes, weights, k=n_jobs)
     ds = [min(p["max_duration_s"], max(p["min_duration_s"], rng.lognormvariate(mu, sigma)))
@@ -53,5 +69,6 @@ def generate(n_jobs: int, capacity_gpus: int, *, seed: int = 0, **overrides: flo
             team=rng.choice(teams), checkpoint_interval_s=c["checkpoint_interval_s"],
             checkpoint_cost_s=c["checkpoint_cost_s"], restore_s=c["restore_s"],
             grace_s=c["grace_s"]))
-    return Workload(f"synthetic (seed {seed}, {n_jobs} jobs, load {p['offered_load']:g})",
+    kind = f"synthetic, {mix_name} sizes" if mix_name else "synthetic"
+    return Workload(f"{kind} (seed {seed}, {n_jobs} jobs, load {p['offered_load']:g})",
                     tuple(jobs), source=SOURCE)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ....errors import BadInput
 
-NAMES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation")
+NAMES = ("fifo", "backfill", "gang", "topology", "preempt", "quota", "fragmentation", "naive")
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class PolicySpec:
     name: str
     summary: str
     queue: str = "strict"  # strict | besteffort | easy
-    placement: str = "pack"  # pack | topology | fgd
+    placement: str = "pack"  # spread | pack | topology | fgd
     order: str = "fifo"  # fifo (submit time) | priority (then submit time)
     preemption: bool = False
     quota: bool = False
