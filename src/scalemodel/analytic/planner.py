@@ -443,15 +443,15 @@ class Grid:
 
 
 def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
-    """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of LAYOUT_KEYS."""
+    """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of the searched layout
+    keys. The rules are analytic/layout.py RULES, applied in order; ``rejected`` counts the rows
+    each removed."""
+    from .layout import RULES, Context, derived
+
     fixed = dict(fixed or {})
-    m, N, B = job.model, cl.n_gpus, job.global_batch_seqs
+    m, N = job.model, cl.n_gpus
     if "recompute" in fixed and fixed["recompute"] not in PLAN_RECOMPUTE:
         raise BadInput(f"--layout recompute must be one of {', '.join(PLAN_RECOMPUTE)}")
-    if fixed.get("recompute") == "op" and (job.model.is_moe or job.model.kv_lora_rank):
-        raise BadInput("--layout recompute=op (torchtitan's op-level policy) is modelled for dense "
-                       f"models without MLA; {job.model.id} is "
-                       f"{'MoE' if job.model.is_moe else 'MLA'}: use selective or full")
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -467,67 +467,33 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
     rcs = [PLAN_RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
+    names = ("tp", "pp", "cp", "ep", "etp", "zero", "vpp", "rc", "micro_batch")
     grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in
                           (tps, pps, cps, eps, etps, zeros, vpps, rcs, mbs)), indexing="ij")
-    T, P, C, E, X, Z, V, R, Bm = (a.ravel() for a in grids)
+    c = {k: a.ravel() for k, a in zip(names, grids, strict=True)}
     # etp 0 stands for the attention's tp; where tp is 1 the two etp choices are one layout
-    once = ~((X == 1) & (T == 1) & (len(etps) > 1))
-    T, P, C, E, X, Z, V, R, Bm = (a[once] for a in (T, P, C, E, X, Z, V, R, Bm))
-    X = np.where(X == 0, T, X)
-    total = T.size
+    once = ~((c["etp"] == 1) & (c["tp"] == 1) & (len(etps) > 1))
+    c = {k: a[once] for k, a in c.items()}
+    c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])
+    total = int(c["tp"].size)
     rejected: dict[str, int] = {}
-
-    def rule(name: str, ok: np.ndarray) -> None:
-        nonlocal T, P, C, E, X, Z, V, R, Bm
+    ctx = Context(m, N, job.global_batch_seqs, job.seq_len, job.schedule)
+    pinned_dp = np.full(total, fixed["dp"], dtype=np.int64) if "dp" in fixed else None
+    if pinned_dp is not None:
+        c["dp"] = pinned_dp
+    for r in RULES:
+        if not r.applies(ctx) or (r.derived_key is not None and r.derived_key not in fixed):
+            continue
+        ok = np.asarray(r.ok(derived(c, ctx), ctx), dtype=bool)
         bad = int((~ok).sum())
         if bad:
-            rejected[name] = rejected.get(name, 0) + bad
-        T, P, C, E, X, Z, V, R, Bm = (a[ok] for a in (T, P, C, E, X, Z, V, R, Bm))
-
-    rule("gpu count: tp x pp x cp must divide the GPUs", N % (T * P * C) == 0)
-    D = N // (T * P * C)
-    if "dp" in fixed:
-        rule(f"gpu count: tp x pp x dp x cp must equal {N}", fixed["dp"] == D)
-        D = N // (T * P * C)
-    heads_ok = (m.n_heads % T == 0) & ((m.n_kv_heads % T == 0) | (T % m.n_kv_heads == 0)
-                                        | (m.attention == "mla"))
-    rule(f"divisibility: tp must divide the {m.n_heads} attention heads (and the "
-         f"{m.n_kv_heads} KV heads, or be a multiple of them)", heads_ok)
-    D = N // (T * P * C)
-    rule(f"layers: pp x vpp must be at most the {m.n_layers} layers", m.n_layers >= P * V)
-    D = N // (T * P * C)
-    if m.is_moe:
-        rule("divisibility: etp must be 1 or the tp (experts split like the dense MLP)",
-             (X == 1) | (X == T))
-        rule("divisibility: experts unsplit below the tp (etp = 1 < tp) are modelled with "
-             "ep > 1 (MoE parallel folding)", (X == T) | (E > 1))
-        D = N // (T * P * C)
-        rule(f"divisibility: ep must divide the {m.n_experts} experts and dp x cp (tp x dp x cp "
-             "when etp = 1)",
-             (m.n_experts % E == 0) & (np.where(X == T, D * C, T * D * C) % E == 0))
-    else:
-        rule(f"divisibility: {m.id} has no experts, ep must be 1", E == 1)
-        rule(f"divisibility: {m.id} has no experts, etp must be its tp", X == T)
-    D = N // (T * P * C)
-    rule(f"sequence: cp must divide the sequence length {job.seq_len}", job.seq_len % C == 0)
-    D = N // (T * P * C)
-    rule(f"batch: dp x micro-batch must divide the global batch of {B} sequences",
-         B % (D * Bm) == 0)
-    D = N // (T * P * C)
-    M = B // (D * Bm)
-    rule("pipeline: vpp > 1 needs pp > 1 and micro-batches divisible by pp",
-         (V == 1) | ((P > 1) & (M % np.maximum(P, 1) == 0)))
-    if job.schedule == "dualpipe":
-        D = N // (T * P * C)
-        M = B // (D * Bm)
-        rule("pipeline: DualPipe needs an even number of stages, vpp = 1 and an even number of "
-             "micro-batches", (P == 1) | ((P % 2 == 0) & (V == 1) & (M % 2 == 0)))
-    D = N // (T * P * C)
-    rule("zero: ZeRO stages need dp x cp > 1", (Z == 0) | (D * C > 1))
-    D = N // (T * P * C)
-    M = B // (D * Bm)
-    cols = {"tp": T, "pp": P, "dp": D, "cp": C, "ep": E, "etp": X, "zero": Z, "vpp": V, "rc": R,
-            "micro_batch": Bm, "microbatches": M}
+            key = r.message(ctx)
+            rejected[key] = rejected.get(key, 0) + bad
+            c = {k: a[ok] for k, a in c.items()}
+    c = derived({k: v for k, v in c.items() if k != "dp"}, ctx)
+    cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
+                                                          "zero", "vpp", "rc", "micro_batch",
+                                                          "microbatches")}
     return Grid(cols, rejected, total)
 
 
