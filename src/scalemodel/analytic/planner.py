@@ -55,6 +55,7 @@ TP_BWD_COLLECTIVES = 6
 
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
 STRATEGIES = ("tp", "cp", "ep", "pp", "dp")
+STAGE_COLS = ("n_first", "n_mid", "mid_index", "n_last")  # a fixed split, as stage_shape gives it
 
 
 @cache
@@ -450,6 +451,17 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
 
     fixed = dict(fixed or {})
     m, N = job.model, cl.n_gpus
+    if "stages" in fixed:
+        from .layout import check_stages
+
+        st = tuple(fixed["stages"])
+        fixed.setdefault("pp", len(st))
+        fixed.setdefault("vpp", 1)  # a split given per stage is one of a plain pipeline
+        check_stages(st, fixed["pp"], m)
+    unknown = set(fixed) - set(LAYOUT_KEYS) - {"stages"}
+    if unknown:
+        raise BadInput(f"--layout {sorted(unknown)[0]}: plan train cannot use this key; keys: "
+                       f"{', '.join(LAYOUT_KEYS)}, stages")
     if "recompute" in fixed and fixed["recompute"] not in PLAN_RECOMPUTE:
         raise BadInput(f"--layout recompute must be one of {', '.join(PLAN_RECOMPUTE)}")
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
@@ -494,6 +506,9 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
                                                           "zero", "vpp", "rc", "micro_batch",
                                                           "microbatches")}
+    if "stages" in fixed:  # one split for every row (pp is pinned to its length)
+        for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
+            cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
     return Grid(cols, rejected, total)
 
 
@@ -767,6 +782,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
                                                   last_extra=ms.last_extra_layers))
                       for p, v in uniq], dtype=np.float64)
     nf, nm, mi, nl = (shape[inv.ravel(), i] for i in range(4))
+    if "n_first" in f:  # a stage split the layout fixes (--layout stages=...)
+        nf, nm, mi, nl = (np.broadcast_to(f[k], pp.shape) for k in STAGE_COLS)
     one = pp == 1
 
     # a pipeline stage is priced as n copies of its heavier layer kind, judged on the whole
@@ -1016,13 +1033,13 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, np.ndarray]) -> dict[str, np
 class PlanRow:
     """One evaluated layout (scalars), in the issue's JSON keys."""
 
-    layout: dict[str, Any]
+    layout: Any  # analytic/layout.py TrainLayout (reads as a dict of its keys)
     values: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         v = self.values
         return {
-            "layout": self.layout,
+            "layout": self.layout.as_dict(),
             "step_time_s": v["step_time_s"],
             "tokens_per_s": v["tokens_per_s"],
             "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
@@ -1061,10 +1078,13 @@ class PlanResult:
         return self.rows[0]
 
 
-def row_at(cols: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int) -> PlanRow:
-    lay = {k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp",
-                                         "micro_batch")}
-    lay["recompute"] = PLAN_RECOMPUTE[int(cols["rc"][i])]
+def row_at(cols: dict[str, np.ndarray], res: dict[str, np.ndarray], i: int,
+           stages: tuple[int, ...] | None = None) -> PlanRow:
+    from .layout import TrainLayout
+
+    lay = TrainLayout(**{k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
+                                                      "zero", "vpp", "micro_batch")},
+                      recompute=PLAN_RECOMPUTE[int(cols["rc"][i])], stages=stages)
     vals = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
     vals["microbatches"] = int(cols["microbatches"][i])
     return PlanRow(lay, vals)
@@ -1084,7 +1104,8 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
     idx = np.flatnonzero(fits)
     order = idx[np.lexsort((res["memory_per_gpu_bytes"][idx], -res["tokens_per_s"][idx]))]
-    rows = [row_at(cols, res, int(i)) for i in order[: top + 1]]
+    st = fixed.get("stages")
+    rows = [row_at(cols, res, int(i), st) for i in order[: top + 1]]
     # Pareto front: throughput against memory headroom
     head = res["capacity_bytes"][idx] - res["memory_per_gpu_bytes"][idx]
     thr = res["tokens_per_s"][idx]
@@ -1094,10 +1115,10 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
         if head[j] > best_head:
             front.append(int(idx[j]))
             best_head = head[j]
-    pareto = [row_at(cols, res, i) for i in front[:8]]
+    pareto = [row_at(cols, res, i, st) for i in front[:8]]
     b = rows[0].layout
-    sl = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"],
-                         last_extra=model_shapes(job.model).last_extra_layers)
+    sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"],
+                               last_extra=model_shapes(job.model).last_extra_layers)
     return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()),
                       grid.rejected, grid.total, sl)
 

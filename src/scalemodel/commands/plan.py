@@ -12,41 +12,15 @@ from .common import (
     add_output,
     at_most,
     fraction,
+    layout_type,
     positive_int,
     tokens,
 )
 
-_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
-
-
-def layout_arg(text: str) -> dict[str, Any]:
-    """--layout tp=8,pp=16,recompute=selective -> {"tp": 8, "pp": 16, "recompute": "selective"}."""
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            raise argparse.ArgumentTypeError(f"expected key=value, got {part!r}")
-        k, v = (x.strip() for x in part.split("=", 1))
-        k = k.replace("-", "_")
-        if k == "mb":
-            k = "micro_batch"
-        if k not in _KEYS:
-            raise argparse.ArgumentTypeError(f"unknown key {k!r}; keys: {', '.join(_KEYS)}")
-        if k == "recompute":
-            if v not in ("none", "selective", "full", "op"):
-                raise argparse.ArgumentTypeError(
-                    "recompute must be none, selective, full or op (torchtitan's op-level "
-                    "policy)")
-            out[k] = v
-            continue
-        try:
-            n = int(v)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{k} must be a whole number, got {v!r}") from None
-        if n < (0 if k == "zero" else 1) or (k == "zero" and n > 3):
-            raise argparse.ArgumentTypeError(
-                f"{k} must be " + ("0, 1, 2 or 3" if k == "zero" else "at least 1") + f", got {n}")
-        out[k] = n
-    return out
+# the keys plan train prices (sp: the planner prices sequence parallelism on with TP)
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+             "stages")
+layout_arg = layout_type("plan train", PLAN_KEYS)
 
 
 def register(sub: Any) -> None:
@@ -77,8 +51,9 @@ def register(sub: Any) -> None:
     t.add_argument("--optimizer", default="adam", help="optimizer id (default adam)")
     t.add_argument("--layout", type=layout_arg, default=None, metavar="K=V,...",
                    help="fix any of tp, pp, dp, cp, ep, etp, zero, vpp, micro_batch, "
-                        "recompute; the others are searched (etp: expert tensor parallelism, "
-                        "1 or the tp; etp=1 with ep over tp x dp x cp is MoE parallel folding)")
+                        "recompute, stages; the others are searched (etp: expert tensor parallelism, "
+                        "1 or the tp; etp=1 with ep over tp x dp x cp is MoE parallel folding; "
+                        "stages=7/8/8/7 fixes the layers per pipeline stage)")
     t.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per node (default 8, the HGX/DGX board)")
     t.add_argument("--nvlink-domain", type=positive_int, default=None,
