@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from scalemodel.analytic.memory import Layout, memory_report, stage_partition
+from scalemodel.analytic.layout import TrainLayout
+from scalemodel.analytic.memory import memory_report, stage_partition
 from scalemodel.analytic.planner import (
     collective_time,
     gemm_efficiency,
@@ -102,9 +103,8 @@ def test_memory_uneven_stages_match_planner():
     """
     m = get_model("llama-3-405b")
     sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
-    lay = Layout(tp=8, pp=16, dp=128, zero=1, recompute="full", seq_len=8192, stage_layers=sl,
-                 microbatches=16)
-    r = memory_report(m, lay, fused_attention=True)
+    lay = TrainLayout(tp=8, pp=16, dp=128, zero=1, recompute="full", stages=sl)
+    r = memory_report(m, lay, seq_len=8192, microbatches=16, fused_attention=True)
 
     p_layer = (2 * 16384**2 + 2 * 16384 * 8 * 128 + 3 * 16384 * 53248) / 8 + 2 * 16384
     per_param = 2 + 2 + 12 / 128

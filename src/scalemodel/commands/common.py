@@ -145,3 +145,11 @@ def layout_type(command: str, allowed: tuple[str, ...] | None = None) -> Any:
 
     parse.__name__ = "layout"
     return parse
+
+
+def add_framework(p: argparse.ArgumentParser) -> None:
+    """--framework ID (specs/data/frameworks.toml; scalemodel specs frameworks lists them)."""
+    p.add_argument("--framework", default=None, metavar="ID",
+                   help="framework profile whose kernels, overlap and gradient reduction are "
+                        "priced (default megatron-core: Megatron-Core with Transformer Engine; "
+                        "'scalemodel specs frameworks' lists them); explicit flags override it")

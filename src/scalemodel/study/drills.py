@@ -105,7 +105,8 @@ def _kv(rng: random.Random) -> Drill:
 
 
 def _training_memory(rng: random.Random) -> Drill:
-    from ..analytic.memory import Layout, memory_report
+    from ..analytic.layout import TrainLayout
+    from ..analytic.memory import memory_report
     from ..analytic.params import count_params
     from ..specs import get_model
 
@@ -114,7 +115,7 @@ def _training_memory(rng: random.Random) -> Drill:
     dp = rng.choice((8, 16, 32, 64, 128))
     zero = rng.choice((0, 1, 2))
     opt = rng.choice(("adam", "adam", "adam-8bit"))
-    r = memory_report(m, Layout(dp=dp, zero=zero), optimizer_id=opt)
+    r = memory_report(m, TrainLayout(dp=dp, zero=zero), optimizer_id=opt)
     states = r.breakdown["params"] + r.breakdown["grads"] + r.breakdown["optimizer"]
     p = count_params(m).total
     prompt = (f"{mid} ({p / 1e9:.2f}B parameters), bf16 weights and gradients, optimizer {opt}, "
