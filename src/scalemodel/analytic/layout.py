@@ -300,8 +300,8 @@ RULES: tuple[Rule, ...] = (
          lambda c, ctx: c["etp"] == c["tp"], lambda ctx: not ctx.model.is_moe),
     Rule("sequence", lambda ctx: f"cp must divide the sequence length {ctx.seq_len}",
          lambda c, ctx: ctx.seq_len % c["cp"] == 0),
-    Rule("batch", lambda ctx: "dp x micro-batch must divide the global batch of "
-         f"{ctx.global_batch} sequences",
+    Rule("batch", lambda ctx: "dp x micro-batch must divide the global batch (--global-batch) "
+         f"of {ctx.global_batch} sequences",
          lambda c, ctx: ctx.global_batch % (c["dp"] * c["micro_batch"]) == 0),
     Rule("pipeline", lambda ctx: "vpp > 1 needs pp > 1 and micro-batches divisible by pp",
          lambda c, ctx: (c["vpp"] == 1) | ((c["pp"] > 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .common import (
     MAX_GPUS,
+    add_framework,
     add_gpu,
     add_model,
     add_output,
@@ -63,24 +64,31 @@ def register(sub: Any) -> None:
     t.add_argument("--nics-per-gpu", type=positive_int, default=None,
                    help="scale-out NICs per GPU (default from the GPU spec, 1)")
     t.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
-                   default="flash",
-                   help="attention kernel: flash (FlashAttention-2 class, default), flash3 "
+                   default=None,
+                   help="attention kernel (default: the framework's for the GPU's "
+                        "architecture): flash (FlashAttention-2 class), flash3 "
                         "(FlashAttention-3 / cuDNN, Hopper only), triton (the older Triton "
                         "FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
-    t.add_argument("--kernels", choices=["fused", "eager"], default="fused",
-                   help="elementwise kernels: fused (Megatron/Transformer Engine, torch.compile; "
-                        "default) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
+    t.add_argument("--kernels", choices=["fused", "eager"], default=None,
+                   help="elementwise kernels (default: the framework's): fused "
+                        "(Megatron/Transformer Engine, torch.compile) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
                         "op)")
     t.add_argument("--no-grad-accum-fusion", dest="grad_accum_fusion", action="store_false",
+                   default=None,
                    help="weight gradients are added into the fp32 main gradient in a separate "
                         "pass per micro-batch (Megatron before 2022, or "
                         "--no-gradient-accumulation-fusion)")
-    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default="1f1b",
+    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default=None,
                    help="pipeline schedule: 1f1b (Megatron's, interleaved when vpp > 1; default) "
                         "or dualpipe (DeepSeek-V3: smaller bubble, two parameter copies)")
-    t.add_argument("--ep-overlap", action="store_true",
+    t.add_argument("--ep-overlap", action="store_true", default=None,
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
+    t.add_argument("--layouts", default=None, metavar="FILE",
+                   help="evaluate every layout of a CSV or JSONL file (one per row; columns: "
+                        "the layout keys, optional model, gpus, global_batch, seq_len) in one "
+                        "process: one result per row (--json: one JSON object per line)")
+    add_framework(t)
     t.add_argument("--mem-fraction", type=fraction, default=None,
                    help="fraction of HBM a step may fill (default 0.9)")
     t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
@@ -90,23 +98,46 @@ def register(sub: Any) -> None:
     t.set_defaults(run=run)
 
 
+def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None = None,
+             global_batch: int | None = None) -> tuple[Any, Any]:
+    """The planner's Job for these arguments, the framework profile filling what no flag says
+    (attention, kernels, gradient-accumulation fusion, schedule, EP overlap)."""
+    from ..analytic.planner import make_job
+    from ..specs.frameworks import job_settings
+
+    fw, settings = job_settings(
+        getattr(args, "framework", None), gpu, attention=getattr(args, "attention", None),
+        kernels=getattr(args, "kernels", None),
+        grad_accum_fusion=getattr(args, "grad_accum_fusion", None),
+        schedule=getattr(args, "schedule", None), ep_overlap=getattr(args, "ep_overlap", None))
+    seq = seq_len or args.seq_len
+    seqs = global_batch if global_batch is not None else getattr(args, "global_batch", None)
+    tok = None if seqs is not None else (getattr(args, "global_batch_tokens", None)
+                                         or 4 * 1024 * 1024)
+    job = make_job(m, seq_len=seq, global_batch_tokens=tok, global_batch_seqs=seqs,
+                   precision=getattr(args, "precision", "bf16"),
+                   optimizer_id=getattr(args, "optimizer", "adam"),
+                   memory_fraction=getattr(args, "mem_fraction", None), **settings)
+    return job, fw
+
+
 def run(args: argparse.Namespace) -> Any:
-    from ..analytic.planner import make_cluster, make_job, search
+    from ..analytic.planner import make_cluster, search
+    from ..analytic.traffic import step_traffic, traffic_json
     from ..questions.plan_sections import plan_report
     from ..specs import get_model
 
+    if args.layouts:
+        from .plan_batch import run_batch
+
+        return run_batch(args)
     m = get_model(args.model)
-    tok = args.global_batch_tokens
-    if tok is None and args.global_batch is None:
-        tok = 4 * 1024 * 1024
-    job = make_job(m, seq_len=args.seq_len, global_batch_tokens=tok,
-                   global_batch_seqs=args.global_batch, precision=args.precision,
-                   optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
-                   attention=args.attention, ep_overlap=args.ep_overlap,
-                   kernels=args.kernels, grad_accum_fusion=args.grad_accum_fusion,
-                   schedule=args.schedule)
+    job, fw = plan_job(args, m, args.gpu)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)
     res = search(job, cl, args.layout or {}, top=args.top)
-    return plan_report(res, export=args.export)
+    rep = plan_report(res, export=args.export)
+    rep.data["framework"] = fw.id
+    rep.data["traffic"] = traffic_json(step_traffic(job, cl, res.best))
+    return rep
