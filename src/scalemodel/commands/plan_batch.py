@@ -56,7 +56,7 @@ def read_rows(path: str) -> list[dict[str, str]]:
 
 def run_batch(args: argparse.Namespace) -> Any:
     from ..analytic.layout import KEY_NAMES, TrainLayout, parse_layout
-    from ..analytic.planner import evaluate_layouts, make_cluster
+    from ..analytic.planner import make_cluster
     from ..derive import Report, Section, Table
     from ..errors import BadInput
     from ..specs import get_model
@@ -96,14 +96,13 @@ def run_batch(args: argparse.Namespace) -> Any:
                           nvlink_domain=args.nvlink_domain, inter=args.inter,
                           nics_per_gpu=args.nics_per_gpu)
         try:
-            priced = evaluate_layouts(job, cl, [lay for _, lay in items])
+            priced = _price(job, cl, [lay for _, lay in items])
         except BadInput as e:
-            raise BadInput(f"--layouts ({model}, {n} GPUs): {e}") from None
-        for (i, _), pr in zip(items, priced, strict=True):
-            d = pr.to_dict()
-            out[i - 1] = {"row": i, "model": m.id, "gpus": n, "seq_len": seq,
-                          "global_batch": job.global_batch_seqs, "framework": fw.id, **d,
-                          "fits": bool(pr.values.fits)}
+            raise BadInput(_first_bad_row(items, job, n) or f"--layouts: {e}") from None
+        head = {"model": m.id, "gpus": n, "seq_len": seq, "global_batch": job.global_batch_seqs,
+                "framework": fw.id}
+        for (i, _), d in zip(items, priced, strict=True):
+            out[i - 1] = {"row": i, **head, **d}
     table = Table(f"{len(out):,} layouts from {args.layouts}",
                   ("row", "model", "GPUs", "layout", "step s", "MFU", "GB per GPU", "fits"),
                   tuple((d["row"], d["model"], d["gpus"],
@@ -115,6 +114,44 @@ def run_batch(args: argparse.Namespace) -> Any:
     if getattr(args, "json", False):
         return _JsonLines(rep)
     return rep
+
+
+# the step model's terms a row of the output shows (PlanRow.to_dict reads these)
+_TERMS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
+          "memory_per_gpu_bytes", "lower_s", "upper_s", "compute_s", "tp_s", "cp_s", "ep_s",
+          "pp_s", "dp_s", "bubble_s", "optimizer_s", "overlap_s", "fits")
+
+
+def _price(job: Any, cl: Any, lays: list[Any]) -> list[dict[str, Any]]:
+    """plan train's JSON row for each layout, from one vectorised pass of the step model."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ..analytic.planner import PlanRow, evaluate, layout_columns
+
+    terms = evaluate(job, cl, layout_columns(job, cl, lays))
+    n = len(lays)
+    cols = {k: np.broadcast_to(np.asarray(getattr(terms, k)), (n,)).tolist() for k in _TERMS}
+    out = []
+    for j, lay in enumerate(lays):
+        v = SimpleNamespace(**{k: cols[k][j] for k in _TERMS})
+        out.append(PlanRow(lay, v).to_dict() | {"fits": bool(v.fits)})
+    return out
+
+
+def _first_bad_row(items: list[tuple[int, Any]], job: Any, n: int) -> str | None:
+    """The first row of a group the layout rules refuse, named by its row in the file."""
+    from ..analytic.layout import Context, check
+    from ..errors import BadInput
+
+    ctx = Context(job.model, n, job.global_batch_seqs, job.seq_len, job.schedule)
+    for i, lay in items:
+        try:
+            check(lay, ctx)
+        except BadInput as e:
+            return f"--layouts row {i} ({job.model.id}, {n} GPUs): {e}"
+    return None
 
 
 class _JsonLines:
