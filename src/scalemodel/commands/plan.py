@@ -137,7 +137,20 @@ def run(args: argparse.Namespace) -> Any:
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)
     res = search(job, cl, args.layout or {}, top=args.top)
+    from dataclasses import replace
+
+    from ..derive import Section
+    from ..views.comm import step_traffic_table
+
     rep = plan_report(res, export=args.export)
+    rows = step_traffic(job, cl, res.best)
     rep.data["framework"] = fw.id
-    rep.data["traffic"] = traffic_json(step_traffic(job, cl, res.best))
-    return rep
+    rep.data["traffic"] = traffic_json(rows)
+    head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
+                   text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
+                         f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
+                         f", schedule {job.schedule}, EP overlap "
+                         f"{'on' if job.ep_overlap else 'off'} (flags override the profile; "
+                         "scalemodel specs frameworks lists them)."))
+    tail = Section("Traffic of the best layout", tables=(step_traffic_table(rows),))
+    return replace(rep, sections=(head, *rep.sections, tail))
