@@ -250,3 +250,24 @@ def test_profile_file_errors_are_one_line(tmp_path, body, needle):
 def test_unknown_framework_is_one_line(capsys, argv):
     rc, out, err = run(capsys, *argv, "--framework", "nope")
     assert one_line_refusal(rc, out, err) and "megatron-core" in err
+
+
+@pytest.mark.parametrize("key", sorted(CHANGED))
+def test_blast_radius_honours_or_refuses_every_key(capsys, key):
+    """reliability blast-radius places ranks: tp, pp, dp, cp, ep move the answer (ep is drawn
+    from dp, so tp x pp x dp x cp stays the GPU count); the other keys are refused in one line."""
+    base = dict(tp=8, pp=4, dp=32, cp=1, ep=1)
+    changed = {"tp": dict(tp=4, dp=64), "pp": dict(pp=8, dp=16), "dp": dict(dp=16, pp=8),
+               "cp": dict(cp=2, dp=16), "ep": dict(ep=8)}.get(key)
+    argv = ("reliability", "blast-radius", "--gpus", "1024", "--json", "--layout")
+    d0 = ok_json(capsys, *argv[:-2], "--layout", text(base))
+    if changed is None:
+        rc, out, err = run(capsys, *argv, text(base | {key: CHANGED[key][key]}))
+        assert one_line_refusal(rc, out, err) and "cannot use this key" in err
+        return
+    d1 = ok_json(capsys, *argv[:-2], "--layout", text(base | changed))
+    assert d1["layout"] != d0["layout"]
+    # the answer moves, not only its label: the faults' scopes or the replicas they take down
+    # (with ep > 1 one expert group's ep replicas stop together)
+    assert ([(f["scope"], f["replicas_hit"]) for f in d1["faults"]]
+            != [(f["scope"], f["replicas_hit"]) for f in d0["faults"]])
