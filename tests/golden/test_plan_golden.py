@@ -122,7 +122,7 @@ def test_memory_uneven_stages_match_planner():
     res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1, "vpp": 1, "zero": 1,
                            "recompute": "full", "micro_batch": 1})
     assert res.stage_layers == sl
-    assert res.best.values["memory_per_gpu_bytes"] == pytest.approx(r.per_gpu_bytes, rel=1e-9)
+    assert res.best.values.memory_per_gpu_bytes == pytest.approx(r.per_gpu_bytes, rel=1e-9)
 
 
 def test_1f1b_bubble_is_p_minus_1_slots():
@@ -139,7 +139,7 @@ def test_llama3_405b_within_published_band():
     job = make_job(m, seq_len=8192, global_batch_tokens=16 * 1024 * 1024)
     cl = make_cluster("h100-sxm", 16384, inter="roce-400")
     res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1})
-    assert res.best.values["tflops_per_gpu"] / 400e12 == pytest.approx(1, abs=0.25)
+    assert res.best.values.tflops_per_gpu / 400e12 == pytest.approx(1, abs=0.25)
 
 
 def test_validation_rows_all_predicted():
