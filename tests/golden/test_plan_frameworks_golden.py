@@ -173,7 +173,7 @@ def test_attention_kinds_scale_the_fa2_curves():
 
 
 def test_flash3_needs_hopper():
-    with pytest.raises(BadInput, match="Hopper"):
+    with pytest.raises(BadInput, match="hopper"):
         _values(gpu="a100-sxm-80gb", attention="flash3")
 
 

@@ -142,7 +142,7 @@ def test_framework_flags_move_the_step_the_right_way(capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "Hopper"),
+    (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "hopper"),
     (("--kernels", "jit"), "invalid choice"),
     (("--attention", "sdpa"), "invalid choice"),
     (("--schedule", "zigzag"), "invalid choice"),

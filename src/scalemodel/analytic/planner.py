@@ -37,7 +37,7 @@ from ..specs import GPUSpec, LinkSpec, ModelSpec, assumption, get_gpu, get_link,
 from ..specs.sources import cite
 from .memory import PLAN_RECOMPUTE, stage_partition, stage_shape, tp_options
 from .step import StepTerms, evaluate
-from .step.attention import attention_core_time, attention_efficiency, attention_slowdown
+from .step.attention import attention_core_time, attention_curve, attention_efficiency
 from .step.comm import collective_time, dispatch_copies, ranks_per_node
 from .step.config import (
     ATTENTION_KINDS,
@@ -57,7 +57,7 @@ from .step.shapes import ModelShapes, model_flops_per_token, model_shapes
 # the step model's parts, read from here by the commands, the questions and the tests
 __all__ = ["ATTENTION_KINDS", "FUSED_ATTENTION", "KERNEL_MODES", "SCHEDULES", "STAGE_COLS",
            "TP_BWD_COLLECTIVES", "TP_FWD_COLLECTIVES", "ModelShapes", "StepTerms",
-           "attention_core_time", "attention_efficiency", "attention_slowdown", "collective_time",
+           "attention_core_time", "attention_curve", "attention_efficiency", "collective_time",
            "constants", "derive_row", "dispatch_copies", "evaluate", "gemm_ceiling",
            "gemm_efficiency", "gemm_time", "model_flops_per_token", "model_shapes",
            "ranks_per_node", "schedule_1f1b"]

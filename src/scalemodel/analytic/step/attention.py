@@ -3,6 +3,7 @@ efficiency by the length of each call) or unfused (batched GEMMs and score passe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -10,83 +11,149 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import BadInput
 from ...specs import GPUSpec
 from .candidates import Candidates
 from .config import FUSED_ATTENTION, constants
 from .gemm import gemm3, gemm3_of
 
 
-@cache
-def _attention_curves(arch: str) -> dict[str, np.ndarray]:
-    """Fractions of the 16-bit peak by call length: forward/backward, causal/full (see
-    planner.toml [attention]). Hopper and later use the H100 measurements; Ampere scales their
-    shape to the A100 maxima of the FlashAttention-2 paper."""
-    a = constants()["attention"]
-    fc = np.asarray(a["h100_fa2_fwd_causal"], dtype=np.float64)
-    ff = np.asarray(a["h100_fa2_fwd_full"], dtype=np.float64)
-    bf = np.asarray(a["h100_fa2_bwd_full"], dtype=np.float64)
-    if arch == "ampere":
-        fwd_full = a["a100_fwd_max"] * ff / ff[-1]
-        bwd_full = a["a100_bwd_max"] * bf / bf[-1]
-    else:
-        fwd_full = ff / a["h100_peak_tflops"]
-        bwd_full = bf / a["h100_peak_tflops"]
+@dataclass(frozen=True)
+class AttentionCurve:
+    """Fractions of the 16-bit dense peak one attention kernel family reaches on one
+    architecture, by log2 of the call length: forward / backward, causal / full."""
+
+    family: str
+    label: str
+    arch: str
+    x: np.ndarray  # log2 of the measured lengths
+    fwd_full: np.ndarray
+    fwd_causal: np.ndarray
+    bwd_full: np.ndarray
+    bwd_causal: np.ndarray
+    head_dim: float  # the measured head dim the curve comes from
+    sources: tuple[str, ...]  # source keys, the measured curve first
+    notes: tuple[str, ...]
+    borrowed: tuple[str, ...]  # "family on arch: borrows other (why)" lines, for the derivation
+
+    def scaled(self, fwd: float, bwd: float, **kw: Any) -> AttentionCurve:
+        return dataclasses.replace(self, fwd_full=self.fwd_full * fwd,
+                                   fwd_causal=self.fwd_causal * fwd,
+                                   bwd_full=self.bwd_full * bwd, bwd_causal=self.bwd_causal * bwd,
+                                   **kw)
+
+
+def _measured_curve(family: str, label: str, arch: str, d: dict[str, Any],
+                    head_dim: float) -> AttentionCurve:
+    """A measured entry: the curve of the head dim nearest ``head_dim`` (log distance)."""
+    cv = min(d["curves"], key=lambda c: abs(math.log2(float(c["head_dim"]) / head_dim)))
+    fc = np.asarray(cv["fwd_causal_tflops"], dtype=np.float64)
+    ff = np.asarray(cv["fwd_full_tflops"], dtype=np.float64)
+    bf = np.asarray(cv["bwd_full_tflops"], dtype=np.float64)
+    fwd_full, bwd_full = ff / d["peak_tflops"], bf / d["peak_tflops"]
     mask = fc / ff  # what the causal mask costs at each length
-    return {"x": np.log2(np.asarray(a["lengths"], dtype=np.float64)),
-            "fwd_full": fwd_full, "fwd_causal": fwd_full * mask,
-            "bwd_full": bwd_full, "bwd_causal": bwd_full * mask}
+    return AttentionCurve(family, label, arch, np.log2(np.asarray(cv["lengths"], dtype=np.float64)),
+                          fwd_full, fwd_full * mask, bwd_full, bwd_full * mask,
+                          float(cv["head_dim"]), (d["source"],), (d.get("note", ""),), ())
+
+
+@cache
+def attention_curve(family: str, arch: str, head_dim: float = 128.0) -> AttentionCurve:
+    """The curve of one kernel family on one architecture (specs/data/kernels.toml): measured,
+    the length dependence of another architecture scaled to measured maxima, a ratio to another
+    family on the same architecture, or borrowed from another architecture (said in
+    ``borrowed``)."""
+    from ...specs.kernels import attention_entry, kernels
+
+    label = kernels()["attention"][family].get("label", family)
+    e = attention_entry(family, arch)
+    d = e.data
+    lent = ((f"{label} on {arch}: borrows {e.borrowed_from}'s entry ({e.borrow_note})",)
+            if e.borrowed_from else ())
+    if "curves" in d:
+        c = _measured_curve(family, label, arch, d, head_dim)
+    elif "shape_of" in d:
+        shape = attention_curve(family, d["shape_of"], head_dim)
+        c = dataclasses.replace(
+            shape.scaled(d["fwd_max"] / shape.fwd_full[-1], d["bwd_max"] / shape.bwd_full[-1]),
+            arch=arch, sources=(d["source"], *shape.sources), notes=(d.get("note", ""),),
+            borrowed=shape.borrowed)
+    else:  # a ratio to another family on the same architecture
+        base = attention_curve(d["base"], arch, head_dim)
+        if "slowdown" in d:
+            f = b = 1.0 / float(d["slowdown"])
+        else:
+            f, b = float(d["fwd_speedup"]), float(d["bwd_speedup"])
+        c = base.scaled(f, b, family=family, label=label,
+                        sources=(d["source"], *base.sources),
+                        notes=(d.get("note", ""), *base.notes), borrowed=base.borrowed)
+    return dataclasses.replace(c, borrowed=lent + c.borrowed) if lent else c
+
+
+def family_of(kind: str) -> str:
+    """The kernel family (kernels.toml [attention.*]) an ``--attention`` kind names."""
+    from ...specs.kernels import attention_family
+
+    return attention_family(kind)[0]
+
+
+def curve_for(kind: str, gpu: GPUSpec, head_dim: float = 128.0) -> AttentionCurve:
+    """The curve of a fused ``--attention`` kind on this GPU; BadInput in one line where its
+    architecture has none and borrows none."""
+    from ...specs.kernels import FILE, kernels
+
+    fam = family_of(kind)
+    try:
+        return attention_curve(fam, gpu.arch, float(head_dim))
+    except BadInput:
+        t = kernels()["attention"][fam]
+        archs = sorted(k for k, v in t.items() if isinstance(v, dict))
+        raise BadInput(f"--attention {kind} ({t.get('label', fam)}) has no curve for {gpu.id} "
+                       f"(architecture {gpu.arch or 'unknown'}); {FILE} [attention.{fam}] has: "
+                       f"{', '.join(archs)}; use --attention flash") from None
 
 
 def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = True,
-                         backward: bool = False) -> Any:
-    """Fraction of the 16-bit peak a FlashAttention call of ``length`` tokens reaches
+                         backward: bool = False, kind: str = "flash",
+                         head_dim: float = 128.0) -> Any:
+    """Fraction of the 16-bit peak a fused attention call of ``length`` tokens reaches
     (FLOPs counted as the planner counts them: causal half, backward
-    ``backward_flop_factor`` x the forward)."""
-    c = _attention_curves(gpu.arch)
-    y = c[("bwd_" if backward else "fwd_") + ("causal" if causal else "full")]
+    ``backward_flop_factor`` x the forward); FlashAttention-2 unless ``kind`` names another."""
+    c = curve_for(kind, gpu, head_dim)
+    y = getattr(c, ("bwd_" if backward else "fwd_") + ("causal" if causal else "full"))
     x = np.log2(np.maximum(np.asarray(length, dtype=np.float64), 1.0))
-    slope = (y[1] - y[0]) / (c["x"][1] - c["x"][0])
-    short = np.maximum(y[0] + slope * (x - c["x"][0]),
+    slope = (y[1] - y[0]) / (c.x[1] - c.x[0])
+    short = np.maximum(y[0] + slope * (x - c.x[0]),
                        constants()["attention"]["short_floor"] * y[0])
-    out = np.where(x < c["x"][0], short, np.interp(x, c["x"], y))
+    out = np.where(x < c.x[0], short, np.interp(x, c.x, y))
     return out if out.ndim else float(out)
 
 
-def attention_slowdown(kind: str, backward: bool = False) -> float:
-    """How much slower than the FlashAttention-2 curves a fused attention kind runs (below 1:
-    faster): the Triton kernel by ``triton_slowdown``; FlashAttention-3 / cuDNN on Hopper by the
-    inverse of ``flash3_fwd_speedup`` / ``flash3_bwd_speedup``."""
-    a = constants()["attention"]
-    if kind == "triton":
-        return float(a["triton_slowdown"])
-    if kind == "flash3":
-        return 1.0 / float(a["flash3_bwd_speedup" if backward else "flash3_fwd_speedup"])
-    return 1.0
-
-
 def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
-                        gpu: GPUSpec, kind: str = "flash") -> tuple[Any, Any]:
-    """(forward, backward) seconds of the FlashAttention calls of one layer on one rank.
+                        gpu: GPUSpec, kind: str = "flash",
+                        head_dim: float = 128.0) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the fused attention calls of one layer on one rank.
 
     ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
     of S tokens. With load-balanced CP (2 cp chunks) a rank runs one causal call of S/cp tokens
     (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
     geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
     (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
-    ``kind`` scales the FlashAttention-2 rates (:func:`attention_slowdown`).
+    ``kind`` chooses the kernel family's curve (kernels.toml).
     """
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
     off_l = S / (cp * math.sqrt(2.0))
     share = 1.0 / cp
-    f = (flops_fwd * share / attention_efficiency(gpu, diag_l)
-         + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False))
+
+    def eff(length: Any, **kw: Any) -> Any:
+        return attention_efficiency(gpu, length, kind=kind, head_dim=head_dim, **kw)
+
+    f = flops_fwd * share / eff(diag_l) + flops_fwd * (1 - share) / eff(off_l, causal=False)
     b = constants()["attention"]["backward_flop_factor"] * (
-        flops_fwd * share / attention_efficiency(gpu, diag_l, backward=True)
-        + flops_fwd * (1 - share) / attention_efficiency(gpu, off_l, causal=False,
-                                                         backward=True))
-    return (attention_slowdown(kind) * f / peak16,
-            attention_slowdown(kind, backward=True) * b / peak16)
+        flops_fwd * share / eff(diag_l, backward=True)
+        + flops_fwd * (1 - share) / eff(off_l, causal=False, backward=True))
+    return f / peak16, b / peak16
 
 
 @dataclass(frozen=True)
@@ -115,7 +182,8 @@ def _fused_core(c: Candidates) -> tuple[Any, Any]:
     result forward and accumulates dq, dk, dv backward (online-softmax merge)."""
     ms, S, cp, tp = c.ms, c.S, c.cp, c.tp
     core_flops = 2 * c.b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
-    core_f, core_b = attention_core_time(core_flops, S, cp, c.peak16, c.gpu, c.job.attention)
+    core_f, core_b = attention_core_time(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
+                                         ms.qk_dim / c.m.n_heads)
     merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * c.T / tp
     return (core_f + merge * ms.v_dim / c.hbm,
             core_b + merge * (ms.qk_dim + ms.kv_dim) / c.hbm)

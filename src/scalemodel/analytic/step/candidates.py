@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import BadInput
 from ...specs import GPUSpec, ModelSpec, dtype
-from .config import STAGE_COLS, constants
+from .config import FUSED_ATTENTION, STAGE_COLS, constants
 from .shapes import ModelShapes, model_shapes
 
 if TYPE_CHECKING:
@@ -72,10 +71,10 @@ class Candidates:
 def candidates(job: Job, cl: Cluster, cols: dict[str, Any]) -> Candidates:
     """The candidate arrays of ``cols`` (the columns of a layout grid)."""
     gpu = cl.gpu
-    if job.attention == "flash3" and gpu.arch != "hopper":
-        raise BadInput(f"--attention flash3 (FlashAttention-3 / cuDNN attention) is measured on "
-                       f"Hopper only; {gpu.id} is {gpu.arch or 'of unknown architecture'}: "
-                       "use --attention flash")
+    if job.attention in FUSED_ATTENTION:  # the kernel's curve exists for this GPU (or BadInput)
+        from .attention import curve_for
+
+        curve_for(job.attention, gpu)
     f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp = f["tp"]
     S = float(job.seq_len)

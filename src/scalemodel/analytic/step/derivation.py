@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...specs.sources import cite
-from .attention import attention_efficiency, attention_slowdown
+from .attention import attention_efficiency, curve_for
 from .config import FUSED_ATTENTION, constants
 from .gemm import gemm_ceiling, gemm_efficiency
 from .shapes import model_flops_per_token, model_shapes
@@ -39,8 +39,11 @@ def _sustained(d: Derivation, gpu: Any) -> None:
 
 def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """The GEMM efficiency: ceiling, sustained share, fp8 ratio, the MLP GEMM's shape."""
+    from ...specs.kernels import gemm_entry
+
     lay, job, gpu, m = row.layout, res.job, res.cluster.gpu, res.job.model
     g = constants()["gemm"]
+    tile = gemm_entry(gpu.arch)
     T = lay["micro_batch"] * job.seq_len / lay["cp"]
     e_mlp = float(gemm_efficiency(np.float64(T), np.float64(model_shapes(m).up_k * m.ffn
                                                             / lay["tp"]),
@@ -54,38 +57,42 @@ def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 "peak)", "k_fp8", k8, "1", gpu.source_of("fp8_gemm_ratio"),
                 note="the output head, an MoE router and the attention matmuls stay bf16")
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
-            e_mlp, "1", cite(g["tile_source"]),
+            e_mlp, "1", cite(tile.data["source"]),
             note="eta_0 x f_clk" + (" x k_fp8" if k8 != 1.0 else "")
                  + f" x tile padding and wave quantization on {gpu.sm_count} SMs, or the HBM "
                  "roofline when thin")
+    if tile.borrowed_from:
+        d.note(f"Borrowed GEMM tile: {gpu.arch} uses {tile.borrowed_from}'s ({tile.borrow_note})")
 
 
 def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
-    """The fused attention kernel's efficiencies at the lengths its calls see."""
-    job, gpu = res.job, res.cluster.gpu
+    """The fused attention kernel's efficiencies at the lengths its calls see, from its curve
+    (kernels.toml), naming a borrowed curve and a head dim the curve was not measured at."""
+    job, gpu, m = res.job, res.cluster.gpu, res.job.model
     if job.attention not in FUSED_ATTENTION:
         return
     a = constants()["attention"]
-    src = a["a100_source"] if gpu.arch == "ampere" else a["h100_source"]
-    if job.attention == "triton":
-        d.given("Triton FlashAttention: time over the FlashAttention-2 curves", "k_att",
-                attention_slowdown("triton"), "1", cite(a["triton_source"]),
-                note=a["triton_note"])
-    elif job.attention == "flash3":
-        d.given("FlashAttention-3 / cuDNN: forward time over the FlashAttention-2 curve",
-                "k_att", attention_slowdown("flash3"), "1", cite(a["flash3_source"]),
-                note=a["flash3_note"])
+    hd = model_shapes(m).qk_dim / m.n_heads
+    c = curve_for(job.attention, gpu, hd)
+    src = "; ".join(cite(k) for k in c.sources)
     S, cp = job.seq_len, row.layout["cp"]
-    d.given(f"FlashAttention forward efficiency, causal call of {S // cp:,} tokens", "eta_af",
-            attention_efficiency(gpu, S / cp), "1", cite(src),
-            note=a["a100_note"] if gpu.arch == "ampere" else a["h100_note"])
-    d.given("FlashAttention backward efficiency, same call", "eta_ab",
-            attention_efficiency(gpu, S / cp, backward=True), "1", cite(src))
+
+    def eff(length: float, **kw: Any) -> float:
+        return attention_efficiency(gpu, length, kind=job.attention, head_dim=hd, **kw)
+
+    d.given(f"{c.label} forward efficiency on {gpu.arch}, causal call of {S // cp:,} tokens",
+            "eta_af", eff(S / cp), "1", src, note=" ".join(n for n in c.notes if n))
+    d.given("its backward efficiency, same call", "eta_ab", eff(S / cp, backward=True), "1", src)
+    for line in c.borrowed:
+        d.note(f"Borrowed curve: {line}.")
+    if abs(math.log2(hd / c.head_dim)) > 1e-9:
+        d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
+               f"{hd:g} (the nearest measured head dim is used).")
     if cp > 1:
         d.given(f"unmasked ring-attention calls ({S / cp / math.sqrt(2):,.0f}-token "
                 "geometric mean), forward efficiency", "eta_ar",
-                attention_efficiency(gpu, S / cp / math.sqrt(2), causal=False), "1",
-                cite(a["cp_source"]), note=a["cp_note"])
+                eff(S / cp / math.sqrt(2), causal=False), "1", cite(a["cp_source"]),
+                note=a["cp_note"])
 
 
 def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
@@ -101,7 +108,6 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     d.given("  of which attention kernels", "t_att", v.attention_s / mb, "s",
             note="causal half of the score FLOPs at the efficiencies above; backward "
                  f"{constants()['attention']['backward_flop_factor']:g}x"
-            + (" (times k_att)" if job.attention in ("triton", "flash3") else "")
             if job.attention in FUSED_ATTENTION
             else "unfused: batched GEMMs and score passes in HBM")
     d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",

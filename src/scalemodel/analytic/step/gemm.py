@@ -14,12 +14,21 @@ from .candidates import Candidates
 from .config import constants
 
 
-def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0) -> Any:
+@cache
+def tiles(arch: str) -> tuple[int, int, int]:
+    """(tile_m, tile_n, tile_k) of an architecture's tensor-core GEMMs (kernels.toml [gemm])."""
+    from ...specs.kernels import gemm_entry
+
+    d = gemm_entry(arch).data
+    return int(d["tile_m"]), int(d["tile_n"]), int(d["tile_k"])
+
+
+def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0,
+                  tile: tuple[int, int, int] = (128, 128, 64)) -> Any:
     """Fraction of the ceiling left after tile padding and wave quantization (first principles).
     A batched GEMM (``batch`` independent products in one launch, as bmm / baddbmm run the
     attention heads) spreads the tiles of every product over the SMs together."""
-    g = constants()["gemm"]
-    tm, tn, tk = g["tile_m"], g["tile_n"], g["tile_k"]
+    tm, tn, tk = tile
     tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
     tiles = tiles_m * tiles_n * batch
     waves = np.ceil(tiles / sms)
@@ -34,7 +43,7 @@ def gemm_ceiling() -> float:
     g = constants()["gemm"]
     anchor = get_gpu(g["anchor_gpu"])
     f = float(_shape_factor(np.float64(g["anchor_m"]), np.float64(g["anchor_n"]),
-                            np.float64(g["anchor_k"]), anchor.sm_count))
+                            np.float64(g["anchor_k"]), anchor.sm_count, tile=tiles(anchor.arch)))
     return g["anchor_efficiency"] / f
 
 
@@ -49,7 +58,8 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
     # the ceiling is a short-run (burst) fraction of the dense peak; a training step keeps the
     # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
-    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch) * gpu.sustained_fraction
+    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch))
+           * gpu.sustained_fraction
            * gpu.gemm_dtype_factor(dtype_name))
     t_c = batch * 2.0 * M * N * K / (peak * eff)
     t_m = batch * elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s
