@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalemodel.analytic import planner  # noqa: E402
+from scalemodel.analytic.step import gemm as gemm_mod  # noqa: E402
 from scalemodel.analytic.validate import summary, validate  # noqa: E402
 from scalemodel.specs import gpu as gpu_spec  # noqa: E402
 
@@ -98,12 +98,13 @@ def main() -> None:
         report(TEXT, "no sustained factor at all")
     finally:
         gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
-    shape = planner._shape_factor
-    planner._shape_factor = lambda M, N, K, sms, batch=1.0: shape(M, N, K, sms, 1.0)
+    shape = gemm_mod._shape_factor
+    gemm_mod._shape_factor = lambda M, N, K, sms, batch=1.0, tile=(128, 128, 64): shape(
+        M, N, K, sms, 1.0, tile)
     try:
         report(TEXT, "batched GEMMs priced per product")
     finally:
-        planner._shape_factor = shape
+        gemm_mod._shape_factor = shape
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 import pytest
 
+from scalemodel.analytic.layout import TrainLayout as Layout
 from scalemodel.analytic.memory import (
-    Layout,
     act_per_layer,
     korthikanti_per_layer,
     memory_report,
@@ -57,7 +57,7 @@ def test_zero_figure_1(zero, gb):
 
 def test_mixed_precision_adam_is_16_bytes_per_parameter():
     m = get_model("llama-2-7b")
-    r = memory_report(m, Layout(seq_len=128))
+    r = memory_report(m, Layout(), seq_len=128)
     b = r.breakdown
     assert (b["params"] + b["grads"] + b["optimizer"]) == 16 * 6_738_415_616
 
@@ -65,8 +65,8 @@ def test_mixed_precision_adam_is_16_bytes_per_parameter():
 def test_pipeline_first_stage_holds_p_microbatches():
     """Korthikanti Sec. 4.2.3: with 1F1B the first stage stores L layers' worth (p x L/p)."""
     m = get_model(GPT3)
-    one = memory_report(m, Layout(tp=8, pp=1, seq_len=2048, recompute="selective"))
-    staged = memory_report(m, Layout(tp=8, pp=8, seq_len=2048, recompute="selective"))
+    one = memory_report(m, Layout(tp=8, pp=1, recompute="selective"), seq_len=2048)
+    staged = memory_report(m, Layout(tp=8, pp=8, recompute="selective"), seq_len=2048)
     per_layer = 34 * 2048 * 12288 / 8  # selective + SP: 34 sbh / t
     assert staged.breakdown["activations"] == pytest.approx(96 * per_layer, rel=1e-9)
     out = 4 * 2048 * 12288 / 8 + 4 * 2048 * 50257 / 8  # output layer on the single stage
@@ -75,8 +75,8 @@ def test_pipeline_first_stage_holds_p_microbatches():
 
 def test_interleaving_factor():
     m = get_model(GPT3)
-    base = memory_report(m, Layout(tp=8, pp=8, seq_len=2048, recompute="selective"))
-    inter = memory_report(m, Layout(tp=8, pp=8, vpp=4, seq_len=2048, recompute="selective"))
+    base = memory_report(m, Layout(tp=8, pp=8, recompute="selective"), seq_len=2048)
+    inter = memory_report(m, Layout(tp=8, pp=8, vpp=4, recompute="selective"), seq_len=2048)
     # Korthikanti Sec. 4.2.3: x (1 + (p - 1) / (p m)) with m interleaved chunks
     assert inter.breakdown["activations"] == pytest.approx(
         base.breakdown["activations"] * (1 + 7 / 32), rel=1e-9)

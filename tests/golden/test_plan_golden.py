@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from scalemodel.analytic.memory import Layout, memory_report, stage_partition
+from scalemodel.analytic.layout import TrainLayout
+from scalemodel.analytic.memory import memory_report, stage_partition
 from scalemodel.analytic.planner import (
     collective_time,
     gemm_efficiency,
@@ -102,9 +103,8 @@ def test_memory_uneven_stages_match_planner():
     """
     m = get_model("llama-3-405b")
     sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
-    lay = Layout(tp=8, pp=16, dp=128, zero=1, recompute="full", seq_len=8192, stage_layers=sl,
-                 microbatches=16)
-    r = memory_report(m, lay, fused_attention=True)
+    lay = TrainLayout(tp=8, pp=16, dp=128, zero=1, recompute="full", stages=sl)
+    r = memory_report(m, lay, seq_len=8192, microbatches=16, fused_attention=True)
 
     p_layer = (2 * 16384**2 + 2 * 16384 * 8 * 128 + 3 * 16384 * 53248) / 8 + 2 * 16384
     per_param = 2 + 2 + 12 / 128
@@ -122,7 +122,7 @@ def test_memory_uneven_stages_match_planner():
     res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1, "vpp": 1, "zero": 1,
                            "recompute": "full", "micro_batch": 1})
     assert res.stage_layers == sl
-    assert res.best.values["memory_per_gpu_bytes"] == pytest.approx(r.per_gpu_bytes, rel=1e-9)
+    assert res.best.values.memory_per_gpu_bytes == pytest.approx(r.per_gpu_bytes, rel=1e-9)
 
 
 def test_1f1b_bubble_is_p_minus_1_slots():
@@ -139,7 +139,7 @@ def test_llama3_405b_within_published_band():
     job = make_job(m, seq_len=8192, global_batch_tokens=16 * 1024 * 1024)
     cl = make_cluster("h100-sxm", 16384, inter="roce-400")
     res = search(job, cl, {"tp": 8, "pp": 16, "dp": 128, "cp": 1})
-    assert res.best.values["tflops_per_gpu"] / 400e12 == pytest.approx(1, abs=0.25)
+    assert res.best.values.tflops_per_gpu / 400e12 == pytest.approx(1, abs=0.25)
 
 
 def test_validation_rows_all_predicted():

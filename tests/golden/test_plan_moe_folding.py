@@ -41,8 +41,8 @@ def test_folded_experts_hold_twice_the_weights():
     *_, folded = _mix(1)
     experts = 32 * 8 * 3 * 4096 * 14336
     assert static_model(m).sum_exp == experts
-    assert folded["mem_params"] - split["mem_params"] == pytest.approx(2 * experts * (1 / 4 - 1 / 8))
-    assert folded["mem_optimizer"] == pytest.approx(split["mem_optimizer"])
+    assert folded.mem_params - split.mem_params == pytest.approx(2 * experts * (1 / 4 - 1 / 8))
+    assert folded.mem_optimizer == pytest.approx(split.mem_optimizer)
 
 
 def test_folded_experts_change_the_gemm_shapes_not_the_flops():
@@ -63,8 +63,8 @@ def test_folded_experts_change_the_gemm_shapes_not_the_flops():
         return 2 * t  # two local experts
 
     expected = 4 * 32 * (mlp(2048.0, 14336.0) - mlp(4096.0, 7168.0))
-    assert folded["compute_s"] - split["compute_s"] == pytest.approx(expected, rel=1e-9)
-    assert folded["hw_flops"] == pytest.approx(split["hw_flops"], rel=1e-12)
+    assert folded.compute_s - split.compute_s == pytest.approx(expected, rel=1e-9)
+    assert folded.hw_flops == pytest.approx(split.hw_flops, rel=1e-12)
 
 
 def test_folded_ep_group_stays_in_the_node():
@@ -77,7 +77,7 @@ def test_folded_ep_group_stays_in_the_node():
     lay = dict(MIX, ep=8)
     split = evaluate_one(job, cl, dict(lay, etp=2)).values
     folded = evaluate_one(job, cl, dict(lay, etp=1)).values
-    assert not split["ep_intra"] and folded["ep_intra"]
+    assert not split.ep_intra and folded.ep_intra
 
 
 def test_expert_gradients_move_over_the_expert_group():
@@ -97,7 +97,7 @@ def test_expert_gradients_move_over_the_expert_group():
             + sum(lp.replicated for lp in pc.layers) + pc.final_norm
         exp_local = experts / (etp * 4)
         want = 7 / 8 * 6 * dense_local + (eg - 1) / eg * 6 * exp_local
-        assert v["dp_bytes"] == pytest.approx(want, rel=1e-9), etp
+        assert v.dp_bytes == pytest.approx(want, rel=1e-9), etp
 
 
 def test_folded_experts_skip_the_expert_tp_gather():
@@ -109,9 +109,9 @@ def test_folded_experts_skip_the_expert_tp_gather():
     *_, folded = _mix(1)
     gather = collective_time("all_gather", 2 * 4096 * 2 * m.hidden, 2, 2, cl)
     micro_batches = 32 // 8
-    assert split["ep_s"] - folded["ep_s"] == pytest.approx(
+    assert split.ep_s - folded.ep_s == pytest.approx(
         micro_batches * m.n_layers * 4 * gather, rel=1e-9)
-    assert split["ep_bytes"] == pytest.approx(folded["ep_bytes"])
+    assert split.ep_bytes == pytest.approx(folded.ep_bytes)
 
 
 def test_ep_wider_than_dp_needs_folding():

@@ -122,18 +122,27 @@ BASE = ("--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-b
 
 
 def test_framework_flags_move_the_step_the_right_way(capsys):
-    fused = plan_json(capsys, *BASE)
-    eager = plan_json(capsys, *BASE, "--kernels", "eager")
-    unfused_acc = plan_json(capsys, *BASE, "--no-grad-accum-fusion")
+    fused = plan_json(capsys, *BASE, "--attention", "flash")
+    eager = plan_json(capsys, *BASE, "--attention", "flash", "--kernels", "eager")
+    unfused_acc = plan_json(capsys, *BASE, "--attention", "flash", "--no-grad-accum-fusion")
     fa3 = plan_json(capsys, *BASE, "--attention", "flash3")
     tri = plan_json(capsys, *BASE, "--attention", "triton")
     assert eager["step_time_s"] > fused["step_time_s"]
     assert unfused_acc["step_time_s"] > fused["step_time_s"]
     assert tri["step_time_s"] > fused["step_time_s"] > fa3["step_time_s"]
+    # the default framework (Megatron-Core with Transformer Engine) runs cuDNN / FA-3-class
+    # attention on Hopper: the same step as --attention flash3, and it says which profile
+    default = plan_json(capsys, *BASE)
+    assert default["framework"] == "megatron-core"
+    assert default["step_time_s"] == fa3["step_time_s"]
+    # a profile's kernels are overridden by an explicit flag
+    titan = plan_json(capsys, *BASE, "--framework", "torchtitan")
+    titan_fused = plan_json(capsys, *BASE, "--framework", "torchtitan", "--kernels", "fused")
+    assert titan["step_time_s"] > titan_fused["step_time_s"] == fused["step_time_s"]
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "Hopper"),
+    (("--gpu", "a100-sxm-80gb", "--attention", "flash3"), "hopper"),
     (("--kernels", "jit"), "invalid choice"),
     (("--attention", "sdpa"), "invalid choice"),
     (("--schedule", "zigzag"), "invalid choice"),

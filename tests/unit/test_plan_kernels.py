@@ -58,12 +58,12 @@ def _row(precision, model="llama-3-8b", attention="flash"):
 def test_parts_of_compute_add_up_and_fp8_pays_casts():
     bf, f8 = _row("bf16"), _row("fp8")
     for v in (bf, f8):
-        assert 0 < v["attention_s"] < v["compute_s"]
-        assert 0 < v["nongemm_s"] < v["compute_s"]
-        assert v["attention_s"] + v["nongemm_s"] < v["compute_s"]
-    assert f8["nongemm_s"] > bf["nongemm_s"]
+        assert 0 < v.attention_s < v.compute_s
+        assert 0 < v.nongemm_s < v.compute_s
+        assert v.attention_s + v.nongemm_s < v.compute_s
+    assert f8.nongemm_s > bf.nongemm_s
     # fp8 GEMMs run at twice the peak, but the memory-bound work does not shrink
-    assert f8["compute_s"] > 0.5 * bf["compute_s"]
+    assert f8.compute_s > 0.5 * bf.compute_s
 
 
 def test_gemm_calibration_point_consistency():

@@ -38,10 +38,10 @@ def _deepseek(ep_overlap: bool):
 
 def test_ep_overlap_hides_all_to_all_and_costs_slowdown():
     plain, over = _deepseek(False), _deepseek(True)
-    assert over["ep_s"] < plain["ep_s"]
-    assert over["overlap_s"] > plain["overlap_s"]
-    assert over["step_time_s"] < plain["step_time_s"]
-    assert over["lower_s"] <= over["step_time_s"] <= over["upper_s"]
+    assert over.ep_s < plain.ep_s
+    assert over.overlap_s > plain.overlap_s
+    assert over.step_time_s < plain.step_time_s
+    assert over.lower_s <= over.step_time_s <= over.upper_s
 
 
 @pytest.mark.parametrize("model,gpus,seq", [("llama-3-8b", 64, 8192), ("llama-3-70b", 512, 4096)])
@@ -51,12 +51,12 @@ def test_breakdown_sums_to_step(model, gpus, seq):
     res = search(job, make_cluster("h100-sxm", gpus), {}, top=3)
     for r in res.rows:
         v = r.values
-        assert sum(breakdown(v).values()) == pytest.approx(v["step_time_s"], rel=1e-9)
+        assert sum(breakdown(v).values()) == pytest.approx(v.step_time_s, rel=1e-9)
         # the slowdown is sigma (Lee et al. 2025: 18.9%) of hidden communication, never more
         # than the communication that could have been exposed
-        hidden_max = v["upper_s"] - v["lower_s"]
-        assert 0 <= v["overlap_s"] <= 0.189 * hidden_max + 1e-12
-        assert np.isfinite(v["step_time_s"])
+        hidden_max = v.upper_s - v.lower_s
+        assert 0 <= v.overlap_s <= 0.189 * hidden_max + 1e-12
+        assert np.isfinite(v.step_time_s)
 
 
 def test_fabric_map_ends_with_a_planned_layout():

@@ -25,6 +25,7 @@ import numpy as np
 from ..derive import Derivation
 from ..errors import BadInput
 from ..specs.reliability import FailureProfile, FaultClass
+from .layout import TrainLayout
 from .reliability import DAY_S, MONTH_S, component_rates_per_day
 
 DIMS = ("tp", "cp", "ep", "dp", "pp")
@@ -32,35 +33,51 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 SCOPES = ("none", "rank", "tp_group", "pipeline", "job")
 
 
+BLAST_KEYS = ("tp", "pp", "dp", "cp", "ep")  # the layout keys that place ranks
+
+
 @dataclass(frozen=True)
 class Layout:
+    """Where a training layout (analytic/layout.py TrainLayout) puts its ranks: one size per
+    parallel dimension in the rank order. Expert parallelism is drawn from the data-parallel
+    ranks, so the ``dp`` dimension here counts the dp / ep groups of ``ep`` replicas."""
+
     sizes: dict[str, int]
     order: tuple[str, ...]
+    train: TrainLayout | None = None
 
     @property
     def world(self) -> int:
         return int(np.prod([self.sizes[d] for d in DIMS]))
 
     def describe(self) -> str:
-        return ",".join(f"{d}={self.sizes[d]}" for d in DIMS if self.sizes[d] > 1) or "dp=1"
+        t = self.train or TrainLayout(tp=self.sizes["tp"], pp=self.sizes["pp"],
+                                      dp=self.sizes["dp"] * self.sizes["ep"],
+                                      cp=self.sizes["cp"], ep=self.sizes["ep"])
+        return ",".join(f"{k}={t[k]}" for k in BLAST_KEYS if t[k] > 1) or "dp=1"
+
+    @classmethod
+    def of(cls, lay: TrainLayout, order: tuple[str, ...]) -> Layout:
+        if lay.folded:
+            raise BadInput("--layout etp: blast radius places experts inside the data-parallel "
+                           "ranks; folded expert layouts (etp < tp) are not placed")
+        if lay.dp % lay.ep:
+            raise BadInput(f"--layout: ep={lay.ep} must divide dp={lay.dp} (expert groups are "
+                           "drawn from the data-parallel ranks)")
+        sizes = {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "dp": lay.dp // lay.ep, "pp": lay.pp}
+        return cls(sizes, order, lay)
 
 
 def parse_layout(text: str, order: str = DEFAULT_ORDER, gpus: int | None = None) -> Layout:
-    sizes = dict.fromkeys(DIMS, 1)
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        k, _, v = part.partition("=")
-        if k not in DIMS or not v.isdigit() or int(v) < 1:
-            raise BadInput(f"--layout: expected entries like tp=8,pp=16,dp=128 with names "
-                           f"{', '.join(DIMS)} and whole numbers >= 1, got {part!r}")
-        sizes[k] = int(v)
+    """``tp=8,pp=16,dp=128`` in plan train's keys (analytic/layout.py parse_layout): ep is drawn
+    from dp, so tp x pp x dp x cp is the GPU count."""
+    from .layout import parse_layout as parse_keys
+
+    keys = parse_keys(text, BLAST_KEYS, "reliability blast-radius")
     dims = tuple(order.split("-"))
     if sorted(dims) != sorted(DIMS):
         raise BadInput(f"--order: a permutation of {'-'.join(DIMS)} (fastest first), got {order!r}")
-    if sizes["ep"] > 1 and sizes["dp"] % sizes["ep"] and sizes["ep"] > sizes["dp"]:
-        raise BadInput(f"--layout: ep={sizes['ep']} must divide dp={sizes['dp']}")
-    lay = Layout(sizes, dims)
+    lay = Layout.of(TrainLayout.from_keys(keys), dims)
     if gpus is not None and lay.world != gpus:
         raise BadInput(f"--layout: {lay.describe()} uses {lay.world} GPUs but --gpus is {gpus}")
     return lay
@@ -112,18 +129,20 @@ def scope_of(ranks: np.ndarray, lay: Layout, coords: dict[str, np.ndarray]) -> t
     """(scope, number of data-parallel replicas hit) of a set of removed ranks."""
     if ranks.size == 0:
         return "none", 0
-    # a tp group = same coordinates in every dimension but tp; a replica = same dp (and ep) index
-    replica = coords["dp"][ranks] * lay.sizes["ep"] + coords["ep"][ranks]
-    n_replicas = lay.sizes["dp"] * lay.sizes["ep"]
-    hit = np.unique(replica).size
+    # a tp group = same coordinates in every dimension but tp. The ep ranks of one expert group
+    # hold different experts, so the ep data-parallel replicas they belong to stop together: a
+    # fault hits whole groups of ep replicas (the dp coordinate here numbers those groups)
+    ep = lay.sizes["ep"]
+    n_replicas = lay.sizes["dp"] * ep
+    hit = np.unique(coords["dp"][ranks]).size * ep
     if ranks.size == 1:
-        return "rank", 1
+        return "rank", ep
     key = np.zeros(ranks.size, dtype=np.int64)
     for d in DIMS:
         if d != "tp":
             key = key * lay.sizes[d] + coords[d][ranks]
     if np.unique(key).size == 1:
-        return "tp_group", 1
+        return "tp_group", ep
     if hit < n_replicas:
         return "pipeline", hit
     return "job", hit

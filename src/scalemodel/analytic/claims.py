@@ -30,7 +30,8 @@ from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, get_gpu, get_model
 from ..specs.model import model_ids
 from ..specs.sources import cite, load_toml
-from .memory import Layout, find_min_gpus, memory_report
+from .layout import TrainLayout
+from .memory import find_min_gpus, memory_report
 from .params import count_params
 
 VERDICTS = ("plausible", "stretched", "implausible")
@@ -61,7 +62,7 @@ def parse_count(text: str, field_name: str = "--tokens") -> float:
     return v
 
 
-def parse_layout(text: str, gpus: int) -> Layout:
+def parse_layout(text: str, gpus: int) -> TrainLayout:
     """'tp8 pp4 dp16 zero1 recompute=selective' (any order, '=' optional; 'fsdp' = zero 3).
 
     dp defaults to gpus / (tp x pp x cp) and must agree with it when given.
@@ -87,8 +88,8 @@ def parse_layout(text: str, gpus: int) -> Layout:
         raise BadInput(f"--layout: dp{vals['dp']} disagrees with --gpus {gpus} / (tp x pp x cp) = {dp}")
     if vals.get("zero", 0) not in (0, 1, 2, 3):
         raise BadInput(f"--layout: zero must be 0, 1, 2 or 3, got {vals['zero']}")
-    return Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=vals.get("ep", 1), zero=vals.get("zero", 0),
-                  recompute=vals.get("recompute", "none"), vpp=vals.get("vpp", 1))
+    return TrainLayout(tp=tp, pp=pp, dp=dp, cp=cp, ep=vals.get("ep", 1), zero=vals.get("zero", 0),
+                       recompute=vals.get("recompute", "none"), vpp=vals.get("vpp", 1))
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([mMbBtT])\s*$")
@@ -355,8 +356,7 @@ def check_claim(c: Claim) -> ClaimCheck:
     per_gpu: float | None = None
     if c.layout:
         lay = parse_layout(c.layout, c.gpus)
-        lay = Layout(**{**lay.__dict__, "seq_len": c.seq_len})
-        mr = memory_report(m, lay, gpu=gpu, weight_dtype=c.dtype)
+        mr = memory_report(m, lay, seq_len=c.seq_len, gpu=gpu, weight_dtype=c.dtype)
         per_gpu, cap = mr.per_gpu_bytes, float(mr.capacity_bytes or cap)
         fits = bool(mr.fits)
         layout_text = lay.describe()

@@ -140,8 +140,18 @@ def _mh() -> dict[str, Any]:
 
 
 def arch_latencies(arch: str) -> dict[str, Any]:
-    """Latency entry (cycles) for an architecture name, {} when none is recorded."""
-    return dict(_mh().get(arch, {}))
+    """Latency entry (cycles) for an architecture name, {} when none is recorded. An entry that
+    ``borrows`` another architecture's measurements returns those, with ``borrowed_from`` and
+    ``borrow_note`` saying so."""
+    e = _mh().get(arch, {})
+    if "borrows" not in e:
+        return dict(e)
+    src = str(e["borrows"])
+    lent = _mh().get(src, {})
+    if not lent or "borrows" in lent:
+        raise BadInput(f"memory_hierarchy.toml [{arch}]: borrows {src!r}, which is not a measured "
+                       "entry")
+    return {**lent, "borrowed_from": src, "borrow_note": str(e.get("note", ""))}
 
 
 def dram_latency(gpu: Any, loaded: bool = True) -> tuple[float, str, str]:
@@ -151,17 +161,20 @@ def dram_latency(gpu: Any, loaded: bool = True) -> tuple[float, str, str]:
     needs for the bytes in flight at peak), else the unloaded pointer-chase figure.
     """
     e = arch_latencies(gpu.arch)
+    lent = (f"; borrowed: {gpu.arch} has no measurement, {e['borrowed_from']}'s is used "
+            f"({e['borrow_note']})" if "borrowed_from" in e else "")
     if loaded and "dram_loaded_ns" in e:
         return float(e["dram_loaded_ns"]) * 1e-9, cite(e["dram_loaded_source"]), (
             "latency under full-bandwidth load (queueing included); the unloaded pointer-chase "
-            f"figure is {float(e['dram']) / gpu.boost_clock_hz * 1e9:.0f} ns")
+            f"figure is {float(e['dram']) / gpu.boost_clock_hz * 1e9:.0f} ns" + lent)
     if "dram" not in e:
         raise BadInput(f"--gpu: no measured DRAM latency recorded for architecture {gpu.arch!r}; "
                        "pass --latency-ns")
     cyc = float(e["dram"])
     return cyc / gpu.boost_clock_hz, cite(e["source"]), (
         f"{cyc:g} cycles measured on {e['measured_on']} (pointer chase, unloaded; confidence "
-        f"{e.get('confidence', {}).get('dram', 'low')}), converted at the {gpu.id} boost clock")
+        f"{e.get('confidence', {}).get('dram', 'low')}), converted at the {gpu.id} boost clock"
+        + lent)
 
 
 def memory_hierarchy(gpu: Any, measured: dict[str, Any] | None = None) -> Table:
@@ -233,6 +246,9 @@ def memory_hierarchy(gpu: Any, measured: dict[str, Any] | None = None) -> Table:
     note = (f"Latencies in cycles measured on {lat.get('measured_on', 'n/a')} by pointer chasing "
             f"(unloaded), ns at the {gpu.id} boost clock {clk / 1e9:.3g} GHz; link latencies are "
             "NCCL's per-hop model values. Capacities are totals over all SMs.")
+    if "borrowed_from" in lat:
+        note += (f" {gpu.arch} has no latency measurement: {lat['borrowed_from']}'s is borrowed "
+                 f"({lat['borrow_note']})")
     if measured:
         note += " Rows with a measured latency use this GPU's probe results."
     return Table(f"Memory hierarchy of {gpu.name}",

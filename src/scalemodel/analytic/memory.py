@@ -39,6 +39,7 @@ from ..derive import Derivation, Table
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
 from .kv import check_tp
+from .layout import TrainLayout
 from .params import ParamCount, count_params
 
 RECOMPUTE = ("none", "selective", "full")
@@ -47,69 +48,38 @@ RECOMPUTE = ("none", "selective", "full")
 PLAN_RECOMPUTE = RECOMPUTE + ("op",)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """A parallel layout and the per-micro-batch shape of one training step."""
-
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    cp: int = 1
-    ep: int = 1
-    zero: int = 0
-    recompute: str = "none"
-    sequence_parallel: bool = True  # only meaningful when tp > 1
-    micro_batch: int = 1
-    seq_len: int = 4096
-    vpp: int = 1  # interleaved pipeline chunks per stage
-    microbatches: int | None = None  # per step per pipeline; None: at least pp
-    # layers held by each pipeline stage (first to last); None: ceil(L / pp) on every stage
-    stage_layers: tuple[int, ...] | None = None
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.dp * self.cp
-
-    def describe(self) -> str:
-        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
-        if self.cp > 1:
-            parts.append(f"CP{self.cp}")
-        if self.ep > 1:
-            parts.append(f"EP{self.ep}")
-        parts.append(f"ZeRO-{self.zero}")
-        parts.append(f"recompute={self.recompute}")
-        if self.tp > 1:
-            parts.append("SP" if self.sequence_parallel else "no-SP")
-        return " ".join(parts)
-
-
-def validate_layout(m: ModelSpec, lay: Layout) -> None:
+def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
+                    microbatches: int | None = None) -> None:
+    """The rules a layout must meet on its own (no GPU count or batch: analytic/layout.py RULES
+    check those where the command has them)."""
     check_tp(m, lay.tp, lay.pp)
-    for name in ("dp", "cp", "ep", "micro_batch", "seq_len", "vpp"):
-        v = getattr(lay, name)
-        if not isinstance(v, int) or v < 1:
-            flag = "--" + name.replace("_", "-")
-            raise BadInput(f"{flag} must be a whole number >= 1, got {v}")
-    if lay.zero not in (0, 1, 2, 3):
-        raise BadInput(f"--zero must be 0, 1, 2 or 3, got {lay.zero}")
-    if lay.recompute not in RECOMPUTE:
-        raise BadInput(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {lay.recompute!r}")
-    if lay.ep > 1:
+    if lay.recompute not in PLAN_RECOMPUTE:
+        raise BadInput(f"--recompute must be one of {', '.join(PLAN_RECOMPUTE)}, "
+                       f"got {lay.recompute!r}")
+    if lay.recompute == "op" and (m.is_moe or m.kv_lora_rank):
+        raise BadInput("--layout recompute=op (torchtitan's op-level policy) is modelled for dense "
+                       f"models without MLA; {m.id} is {'MoE' if m.is_moe else 'MLA'}")
+    if lay.ep > 1 or lay.folded:
         if not m.is_moe:
-            raise BadInput(f"--ep {lay.ep}: {m.id} has no experts to distribute")
+            raise BadInput(f"--layout ep={lay.ep}: {m.id} has no experts to distribute")
         if m.n_experts % lay.ep:
-            raise BadInput(f"--ep {lay.ep} does not divide the {m.n_experts} experts of {m.id}")
-        if (lay.dp * lay.cp) % lay.ep:
-            raise BadInput(f"--ep {lay.ep} must divide dp x cp = {lay.dp * lay.cp}")
-    if lay.seq_len % lay.cp:
-        raise BadInput(f"--cp {lay.cp} does not divide --seq-len {lay.seq_len}")
-    if lay.microbatches is not None and lay.microbatches < 1:
+            raise BadInput(f"--layout ep={lay.ep} does not divide the {m.n_experts} experts of "
+                           f"{m.id}")
+        pool = lay.dp * lay.cp * (lay.tp if lay.folded else 1)
+        if lay.expert_tp not in (1, lay.tp) or pool % lay.ep or (lay.folded and lay.ep == 1):
+            raise BadInput(f"--layout ep={lay.ep},etp={lay.expert_tp}: etp must be 1 or the tp, "
+                           f"and ep must divide dp x cp (tp x dp x cp when etp = 1) = {pool}")
+    if seq_len < 1 or seq_len % lay.cp:
+        raise BadInput(f"--layout cp={lay.cp} does not divide --seq-len {seq_len}")
+    if lay.pp * lay.vpp > m.n_layers:
+        raise BadInput(f"--layout pp x vpp = {lay.pp * lay.vpp} exceeds the {m.n_layers} layers "
+                       f"of {m.id}")
+    if microbatches is not None and microbatches < 1:
         raise BadInput("the number of micro-batches must be at least 1")
-    if lay.stage_layers is not None:
-        sl = lay.stage_layers
-        if len(sl) != lay.pp or sum(sl) != m.n_layers or min(sl) < 1:
-            raise BadInput(f"stage layers {list(sl)} must be {lay.pp} counts >= 1 adding up to "
-                           f"the {m.n_layers} layers of {m.id}")
+    if lay.stages is not None:
+        from .layout import check_stages
+
+        check_stages(lay.stages, lay.pp, m)
 
 
 # --- per-layer activation coefficients (model-only) ------------------------------------------------
@@ -449,7 +419,9 @@ def training_bytes(
 class MemoryReport:
     model: str
     gpu: str | None
-    layout: Layout
+    layout: TrainLayout
+    seq_len: int
+    microbatches: int | None
     optimizer: str
     dtype: str
     per_gpu_bytes: float
@@ -459,7 +431,7 @@ class MemoryReport:
     fits: bool | None
     derivation: Derivation
     min_gpus: int | None = None
-    min_layout: Layout | None = None
+    min_layout: TrainLayout | None = None
     fit_table: Table | None = None
     warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
@@ -468,7 +440,7 @@ class MemoryReport:
         d: dict[str, Any] = {
             "model": self.model,
             "gpu": self.gpu,
-            "layout": self.layout.__dict__ | {"gpus": self.layout.gpus},
+            "layout": layout_json(self.layout, self.seq_len, self.microbatches),
             "optimizer": self.optimizer,
             "dtype": self.dtype,
             "per_gpu_bytes": self.per_gpu_bytes,
@@ -480,16 +452,25 @@ class MemoryReport:
         }
         if self.min_gpus is not None:
             d["min_gpus"] = self.min_gpus
-            d["min_layout"] = self.min_layout.__dict__ | {"gpus": self.min_layout.gpus} if self.min_layout else None
+            d["min_layout"] = (layout_json(self.min_layout, self.seq_len, None)
+                               if self.min_layout else None)
         d.update(self.extra)
         d["derivation"] = self.derivation.to_dict()
         return d
 
 
+def layout_json(lay: TrainLayout, seq_len: int, microbatches: int | None) -> dict[str, Any]:
+    """A layout in memory's JSON: the layout keys, sp, the GPUs, the sequence and micro-batches."""
+    return lay.as_dict() | {"sp": lay.sp, "gpus": lay.gpus, "seq_len": seq_len,
+                            "microbatches": microbatches}
+
+
 def memory_report(
     m: ModelSpec,
-    lay: Layout,
+    lay: TrainLayout,
     *,
+    seq_len: int = 4096,
+    microbatches: int | None = None,
     gpu: GPUSpec | None = None,
     optimizer_id: str = "adam",
     weight_dtype: str = "bf16",
@@ -497,27 +478,28 @@ def memory_report(
     memory_fraction: float | None = None,
     fused_attention: bool = False,
 ) -> MemoryReport:
-    validate_layout(m, lay)
+    validate_layout(m, lay, seq_len, microbatches)
     warnings: list[str] = []
-    if lay.seq_len > m.max_context:
+    if seq_len > m.max_context:
         warnings.append(
-            f"--seq-len {lay.seq_len:,} exceeds {m.id}'s max_position_embeddings "
+            f"--seq-len {seq_len:,} exceeds {m.id}'s max_position_embeddings "
             f"{m.max_context:,}; computed anyway"
         )
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     sm = static_model(m)
-    rc_code = RECOMPUTE.index(lay.recompute)
-    sp = lay.sequence_parallel and lay.tp > 1
+    rc_code = PLAN_RECOMPUTE.index(lay.recompute)
+    sp = lay.sp and lay.tp > 1
+    etp = lay.expert_tp
     shape: dict[str, Any] = {}
-    if lay.stage_layers is not None and lay.pp > 1:
-        nf, nm, mi, nl = stage_shape(lay.stage_layers)
+    if lay.stages is not None and lay.pp > 1:
+        nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     vec = training_bytes(
-        sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, rc=rc_code,
-        sp=sp, micro_batch=lay.micro_batch, seq_len=lay.seq_len, vpp=lay.vpp,
-        microbatches=lay.microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
+        sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
+        rc=rc_code, sp=sp, micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
+        microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         fused_attention=fused_attention, **shape,
     )
     heavy = int(vec["heaviest"])
@@ -536,10 +518,13 @@ def memory_report(
     d.given("context-parallel degree", "c", lay.cp, "1")
     if m.is_moe:
         d.given("expert-parallel degree", "x", lay.ep, "1")
+        d.given("expert tensor-parallel degree", "t_e", etp, "1",
+                note="experts split like the dense MLP" if etp == lay.tp else
+                "experts unsplit below the tp: MoE parallel folding")
     if lay.pp == 1:
         dense_gpu = (sm.sum_split / lay.tp + sm.sum_rep + (pc.embedding + pc.lm_head) / lay.tp
                      + pc.final_norm)
-        exp_gpu = sm.sum_exp / (lay.tp * lay.ep)
+        exp_gpu = sm.sum_exp / (etp * lay.ep)
         d.given("dense parameters on one GPU (TP-split, norms replicated)", "P_d", dense_gpu, "1",
                 note="(attention + MLP + embeddings)/t + norms")
     else:
@@ -549,21 +534,22 @@ def memory_report(
         ends = {"first": pc.embedding / lay.tp, "middle": 0.0,
                 "last": head / lay.tp + pc.final_norm}
         dense_gpu = body + ends[stage]
-        exp_gpu = per_stage * sm.big_exp / (lay.tp * lay.ep)
+        exp_gpu = per_stage * sm.big_exp / (etp * lay.ep)
         what = {"first": " + embedding", "middle": "", "last": " + output head"}[stage]
         count = f"ceil(L/p) = {per_stage}" if n_stage is None else f"{per_stage} (uneven split)"
         d.given(f"dense parameters on one GPU of the {stage} stage", "P_d", dense_gpu, "1",
                 note=f"{count} layers (heaviest layer assumed){what}, split by t")
     if m.is_moe:
         d.given("routed-expert parameters on one GPU", "P_e", exp_gpu, "1",
-                note="experts / (t * x) on this stage")
+                note="experts / (t_e * x) on this stage")
     d.given(f"bytes per {ew.name} weight", "e_w", ew.bytes, "B", ew.source)
     d.given(f"bytes per {eg.name} gradient", "e_g", eg.bytes, "B", eg.source)
     d.given(f"optimizer bytes per parameter ({opt.label})", "K", opt.bytes_per_param, "B",
             opt.source, note=opt.note)
     d.given("ZeRO stage", "z", lay.zero, "1")
     d.calc("ranks sharing one dense shard (ZeRO group)", "G", "d * c", "1")
-    d.calc("ranks sharing one expert shard", "G_e", "d * c / x" if m.is_moe else "d * c", "1")
+    d.calc("ranks sharing one expert shard", "G_e", "t * d * c / (t_e * x)" if m.is_moe
+           else "d * c", "1")
     moe = m.is_moe
 
     def held(sharded: bool) -> str:
@@ -576,7 +562,7 @@ def memory_report(
     p_formula = f"{held(lay.zero >= 3)} * e_w"
     if lay.zero >= 3:
         d.given("parameters of the heaviest layer on one GPU", "P_lay",
-                sm.big_split / lay.tp + sm.big_exp / (lay.tp * lay.ep), "1")
+                sm.big_split / lay.tp + sm.big_exp / (etp * lay.ep), "1")
         p_formula += " + 2 * P_lay * e_w"
         d.note("ZeRO-3/FSDP gathers whole layers to compute: one in use and one prefetched.")
     params_b = d.calc("weights per GPU", "M_p", p_formula, "B", check=float(vec["params"]),
@@ -588,7 +574,7 @@ def memory_report(
 
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
-                              shape.get("mid_index", 1), fused_attention)
+                              shape.get("mid_index", 1), fused_attention, seq_len, microbatches)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -601,7 +587,8 @@ def memory_report(
         cap = d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
         fits = bool(total <= cap)
     return MemoryReport(
-        model=m.id, gpu=gpu.id if gpu else None, layout=lay, optimizer=opt.id, dtype=ew.name,
+        model=m.id, gpu=gpu.id if gpu else None, layout=lay, seq_len=seq_len,
+        microbatches=microbatches, optimizer=opt.id, dtype=ew.name,
         per_gpu_bytes=float(total),
         breakdown={"params": float(params_b), "grads": float(grads_b),
                    "optimizer": float(opt_b), "activations": float(act_b)},
@@ -611,11 +598,12 @@ def memory_report(
 
 
 def _activation_steps(
-    d: Derivation, m: ModelSpec, sm: StaticModel, lay: Layout, sp: bool, stage: str, check: float,
-    n_stage: int | None = None, mid_index: int = 1, fused_attention: bool = False,
+    d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
+    check: float, n_stage: int | None = None, mid_index: int = 1, fused_attention: bool = False,
+    seq_len: int = 4096, microbatches: int | None = None,
 ) -> float:
     src = m.source
-    d.given("sequence length", "S", lay.seq_len, "token")
+    d.given("sequence length", "S", seq_len, "token")
     d.given("micro-batch", "b", lay.micro_batch, "seq")
     d.calc("tokens per sequence on this rank (S / c)", "s", "S / c", "token")
     d.given("hidden size", "h", m.hidden, "1", src)
@@ -630,6 +618,12 @@ def _activation_steps(
             d.calc(f"{tag} layer: stored input only (full recompute)", sym,
                    f"{c.full:g} * s * b / sp_div", "B",
                    note="2 s b h: each layer's input is kept; everything else is recomputed")
+            return sym
+        if rc == "op":
+            d.calc(f"{tag} layer: input + kept matmul and attention outputs (op-level policy)",
+                   sym, f"{c.full:g} * s * b / sp_div + {c.op:g} * s * b / t", "B",
+                   note="torchtitan's op policy: every other matmul output and the attention "
+                   "output are kept")
             return sym
         d.given(f"{tag} layer: TP-replicated bytes per token", f"r_{tag}", c.rep, "B",
                 note="norm inputs 4h, attention and MLP inputs 2h + 2h"
@@ -656,7 +650,7 @@ def _activation_steps(
     n_l = "ceil(L / p)"
     if n_stage is not None:
         d.given(f"layers on the {stage} stage (uneven split)", "n_s", n_stage, "1",
-                note=f"stages hold {list(lay.stage_layers or ())} layers")
+                note=f"stages hold {list(lay.stages or ())} layers")
         n_l = "n_s"
     if sm.moe is not None:
         moe_sym = layer_steps(sm.moe, "moe")
@@ -675,7 +669,7 @@ def _activation_steps(
            "4 * s * b * h / sp_div + 4 * s * b * V / t", "B")
     if stage == "middle":
         mb = lay.pp - mid_index
-        mb = mb if lay.microbatches is None else min(mb, lay.microbatches)
+        mb = mb if microbatches is None else min(mb, microbatches)
         d.given(f"micro-batches in flight on stage {mid_index} (1F1B)", "n_mb", max(mb, 1), "1",
                 note="stage i holds p - i micro-batches")
         d.given("interleaved chunks per stage", "v", lay.vpp, "1")
@@ -683,7 +677,7 @@ def _activation_steps(
         return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}", "B",
                       check=check, rel_tol=1e-6)
     if stage in ("first", "only"):
-        mb = lay.pp if lay.microbatches is None else min(lay.pp, lay.microbatches)
+        mb = lay.pp if microbatches is None else min(lay.pp, microbatches)
         d.given("micro-batches in flight on the first stage (1F1B)", "n_mb", mb, "1",
                 note="p when the step has at least p micro-batches")
         d.given("interleaved chunks per stage", "v", lay.vpp, "1")
@@ -716,7 +710,7 @@ def korthikanti_per_layer(s: float, b: float, h: float, a: float, t: float = 1,
 @dataclass(frozen=True)
 class FitResult:
     min_gpus: int | None
-    layout: Layout | None
+    layout: TrainLayout | None
     per_gpu_bytes: float | None
     rows_evaluated: int
     candidates: Table  # the best layout at each GPU count tried, for the answer
@@ -793,9 +787,9 @@ def find_min_gpus(
     key = np.lexsort((T, P, Z, R, n))
     key = key[fits[key]]
     best = key[0]
-    lay = Layout(tp=int(T[best]), pp=int(P[best]), dp=int(D[best]), cp=int(C[best]), ep=ep,
-                 zero=int(Z[best]), recompute=RECOMPUTE[int(R[best])], micro_batch=micro_batch,
-                 seq_len=seq_len)
+    lay = TrainLayout(tp=int(T[best]), pp=int(P[best]), dp=int(D[best]), cp=int(C[best]), ep=ep,
+                      zero=int(Z[best]), recompute=RECOMPUTE[int(R[best])],
+                      micro_batch=micro_batch)
     # the best layout at the first few GPU counts that fit, for context
     seen: dict[int, int] = {}
     for i in key:
@@ -803,8 +797,9 @@ def find_min_gpus(
         if len(seen) >= 6:
             break
     rows = tuple(
-        (g, Layout(tp=int(T[i]), pp=int(P[i]), dp=int(D[i]), cp=int(C[i]), ep=ep, zero=int(Z[i]),
-                   recompute=RECOMPUTE[int(R[i])]).describe(), float(res["total"][i]) / 1e9)
+        (g, TrainLayout(tp=int(T[i]), pp=int(P[i]), dp=int(D[i]), cp=int(C[i]), ep=ep,
+                        zero=int(Z[i]), recompute=RECOMPUTE[int(R[i])],
+                        micro_batch=micro_batch).describe(), float(res["total"][i]) / 1e9)
         for g, i in sorted(seen.items())
     )
     table = Table("Smallest layouts that fit, by GPU count",

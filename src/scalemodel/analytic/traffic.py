@@ -249,3 +249,122 @@ def traffic(m: ModelSpec, lay: TrainLayout, fabric: Fabric) -> TrafficReport:
                  "forward TP collectives) is not counted.")
     notes.append(f"{nm} micro-batches of {mb} x {lay.seq_len} tokens per DP rank per step.")
     return TrafficReport(m.id, lay, fabric.describe(), tuple(out), tuple(notes))
+
+
+# --- the step model's traffic, per strategy (plan train --json traffic, comm traffic) -----------
+
+
+@dataclass(frozen=True)
+class StepTraffic:
+    """One strategy's communication in one training step on one GPU, as the step model prices
+    it: bytes this GPU sends, collective calls, seconds with nothing hidden (``time_per_step_s``)
+    and seconds left on the critical path after overlap (``exposed_s``)."""
+
+    name: str
+    collective: str
+    tier: str
+    group_size: int
+    bytes_per_step: float
+    calls_per_step: float
+    time_per_step_s: float
+    exposed_s: float
+    what: str
+
+    @property
+    def bytes_per_call(self) -> float:
+        return self.bytes_per_step / self.calls_per_step if self.calls_per_step else 0.0
+
+    @property
+    def overlappable(self) -> bool:
+        return self.exposed_s < self.time_per_step_s
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["bytes_per_call"] = self.bytes_per_call
+        d["overlappable"] = self.overlappable
+        return d
+
+
+def _tier(rpn: float, size: float) -> str:
+    if size <= 1:
+        return "none"
+    if rpn >= size:
+        return "scale-up"
+    return "scale-out" if rpn <= 1 else "scale-up+scale-out"
+
+
+def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
+    """The traffic rows of one priced layout (``row``: a planner PlanRow). Bytes, raw and exposed
+    seconds are the step model's own terms; calls and tiers come from the same candidate
+    columns, so ``plan train`` and ``comm traffic`` list the same rows for the same layout."""
+    import numpy as np
+
+    from .planner import layout_columns
+    from .step.attention import attention_terms
+    from .step.candidates import candidates
+    from .step.comm import ep_stride, layer_comm, ranks_per_node
+    from .step.config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES
+    from .step.model import tp_share
+
+    lay, v = row.layout, row.values
+    cols = layout_columns(job, cl, [lay])
+    c = candidates(job, cl, cols)
+    cm = layer_comm(c, attention_terms(c))
+
+    def one(x: Any) -> float:
+        return float(np.asarray(x, dtype=np.float64).ravel()[0])
+
+    mb, n, rc, dom = one(c.mb), one(v.n_first if lay.pp == 1 else _n_slow(v)), lay.rc, c.dom
+    full = rc == 2
+    out: list[StepTraffic] = []
+
+    def add(name: str, coll: str, size: float, rpn: Any, nbytes: Any, calls: float, raw: Any,
+            exposed: Any, what: str) -> None:
+        if size > 1 and calls > 0:
+            out.append(StepTraffic(name, coll, _tier(one(rpn), size), int(size), one(nbytes),
+                                   float(calls), one(raw), one(exposed), what))
+
+    tp, cp, ep, pp = lay.tp, lay.cp, lay.ep, lay.pp
+    share = one(tp_share(c, cm))
+    add("TP", "all-gather + reduce-scatter (sequence parallel)", tp, ranks_per_node(1, tp, dom),
+        v.tp_bytes, mb * n * share * (TP_FWD_COLLECTIVES * (1 + full + 0.5 * (rc == 3))
+                                      + TP_BWD_COLLECTIVES),
+        v.tp_raw_s, v.tp_s, "per layer: 2 all-gathers + 2 reduce-scatters forward, 6 backward "
+        "(the weight-gradient inputs re-gathered), the forward ones again under recompute")
+    cp_raw = mb * n * (one(cm.cp_f_raw) * (1 + full) + one(cm.cp_b_raw))
+    add("CP", "send-recv (ring)", cp, ranks_per_node(tp, cp, dom), v.cp_bytes,
+        mb * n * 3 * (cp - 1), cp_raw, v.cp_s,
+        "K and V blocks passed around the ring (cp - 1 hops forward, K, V and their gradients "
+        "backward), behind the attention of the block in hand")
+    if job.model.is_moe:
+        ep_raw = mb * n * (one(cm.ep_f_raw) * (1 + full) + one(cm.ep_b_raw))
+        add("EP", "all-to-all" + (" + expert-TP all-gather" if lay.expert_tp > 1 else ""), ep,
+            ranks_per_node(ep_stride(c), ep, dom), v.ep_bytes, mb * n * (4 + 2 * full), ep_raw,
+            v.ep_s, "tokens dispatched to their experts and combined back, forward and backward")
+    add("PP", "send-recv", pp, ranks_per_node(tp * cp * lay.dp, pp, dom), v.pp_bytes,
+        2 * lay.vpp * mb, v.pp_raw_s, v.pp_s,
+        "activations forward and their gradients backward at each stage boundary, per "
+        "micro-batch (seconds: the 2 (v m + p - 1) crossings on the critical path)")
+    group = lay.dp * cp
+    egroup = tp * group / (lay.expert_tp * ep) if job.model.is_moe else 1
+    groups = int(group > 1) + int(job.model.is_moe and egroup > 1)
+    z = lay.zero
+    coll = ("all-reduce", "reduce-scatter + all-gather (ZeRO-1)",
+            "reduce-scatter + all-gather (ZeRO-2)", "all-gather + reduce-scatter (FSDP)")[z]
+    calls = (1, 2, mb + 1, 3 * mb)[z] * groups
+    add("DP", coll, max(group, egroup), ranks_per_node(tp, max(group, 1), dom), v.dp_bytes,
+        calls, v.dp_raw_s, v.dp_s,
+        "gradients reduced over the replicas (dense over dp x cp, experts over their own "
+        "group), parameters gathered under ZeRO; hidden behind backward / forward up to the "
+        "last bucket")
+    return tuple(out)
+
+
+def _n_slow(v: Any) -> float:
+    """Layers on the slowest stage (the one the step model prices)."""
+    which = int(v.slow_stage)
+    return float((v.n_first, v.n_mid, v.n_last)[which])
+
+
+def traffic_json(rows: tuple[StepTraffic, ...]) -> list[dict[str, Any]]:
+    return [r.to_dict() for r in rows]

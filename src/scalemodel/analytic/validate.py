@@ -1,8 +1,9 @@
 """Predict published training runs with their published layout fixed, in each source's FLOP terms.
 
 A row gives a model (a bundled id, or its shape: layers, hidden, heads, ...), a cluster, a batch,
-the layout keys the source states (blank keys are searched like any unstated choice) and one
-measured figure. The planner predicts the step time; the figure is recomputed from it with the
+the layout keys the source states (blank keys are searched like any unstated choice), the
+framework profile of the source's software and date (``framework``; explicit attention, kernels,
+grad_accum_fusion, schedule and ep_overlap columns override it) and one measured figure. The planner predicts the step time; the figure is recomputed from it with the
 source's own FLOP convention, so like is compared with like:
 
 * ``megatron_eq3``: Narayanan et al. 2021, eq. 3, 96 B s l h^2 (1 + s / 6h + V / 16 l h) FLOPs
@@ -87,12 +88,6 @@ def row_model(row: dict[str, str]) -> ModelSpec:
     )
 
 
-def _flag(row: dict[str, str], key: str, default: bool) -> bool:
-    """A 0/1 column; blank takes ``default``."""
-    v = _int(row, key)
-    return default if v is None else bool(v)
-
-
 def _norm(row: dict[str, str]) -> str:
     """The ``norm`` column (layer or rms); blank: layer norm for models trained with dropout
     (GPT-style), RMSNorm otherwise."""
@@ -131,6 +126,23 @@ def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: 
     raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
 
 
+def row_settings(row: dict[str, str]) -> dict[str, Any]:
+    """The kernels and schedule of a row: its ``framework`` profile (specs/data/frameworks.toml;
+    blank: the default, Megatron-Core), each overridden by the row's own non-blank column
+    (attention, kernels, grad_accum_fusion, schedule, ep_overlap)."""
+    from ..specs.frameworks import job_settings
+
+    def text(k: str) -> str | None:
+        return (row.get(k) or "").strip() or None
+
+    def flag(k: str) -> bool | None:
+        return None if text(k) is None else bool(_int(row, k))
+
+    return job_settings(text("framework"), row["gpu"].strip(), attention=text("attention"),
+                        kernels=text("kernels"), grad_accum_fusion=flag("grad_accum_fusion"),
+                        schedule=text("schedule"), ep_overlap=flag("ep_overlap"))[1]
+
+
 def predict_row(row: dict[str, str]) -> RowResult:
     m = row_model(row)
     gpus = _int(row, "gpus")
@@ -140,11 +152,7 @@ def predict_row(row: dict[str, str]) -> RowResult:
         raise BadInput("gpus, seq_len and global_batch_seqs are required")
     prec = (row.get("precision") or "bf16").strip()
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
-                   attention=(row.get("attention") or "flash").strip(),
-                   ep_overlap=bool(_int(row, "ep_overlap")),
-                   kernels=(row.get("kernels") or "fused").strip(),
-                   grad_accum_fusion=_flag(row, "grad_accum_fusion", True),
-                   schedule=(row.get("schedule") or "1f1b").strip())
+                   **row_settings(row))
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}
@@ -154,7 +162,7 @@ def predict_row(row: dict[str, str]) -> RowResult:
             fixed[k] = v if k == "recompute" else _int(row, k)
     plan = search(job, cl, fixed, top=0)
     best = plan.best
-    step = best.values["step_time_s"]
+    step = best.values.step_time_s
     conv = row["convention"].strip()
     metric = row["metric"].strip()
     measured = float(row["measured"])
@@ -172,7 +180,7 @@ def predict_row(row: dict[str, str]) -> RowResult:
             raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, "
                            f"got {metric!r}")
     return RowResult(row["id"], row.get("source", ""), metric, conv, measured, pred,
-                     best.layout, gpus, cl.gpu.id, m.id, step)
+                     best.layout.as_dict(), gpus, cl.gpu.id, m.id, step)
 
 
 def read_rows(text: str) -> list[dict[str, str]]:

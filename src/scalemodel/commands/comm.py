@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_model, add_output, finite_float, positive_int, size_bytes
+from .common import (
+    add_framework,
+    add_model,
+    add_output,
+    finite_float,
+    layout_type,
+    positive_int,
+    size_bytes,
+    tokens,
+)
 
 COLLECTIVE_CHOICES = ("all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce",
                       "all-to-all", "send-recv")
@@ -64,21 +73,42 @@ def register(sub: Any) -> None:
     c.set_defaults(run=run_cost)
 
     t = s.add_parser("traffic", help="what each parallelism strategy sends, how often, on which tier",
-                     description="Per GPU and per optimizer step: the collective of every "
-                     "parallelism strategy, bytes per call, calls per step, overlap and tier.")
+                     description="Per GPU and per optimizer step, as plan train prices the "
+                     "layout: the collectives of every parallelism strategy, bytes, calls, the "
+                     "tier, seconds with nothing hidden and seconds left exposed.")
     add_model(t)
-    for name, default, help_ in (("tp", 1, "tensor parallel"), ("pp", 1, "pipeline parallel"),
-                                 ("dp", 1, "data parallel"), ("cp", 1, "context parallel"),
-                                 ("ep", 1, "expert parallel (within DP x CP)")):
-        t.add_argument(f"--{name}", type=int, default=default, help=f"{help_} degree")
-    t.add_argument("--zero", type=int, default=1,
-                   help="0: DDP all-reduce; 1/2: ZeRO reduce-scatter + all-gather; 3: FSDP")
-    t.add_argument("--no-sp", action="store_true", help="TP without sequence parallelism")
-    t.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence (default 4096)")
-    t.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch")
-    t.add_argument("--global-batch", type=int, default=1024,
-                   help="sequences per optimizer step (default 1024 = 4M tokens at 4096)")
-    _add_fabric(t, link=False)
+    for name, help_ in (("tp", "tensor parallel"), ("pp", "pipeline parallel"),
+                        ("dp", "data parallel"), ("cp", "context parallel"),
+                        ("ep", "expert parallel (within DP x CP)")):
+        t.add_argument(f"--{name}", type=positive_int, default=None,
+                       help=f"{help_} degree (default 1)")
+    t.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None,
+                   help="0: DDP all-reduce; 1/2: ZeRO reduce-scatter + all-gather; 3: FSDP "
+                        "(default 1)")
+    t.add_argument("--layout", type=layout_type("comm traffic", TRAFFIC_KEYS), default=None,
+                   metavar="K=V,...", help="the layout in plan train's keys: "
+                   + ", ".join(TRAFFIC_KEYS) + " (the flags above are shorthands)")
+    t.add_argument("--seq-len", type=tokens, default=8192,
+                   help="tokens per sequence (default 8192, as plan train)")
+    t.add_argument("--micro-batch", type=positive_int, default=None,
+                   help="sequences per micro-batch (default 1)")
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--global-batch", type=positive_int, default=None,
+                   help="sequences per optimizer step (default 4M tokens, as plan train)")
+    g.add_argument("--global-batch-tokens", type=tokens, default=None,
+                   help="tokens per optimizer step (instead of sequences)")
+    t.add_argument("--gpu", default="h100-sxm", help="GPU id (default h100-sxm): its NVLink "
+                   "and usual NIC")
+    t.add_argument("--gpus-per-node", type=positive_int, default=None,
+                   help="GPUs per node / NVLink domain (default 8)")
+    t.add_argument("--inter", default=None, help="scale-out link id (default: the GPU's NIC)")
+    t.add_argument("--nics-per-gpu", type=positive_int, default=None,
+                   help="scale-out NICs per GPU (default from the GPU spec)")
+    t.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
+                   default=None, help="attention kernel (default: the framework's)")
+    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default=None,
+                   help="pipeline schedule (default: the framework's)")
+    add_framework(t)
     add_output(t)
     t.set_defaults(run=run_traffic)
 
@@ -303,34 +333,30 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
     return Report(f"scalemodel comm cost: {args.collective} (profile)", (sec,), data)
 
 
+TRAFFIC_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+                "stages")
+
+
 def run_traffic(args: argparse.Namespace) -> Any:
-    from ..analytic.collectives import make_fabric
-    from ..analytic.traffic import TrainLayout, traffic
+    from ..analytic.layout import TrainLayout
+    from ..analytic.planner import evaluate_layout, make_cluster
+    from ..analytic.traffic import step_traffic
     from ..specs import get_model
+    from ..views.comm import step_traffic_report
+    from .memory import layout_keys
+    from .plan import plan_job
 
     m = get_model(args.model)
-    lay = TrainLayout(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, zero=args.zero,
-                      sequence_parallel=not args.no_sp, seq_len=args.seq_len,
-                      micro_batch=args.micro_batch, global_batch=args.global_batch)
-    gpn = args.gpus_per_node or 8
-    spans = lay.world > gpn or (args.nodes or 1) > 1
-    intra, rate = args.intra, None
-    if args.gpu:
-        from ..specs import get_gpu
-
-        gpu = get_gpu(args.gpu)
-        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
-        rate = gpu.scale_up_bytes_per_s or None
-    fab = make_fabric(intra or "nvlink4", args.inter or ("ndr-400" if spans else None),
-                      intra_bytes_per_s=rate,
-                      gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
-                      oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
-                      efficiency_intra=args.efficiency_intra,
-                      efficiency_inter=args.efficiency_inter)
-    r = traffic(m, lay, fab)
-    from ..views.comm import traffic_report
-
-    return traffic_report(r, f"scalemodel comm traffic: {m.id}")
+    args.zero = 1 if args.zero is None and "zero" not in (args.layout or {}) else args.zero
+    args.gpus = None
+    lay = TrainLayout.from_keys(layout_keys(args))
+    job, fw = plan_job(args, m, args.gpu)
+    cl = make_cluster(args.gpu, lay.gpus, gpus_per_node=args.gpus_per_node, inter=args.inter,
+                      nics_per_gpu=args.nics_per_gpu)
+    row = evaluate_layout(job, cl, lay)
+    rows = step_traffic(job, cl, row)
+    return step_traffic_report(m.id, lay, fw, job, cl, row, rows,
+                               f"scalemodel comm traffic: {m.id}")
 
 
 def run_bench(args: argparse.Namespace) -> Any:

@@ -133,3 +133,24 @@ def at_most(parse: Any, highest: float, why: str) -> Any:
 # bounds shared by several commands
 MAX_GPUS = 2**21  # about ten times the largest GPU clusters announced by 2026
 MAX_SECONDS = 1e8  # about three years: longer durations are not a training-run question
+
+
+def layout_type(command: str, allowed: tuple[str, ...] | None = None) -> Any:
+    """argparse type for ``--layout K=V,...`` (analytic/layout.py parse_layout); keys outside
+    ``allowed`` are refused with the keys ``command`` takes."""
+
+    def parse(text: str) -> dict[str, Any]:
+        from ..analytic.layout import KEY_NAMES, parse_layout
+
+        return _parsed(lambda t: parse_layout(t, allowed or KEY_NAMES, command), text)
+
+    parse.__name__ = "layout"
+    return parse
+
+
+def add_framework(p: argparse.ArgumentParser) -> None:
+    """--framework ID (specs/data/frameworks.toml; scalemodel specs frameworks lists them)."""
+    p.add_argument("--framework", default=None, metavar="ID",
+                   help="framework profile whose kernels, overlap and gradient reduction are "
+                        "priced (default megatron-core: Megatron-Core with Transformer Engine; "
+                        "'scalemodel specs frameworks' lists them); explicit flags override it")

@@ -7,10 +7,13 @@ from typing import Any
 
 from .common import (
     add_dtypes,
+    add_framework,
     add_gpu,
     add_model,
     add_output,
+    at_most,
     fraction,
+    layout_type,
     non_negative_int,
     positive_int,
     tokens,
@@ -33,10 +36,23 @@ def register(sub: Any) -> None:
     p.add_argument("--optimizer", default="adam",
                    help="adam (fp32 master + m, v: 12 B/param), adam-bf16, adam-pure-bf16, "
                         "adam-8bit, sgd (default adam)")
-    p.add_argument("--seq-len", type=tokens, default=4096, help="training sequence length (default 4096)")
-    p.add_argument("--micro-batch", type=positive_int, default=1, help="sequences per micro-batch (default 1)")
+    p.add_argument("--seq-len", type=tokens, default=8192,
+                   help="training sequence length (default 8192, as plan train)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--global-batch-tokens", type=at_most(tokens, 2**50, "tokens per step"),
+                   default=None, help="tokens per step (default 4M = 4194304, as plan train): "
+                   "sets the micro-batches a pipeline stage holds in flight")
+    g.add_argument("--global-batch", type=at_most(positive_int, 2**31, "sequences per step"),
+                   default=None, help="sequences per step (instead of tokens)")
+    g.add_argument("--microbatches", type=positive_int, default=None,
+                   help="micro-batches per step per pipeline (instead of the global batch)")
+    p.add_argument("--layout", type=layout_type("memory"), default=None, metavar="K=V,...",
+                   help="the layout in plan train's keys: tp, pp, dp, cp, ep, etp, zero, vpp, "
+                        "micro_batch, recompute, sp, stages (the flags below are shorthands)")
+    p.add_argument("--micro-batch", type=positive_int, default=None,
+                   help="sequences per micro-batch (default 1)")
     p.add_argument("--gpus", type=positive_int, default=None,
-                   help="total GPUs; dp = gpus / (tp x pp x cp) when --dp is not given")
+                   help="total GPUs; dp = gpus / (tp x pp x cp) when dp is not given")
     p.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel degree (default 1)")
     p.add_argument("--pp", type=positive_int, default=None, help="pipeline stages (default 1)")
     p.add_argument("--dp", type=positive_int, default=None, help="data-parallel degree (default 1)")
@@ -44,82 +60,133 @@ def register(sub: Any) -> None:
     p.add_argument("--ep", type=positive_int, default=None, help="expert-parallel degree (MoE; default 1)")
     p.add_argument("--zero", type=non_negative_int, choices=[0, 1, 2, 3], default=None,
                    help="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 (= FSDP) also weights")
-    p.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
-                   help="activation recomputation (default none)")
+    p.add_argument("--recompute", choices=["none", "selective", "full", "op"], default=None,
+                   help="activation recomputation (default none; op: torchtitan's op-level policy)")
     p.add_argument("--no-sp", action="store_true", help="turn sequence parallelism off (with TP)")
-    p.add_argument("--vpp", type=positive_int, default=1, help="interleaved chunks per stage (default 1)")
-    p.add_argument("--microbatches", type=positive_int, default=None,
-                   help="micro-batches per step per pipeline (default: at least pp)")
+    p.add_argument("--vpp", type=positive_int, default=None,
+                   help="interleaved chunks per stage (default 1)")
+    p.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
+                   default=None, help="attention kernel (default: the framework's, flash on "
+                   "Megatron-Core, as plan train; unfused stores the a s^2 scores)")
+    p.add_argument("--kernels", choices=["fused", "eager"], default=None,
+                   help="elementwise kernels, as plan train (default: the framework's)")
+    p.add_argument("--schedule", choices=["1f1b", "dualpipe"], default=None,
+                   help="pipeline schedule, as plan train (default: the framework's; dualpipe "
+                        "holds two parameter copies)")
     p.add_argument("--mem-fraction", type=fraction, default=None,
                    help="fraction of HBM a step may fill (default 0.9)")
     p.add_argument("--fit", action="store_true",
                    help="search the smallest GPU count and layout that fits (flags you give are kept fixed)")
     p.add_argument("--any-count", action="store_true",
                    help="with --fit, allow any GPU count (default: 1, 2, 4, then whole 8-GPU nodes)")
+    add_framework(p)
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
 
-def _layout(args: argparse.Namespace) -> Any:
-    from ..analytic.memory import Layout
+_FLAGS = ("tp", "pp", "dp", "cp", "ep", "zero", "recompute", "vpp", "micro_batch")
+
+
+def layout_keys(args: argparse.Namespace) -> dict[str, Any]:
+    """--layout merged with the shorthand flags (a key given both ways must agree); dp from
+    --gpus when not given."""
     from ..errors import BadInput
 
-    tp, pp, cp = args.tp or 1, args.pp or 1, args.cp or 1
-    dp = args.dp
-    if args.gpus is not None:
+    keys = dict(args.layout or {})
+    for key in _FLAGS:
+        v = getattr(args, key, None)
+        if v is None:
+            continue
+        if key in keys and keys[key] != v:
+            raise BadInput(f"--{key.replace('_', '-')} {v} disagrees with --layout {key}="
+                           f"{keys[key]}")
+        keys[key] = v
+    if getattr(args, "no_sp", False):
+        keys["sp"] = False
+    tp, pp, cp = keys.get("tp", 1), keys.get("pp", 1), keys.get("cp", 1)
+    if getattr(args, "gpus", None) is not None:
         if args.gpus % (tp * pp * cp):
             raise BadInput(f"--gpus {args.gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}")
         derived = args.gpus // (tp * pp * cp)
-        if dp is not None and dp != derived:
-            raise BadInput(f"--dp {dp} disagrees with --gpus {args.gpus} / (tp x pp x cp) = {derived}")
-        dp = derived
-    return Layout(tp=tp, pp=pp, dp=dp or 1, cp=cp, ep=args.ep or 1, zero=args.zero or 0,
-                  recompute=args.recompute or "none", sequence_parallel=not args.no_sp,
-                  micro_batch=args.micro_batch, seq_len=args.seq_len, vpp=args.vpp,
-                  microbatches=args.microbatches)
+        if keys.get("dp", derived) != derived:
+            raise BadInput(f"dp {keys['dp']} disagrees with --gpus {args.gpus} / (tp x pp x cp) "
+                           f"= {derived}")
+        keys["dp"] = derived
+    return keys
+
+
+def global_batch(args: argparse.Namespace, lay: Any) -> int:
+    """Sequences per step: --global-batch, --global-batch-tokens / --seq-len, or the
+    micro-batches given; default 4M tokens, as plan train."""
+    from ..errors import BadInput
+
+    if args.global_batch is not None:
+        return int(args.global_batch)
+    if getattr(args, "microbatches", None) is not None:
+        return int(args.microbatches) * lay.dp * lay.micro_batch
+    tok = args.global_batch_tokens or 4 * 1024 * 1024
+    if tok % args.seq_len:
+        raise BadInput(f"--global-batch-tokens {tok:,} is not a multiple of --seq-len "
+                       f"{args.seq_len:,}; give --global-batch (sequences)")
+    return max(1, tok // args.seq_len)
 
 
 def run(args: argparse.Namespace) -> Any:
-    from ..analytic.memory import find_min_gpus, memory_report
-    from ..derive import Headline, Report, Section
+    from ..analytic.layout import TrainLayout
+    from ..analytic.memory import find_min_gpus
     from ..specs import get_gpu, get_model
 
     m = get_model(args.model)
     gpu = get_gpu(args.gpu) if args.gpu else None
-    lay = _layout(args)
+    keys = layout_keys(args)
+    lay = TrainLayout.from_keys(keys)
     fit = None
     if args.fit:
         from ..errors import BadInput
 
         if gpu is None:
             raise BadInput("--fit needs --gpu")
-        fixed = {k: getattr(args, k) for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")
-                 if getattr(args, k) is not None}
-        fit = find_min_gpus(m, gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
+        fixed = {k: keys[k] for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")
+                 if k in keys}
+        fit = find_min_gpus(m, gpu, seq_len=args.seq_len, micro_batch=lay.micro_batch,
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
                             memory_fraction=args.mem_fraction, whole_nodes=not args.any_count)
         if fit.layout is not None:
             lay = fit.layout
-    r = memory_report(m, lay, gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
-                      grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction)
-    b = r.breakdown
+    return _report(args, m, gpu, lay, fit)
+
+
+def _report(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: Any) -> Any:
+    from ..derive import Headline, Report, Section
+
+    est = step_memory(args, m, gpu, lay, fit is not None)
+    r = est["report"]
+    b = est["breakdown"]
     heads = [
-        Headline("per GPU", r.per_gpu_bytes, "B"),
+        Headline("per GPU", est["per_gpu_bytes"], "B"),
         Headline("  weights", b["params"], "B"),
         Headline("  gradients", b["grads"], "B"),
         Headline("  optimizer states", b["optimizer"], "B"),
         Headline("  activations", b["activations"], "B"),
     ]
+    fits = None
     if r.capacity_bytes is not None:
+        fits = bool(est["per_gpu_bytes"] <= r.capacity_bytes)
         heads.append(Headline(f"usable on {gpu.id}", r.capacity_bytes, "B"))
-        heads.append(Headline("fits", r.fits))
-    sections = [Section(f"{m.id}: {lay.describe()} on {lay.gpus} GPU(s)", headlines=tuple(heads))]
+        heads.append(Headline("fits", fits))
+    fw = est["framework"]
+    sections = [Section(f"{m.id}: {lay.describe()} on {lay.gpus} GPU(s)",
+                        text=f"Framework {fw.id} ({fw.name} {fw.version}); priced by "
+                             f"{est['priced_by']}.", headlines=tuple(heads))]
     data = r.to_dict()
+    data.update(per_gpu_bytes=est["per_gpu_bytes"], breakdown=b, fits=fits,
+                priced_by=est["priced_by"], framework=fw.id, attention=est["attention"],
+                kernels=est["kernels"], schedule=est["schedule"], global_batch=est["global_batch"])
     warnings = list(r.warnings)
     if fit is not None:
         data["min_gpus"] = fit.min_gpus
-        data["min_layout"] = (fit.layout.__dict__ | {"gpus": fit.layout.gpus}) if fit.layout else None
+        data["min_layout"] = (fit.layout.as_dict() | {"gpus": fit.layout.gpus}) if fit.layout else None
         data["rows_evaluated"] = fit.rows_evaluated
         if fit.min_gpus is None:
             warnings.append(f"no layout of at most 65,536 {gpu.id} GPUs fits with these fixed flags")
@@ -132,12 +199,70 @@ def run(args: argparse.Namespace) -> Any:
                                    headlines=(Headline("min GPUs", fit.min_gpus, "1"),),
                                    tables=(fit.candidates,)))
     sections.append(Section("", derivation=r.derivation))
-    rep = Report(f"scalemodel memory: {m.id}", tuple(sections), data, warnings=tuple(warnings),
-                 plot=_plotter(m, gpu, lay, args))
-    return rep
+    return Report(f"scalemodel memory: {m.id}", tuple(sections), data, warnings=tuple(warnings),
+                  plot=_plotter(m, gpu, lay, args, est["microbatches"]))
 
 
-def _plotter(m: Any, gpu: Any, lay: Any, args: argparse.Namespace) -> Any:
+def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool) -> dict[str, Any]:
+    """Bytes per GPU from the planner's step model for this layout (the number plan train
+    shows), with the memory model's derivation of the same terms. Layouts the step model does
+    not price (sequence parallelism off, weights or gradients not in bf16, --fit's own search)
+    take the memory model alone, and say so."""
+    from ..analytic.layout import Context, check
+    from ..analytic.memory import memory_report, stage_partition
+    from ..analytic.planner import (
+        FUSED_ATTENTION,
+        evaluate_layout,
+        make_cluster,
+        make_job,
+        model_shapes,
+    )
+    from ..specs.frameworks import job_settings
+
+    gpu_id = gpu.id if gpu is not None else "h100-sxm"
+    fw, kern = job_settings(args.framework, gpu or gpu_id, attention=args.attention,
+                            kernels=args.kernels, schedule=args.schedule)
+    B = global_batch(args, lay)
+    ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"])
+    n_mb = None if fit else check(lay, ctx)
+    stages = lay.stages
+    if stages is None and lay.pp > 1 and not fit:
+        stages = stage_partition(m.n_layers, lay.pp, vpp=lay.vpp,
+                                 last_extra=model_shapes(m).last_extra_layers)
+    fused = kern["attention"] in FUSED_ATTENTION
+    r = memory_report(m, lay.with_(stages=stages), seq_len=args.seq_len, microbatches=n_mb,
+                      gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
+                      grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,
+                      fused_attention=fused)
+    out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
+           "global_batch": B, "microbatches": n_mb, "framework": fw, **kern}
+    bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"
+    why = ("the memory model alone (--fit searches it)" if fit else
+           "the memory model alone (sequence parallelism off; the step model prices SP on)"
+           if (not lay.sp and lay.tp > 1) else
+           f"the memory model alone (--dtype {args.dtype}, --grad-dtype {args.grad_dtype}: the "
+           "step model trains with bf16 weights and gradients)" if not bf16 else None)
+    if why is not None:
+        out["priced_by"] = why
+        return out
+    job = make_job(m, seq_len=args.seq_len, global_batch_seqs=B, optimizer_id=args.optimizer,
+                   memory_fraction=args.mem_fraction, **kern)
+    row = evaluate_layout(job, make_cluster(gpu_id, lay.gpus), lay)
+    v = row.values
+    out["per_gpu_bytes"] = float(v.memory_per_gpu_bytes)
+    out["breakdown"] = {"params": float(v.mem_params), "grads": float(v.mem_grads),
+                        "optimizer": float(v.mem_optimizer),
+                        "activations": float(v.mem_activations)}
+    out["priced_by"] = "the step model plan train uses"
+    gap = out["per_gpu_bytes"] - r.per_gpu_bytes
+    if abs(gap) > 1e-6 * r.per_gpu_bytes:
+        out["priced_by"] += (f" (its {kern['schedule']} schedule adds {gap / 1e9:+.2f} GB to the "
+                             "derivation below)")
+    return out
+
+
+def _plotter(m: Any, gpu: Any, lay: Any, args: argparse.Namespace,
+             microbatches: int | None = None) -> Any:
     """Stacked bars of the breakdown for each ZeRO stage and recompute mode at this layout."""
 
     def draw(path: str) -> None:
@@ -149,7 +274,8 @@ def _plotter(m: Any, gpu: Any, lay: Any, args: argparse.Namespace) -> Any:
         labels, series = [], {"weights": [], "gradients": [], "optimizer": [], "activations": []}
         for z in (0, 1, 2, 3):
             for rc in ("none", "full"):
-                r = memory_report(m, replace(lay, zero=z, recompute=rc), optimizer_id=args.optimizer,
+                r = memory_report(m, replace(lay, zero=z, recompute=rc), seq_len=args.seq_len,
+                                  microbatches=microbatches, optimizer_id=args.optimizer,
                                   weight_dtype=args.dtype, grad_dtype=args.grad_dtype)
                 labels.append(f"ZeRO-{z} rc={rc}")
                 for k, key in zip(series, ("params", "grads", "optimizer", "activations"), strict=True):

@@ -7,46 +7,21 @@ from typing import Any
 
 from .common import (
     MAX_GPUS,
+    add_framework,
     add_gpu,
     add_model,
     add_output,
     at_most,
     fraction,
+    layout_type,
     positive_int,
     tokens,
 )
 
-_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
-
-
-def layout_arg(text: str) -> dict[str, Any]:
-    """--layout tp=8,pp=16,recompute=selective -> {"tp": 8, "pp": 16, "recompute": "selective"}."""
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            raise argparse.ArgumentTypeError(f"expected key=value, got {part!r}")
-        k, v = (x.strip() for x in part.split("=", 1))
-        k = k.replace("-", "_")
-        if k == "mb":
-            k = "micro_batch"
-        if k not in _KEYS:
-            raise argparse.ArgumentTypeError(f"unknown key {k!r}; keys: {', '.join(_KEYS)}")
-        if k == "recompute":
-            if v not in ("none", "selective", "full", "op"):
-                raise argparse.ArgumentTypeError(
-                    "recompute must be none, selective, full or op (torchtitan's op-level "
-                    "policy)")
-            out[k] = v
-            continue
-        try:
-            n = int(v)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{k} must be a whole number, got {v!r}") from None
-        if n < (0 if k == "zero" else 1) or (k == "zero" and n > 3):
-            raise argparse.ArgumentTypeError(
-                f"{k} must be " + ("0, 1, 2 or 3" if k == "zero" else "at least 1") + f", got {n}")
-        out[k] = n
-    return out
+# the keys plan train prices (sp: the planner prices sequence parallelism on with TP)
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+             "stages")
+layout_arg = layout_type("plan train", PLAN_KEYS)
 
 
 def register(sub: Any) -> None:
@@ -77,8 +52,9 @@ def register(sub: Any) -> None:
     t.add_argument("--optimizer", default="adam", help="optimizer id (default adam)")
     t.add_argument("--layout", type=layout_arg, default=None, metavar="K=V,...",
                    help="fix any of tp, pp, dp, cp, ep, etp, zero, vpp, micro_batch, "
-                        "recompute; the others are searched (etp: expert tensor parallelism, "
-                        "1 or the tp; etp=1 with ep over tp x dp x cp is MoE parallel folding)")
+                        "recompute, stages; the others are searched (etp: expert tensor parallelism, "
+                        "1 or the tp; etp=1 with ep over tp x dp x cp is MoE parallel folding; "
+                        "stages=7/8/8/7 fixes the layers per pipeline stage)")
     t.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per node (default 8, the HGX/DGX board)")
     t.add_argument("--nvlink-domain", type=positive_int, default=None,
@@ -88,24 +64,31 @@ def register(sub: Any) -> None:
     t.add_argument("--nics-per-gpu", type=positive_int, default=None,
                    help="scale-out NICs per GPU (default from the GPU spec, 1)")
     t.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
-                   default="flash",
-                   help="attention kernel: flash (FlashAttention-2 class, default), flash3 "
+                   default=None,
+                   help="attention kernel (default: the framework's for the GPU's "
+                        "architecture): flash (FlashAttention-2 class), flash3 "
                         "(FlashAttention-3 / cuDNN, Hopper only), triton (the older Triton "
                         "FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
-    t.add_argument("--kernels", choices=["fused", "eager"], default="fused",
-                   help="elementwise kernels: fused (Megatron/Transformer Engine, torch.compile; "
-                        "default) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
+    t.add_argument("--kernels", choices=["fused", "eager"], default=None,
+                   help="elementwise kernels (default: the framework's): fused "
+                        "(Megatron/Transformer Engine, torch.compile) or eager (PyTorch eager mode: RMSNorm, rotary and SwiGLU op by "
                         "op)")
     t.add_argument("--no-grad-accum-fusion", dest="grad_accum_fusion", action="store_false",
+                   default=None,
                    help="weight gradients are added into the fp32 main gradient in a separate "
                         "pass per micro-batch (Megatron before 2022, or "
                         "--no-gradient-accumulation-fusion)")
-    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default="1f1b",
+    t.add_argument("--schedule", choices=["1f1b", "dualpipe"], default=None,
                    help="pipeline schedule: 1f1b (Megatron's, interleaved when vpp > 1; default) "
                         "or dualpipe (DeepSeek-V3: smaller bubble, two parameter copies)")
-    t.add_argument("--ep-overlap", action="store_true",
+    t.add_argument("--ep-overlap", action="store_true", default=None,
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
+    t.add_argument("--layouts", default=None, metavar="FILE",
+                   help="evaluate every layout of a CSV or JSONL file (one per row; columns: "
+                        "the layout keys, optional model, gpus, global_batch, seq_len) in one "
+                        "process: one result per row (--json: one JSON object per line)")
+    add_framework(t)
     t.add_argument("--mem-fraction", type=fraction, default=None,
                    help="fraction of HBM a step may fill (default 0.9)")
     t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
@@ -119,26 +102,62 @@ def register(sub: Any) -> None:
     t.set_defaults(run=run)
 
 
+def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None = None,
+             global_batch: int | None = None) -> tuple[Any, Any]:
+    """The planner's Job for these arguments, the framework profile filling what no flag says
+    (attention, kernels, gradient-accumulation fusion, schedule, EP overlap)."""
+    from ..analytic.planner import make_job
+    from ..specs.frameworks import job_settings
+
+    fw, settings = job_settings(
+        getattr(args, "framework", None), gpu, attention=getattr(args, "attention", None),
+        kernels=getattr(args, "kernels", None),
+        grad_accum_fusion=getattr(args, "grad_accum_fusion", None),
+        schedule=getattr(args, "schedule", None), ep_overlap=getattr(args, "ep_overlap", None))
+    seq = seq_len or args.seq_len
+    seqs = global_batch if global_batch is not None else getattr(args, "global_batch", None)
+    tok = None if seqs is not None else (getattr(args, "global_batch_tokens", None)
+                                         or 4 * 1024 * 1024)
+    job = make_job(m, seq_len=seq, global_batch_tokens=tok, global_batch_seqs=seqs,
+                   precision=getattr(args, "precision", "bf16"),
+                   optimizer_id=getattr(args, "optimizer", "adam"),
+                   memory_fraction=getattr(args, "mem_fraction", None), **settings)
+    return job, fw
+
+
 def run(args: argparse.Namespace) -> Any:
-    from ..analytic.planner import make_cluster, make_job, search
+    from ..analytic.planner import make_cluster, search
+    from ..analytic.traffic import step_traffic, traffic_json
     from ..errors import BadInput
     from ..questions.plan_sections import plan_report
     from ..specs import get_model
 
+    if args.layouts:
+        from .plan_batch import run_batch
+
+        return run_batch(args)
     m = get_model(args.model)
-    tok = args.global_batch_tokens
-    if tok is None and args.global_batch is None:
-        tok = 4 * 1024 * 1024
-    job = make_job(m, seq_len=args.seq_len, global_batch_tokens=tok,
-                   global_batch_seqs=args.global_batch, precision=args.precision,
-                   optimizer_id=args.optimizer, memory_fraction=args.mem_fraction,
-                   attention=args.attention, ep_overlap=args.ep_overlap,
-                   kernels=args.kernels, grad_accum_fusion=args.grad_accum_fusion,
-                   schedule=args.schedule)
+    job, fw = plan_job(args, m, args.gpu)
     cl = make_cluster(args.gpu, args.gpus, gpus_per_node=args.gpus_per_node,
                       nvlink_domain=args.nvlink_domain, inter=args.inter,
                       nics_per_gpu=args.nics_per_gpu)
     if args.export_out and not args.export:
         raise BadInput("--export-out needs --export megatron|torchtitan|deepspeed|slurm")
     res = search(job, cl, args.layout or {}, top=args.top)
-    return plan_report(res, export=args.export, export_out=args.export_out)
+    from dataclasses import replace
+
+    from ..derive import Section
+    from ..views.comm import step_traffic_table
+
+    rep = plan_report(res, export=args.export, export_out=args.export_out)
+    rows = step_traffic(job, cl, res.best)
+    rep.data["framework"] = fw.id
+    rep.data["traffic"] = traffic_json(rows)
+    head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
+                   text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
+                         f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
+                         f", schedule {job.schedule}, EP overlap "
+                         f"{'on' if job.ep_overlap else 'off'} (flags override the profile; "
+                         "scalemodel specs frameworks lists them)."))
+    tail = Section("Traffic of the best layout", tables=(step_traffic_table(rows),))
+    return replace(rep, sections=(head, *rep.sections, tail))

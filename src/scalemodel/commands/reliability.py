@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
     b = s.add_parser("blast-radius", help="what each fault class stops, how long, what it costs")
     _common(b)
     b.add_argument("--layout", default="tp=8,pp=16,dp=128",
-                   help="parallel layout, e.g. tp=8,pp=16,dp=128 (ep, cp also; product = --gpus)")
+                   help="parallel layout in plan train's keys, e.g. tp=8,pp=16,dp=128 (cp, ep also; ep is drawn from dp: tp x pp x dp x cp = --gpus)")
     b.add_argument("--order", default="tp-cp-ep-dp-pp",
                    help="rank order, fastest first (default Megatron's tp-cp-ep-dp-pp)")
     b.add_argument("--nodes-per-rack", type=positive_int, default=None, help="default 4")

@@ -12,7 +12,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("specs", help="list bundled GPUs, links, models, optimizers and sources",
                        description="Shows the spec data every command uses, with the source of "
                        "each figure. Add your own with --gpu my.toml / --model config.json.")
-    p.add_argument("kind", choices=["gpus", "links", "models", "optimizers", "sources"],
+    p.add_argument("kind", choices=["gpus", "links", "models", "optimizers", "frameworks",
+                                    "sources"],
                    help="what to list")
     p.add_argument("id", nargs="?", help="show one entry in full")
     add_output(p)
@@ -78,6 +79,18 @@ def run(args: argparse.Namespace) -> Any:
         rows = tuple((o.id, o.label, o.master_bytes, o.state_bytes, o.source) for o in items)
         cols = ("id", "what", "master B/param", "state B/param", "source")
         data = [o.__dict__ for o in items]
+    elif k == "frameworks":
+        from ..specs.frameworks import default_framework_id, framework_ids, get_framework
+
+        items = [get_framework(i) for i in ([args.id] if args.id else framework_ids())]
+        default = default_framework_id()
+        rows = tuple((f.id + (" (default)" if f.id == default else ""), f.kind, f.name,
+                      f.version, ", ".join(f"{a}={v}" for a, v in
+                                           (f.get("attention") or {}).items()),
+                      f.get("kernels"), f.get("schedule"), f.source) for f in items)
+        cols = ("id", "kind", "framework", "version", "attention", "kernels", "schedule",
+                "source")
+        data = [f.to_dict() | {"default": f.id == default} for f in items]
     else:
         allsrc = specs.all_sources()
         if args.id and args.id not in allsrc:

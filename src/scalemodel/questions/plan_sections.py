@@ -51,11 +51,11 @@ def tier_table(res: PlanResult, r: PlanRow) -> Table:
     for k, label in (("tp", "TP/SP collectives"), ("cp", "CP ring attention"),
                      ("ep", "EP all-to-all"), ("pp", "PP send/recv"),
                      ("dp", "DP gradients / ZeRO")):
-        b = v[f"{k}_bytes"]
+        b = getattr(v, f"{k}_bytes")
         if b <= 0:
             continue
-        tier = "NVLink" if v[f"{k}_intra"] else f"scale-out ({res.cluster.inter.id})"
-        exposed = v[f"{k}_s"]
+        tier = "NVLink" if getattr(v, f"{k}_intra") else f"scale-out ({res.cluster.inter.id})"
+        exposed = getattr(v, f"{k}_s")
         rows.append((label, b / 1e9, tier, exposed))
     return Table("Traffic per GPU per step, by fabric tier",
                  ("strategy", "GB per GPU", "tier", "exposed s"), tuple(rows))
@@ -65,8 +65,8 @@ def why_text(res: PlanResult) -> str:
     b, v = res.best, res.best.values
     lay = b.layout
     cl = res.cluster
-    parts = [f"{_lay(b)} wins at {v['tokens_per_s']:,.0f} tokens/s "
-             f"({100 * v['mfu']:.1f}% MFU, {v['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU)"]
+    parts = [f"{_lay(b)} wins at {v.tokens_per_s:,.0f} tokens/s "
+             f"({100 * v.mfu:.1f}% MFU, {v.memory_per_gpu_bytes / 1e9:.1f} GB per GPU)"]
     inside = lay["tp"] * lay["cp"] <= cl.nvlink_domain
     parts.append(
         f"TP{lay['tp']}" + (f" x CP{lay['cp']}" if lay["cp"] > 1 else "")
@@ -74,14 +74,14 @@ def why_text(res: PlanResult) -> str:
            if inside else " spills over the NVLink domain, so per-layer traffic crosses the NICs"))
     if lay["pp"] > 1:
         parts.append(f"PP{lay['pp']} sends only one activation per micro-batch across the "
-                     f"scale-out network; its bubble costs {v['bubble_s']:.3g} s of "
-                     f"{v['step_time_s']:.3g} s")
+                     f"scale-out network; its bubble costs {v.bubble_s:.3g} s of "
+                     f"{v.step_time_s:.3g} s")
     parts.append(f"DP{lay['dp']} with ZeRO-{lay['zero']} moves gradients once per step and "
-                 f"hides all but {v['dp_s']:.3g} s behind backward compute")
+                 f"hides all but {v.dp_s:.3g} s behind backward compute")
     if len(res.rows) > 1:
         r2 = res.rows[1]
         parts.append(f"the runner-up ({_lay(r2)}) is "
-                     f"{100 * (1 - r2.values['tokens_per_s'] / v['tokens_per_s']):.1f}% slower")
+                     f"{100 * (1 - r2.values.tokens_per_s / v.tokens_per_s):.1f}% slower")
     return "; ".join(parts) + "."
 
 
@@ -91,32 +91,32 @@ def plan_sections(res: PlanResult) -> list[Section]:
     bd = breakdown(v)
     heads = (
         Headline("best layout", _lay(b)),
-        Headline("step time", v["step_time_s"], "s"),
-        Headline("tokens/s", v["tokens_per_s"], "token/s"),
-        Headline("tokens/s per GPU", v["tokens_per_s_per_gpu"], "token/s"),
-        Headline("model TFLOP/s per GPU", v["tflops_per_gpu"] / 1e12, "TFLOP/s"),
-        Headline("MFU (model FLOPs, no recompute)", v["mfu"], "1"),
-        Headline("HFU (with recompute)", v["hfu"], "1"),
-        Headline("memory per GPU", v["memory_per_gpu_bytes"], "B"),
+        Headline("step time", v.step_time_s, "s"),
+        Headline("tokens/s", v.tokens_per_s, "token/s"),
+        Headline("tokens/s per GPU", v.tokens_per_s_per_gpu, "token/s"),
+        Headline("model TFLOP/s per GPU", v.tflops_per_gpu / 1e12, "TFLOP/s"),
+        Headline("MFU (model FLOPs, no recompute)", v.mfu, "1"),
+        Headline("HFU (with recompute)", v.hfu, "1"),
+        Headline("memory per GPU", v.memory_per_gpu_bytes, "B"),
         Headline("layouts evaluated", res.candidates_evaluated, "1"),
     )
     brk = Table("Time per step (estimate between the bounds)", ("term", "seconds", "share"),
-                tuple((k, x, x / v["step_time_s"]) for k, x in bd.items())
-                + (("lower bound (all comm hidden)", v["lower_s"], v["lower_s"] / v["step_time_s"]),
-                   ("upper bound (no overlap)", v["upper_s"], v["upper_s"] / v["step_time_s"])))
+                tuple((k, x, x / v.step_time_s) for k, x in bd.items())
+                + (("lower bound (all comm hidden)", v.lower_s, v.lower_s / v.step_time_s),
+                   ("upper bound (no overlap)", v.upper_s, v.upper_s / v.step_time_s)))
     mem = Table("Memory per GPU (heaviest stage)", ("part", "GB"),
-                (("weights", v["mem_params"] / 1e9), ("gradients", v["mem_grads"] / 1e9),
-                 ("optimizer", v["mem_optimizer"] / 1e9),
-                 ("activations", v["mem_activations"] / 1e9),
-                 ("usable", v["capacity_bytes"] / 1e9)))
+                (("weights", v.mem_params / 1e9), ("gradients", v.mem_grads / 1e9),
+                 ("optimizer", v.mem_optimizer / 1e9),
+                 ("activations", v.mem_activations / 1e9),
+                 ("usable", v.capacity_bytes / 1e9)))
     top = Table("Next layouts", ("layout", "step s", "tokens/s", "MFU", "GB per GPU"),
-                tuple((_lay(r), r.values["step_time_s"], r.values["tokens_per_s"],
-                       r.values["mfu"], r.values["memory_per_gpu_bytes"] / 1e9)
+                tuple((_lay(r), r.values.step_time_s, r.values.tokens_per_s,
+                       r.values.mfu, r.values.memory_per_gpu_bytes / 1e9)
                       for r in res.rows[1:]))
     par = Table("Pareto front: throughput vs memory headroom",
                 ("layout", "tokens/s", "headroom GB"),
-                tuple((_lay(r), r.values["tokens_per_s"],
-                       (r.values["capacity_bytes"] - r.values["memory_per_gpu_bytes"]) / 1e9)
+                tuple((_lay(r), r.values.tokens_per_s,
+                       (r.values.capacity_bytes - r.values.memory_per_gpu_bytes) / 1e9)
                       for r in res.pareto))
     stages = ", ".join(str(x) for x in res.stage_layers)
     text = (f"{res.valid:,} valid layouts of {res.candidates_evaluated:,} enumerated, "
@@ -171,8 +171,8 @@ def plotter(res: PlanResult) -> Any:
         def gantt(p: str) -> None:
             b = res.best
             pp = b.layout["pp"]
-            m = min(int(b.values["microbatches"]), 4 * pp)
-            ops = schedule_1f1b(pp, m, b.values["fwd_mb_s"], b.values["bwd_mb_s"])
+            m = min(int(b.values.microbatches), 4 * pp)
+            ops = schedule_1f1b(pp, m, b.values.fwd_mb_s, b.values.bwd_mb_s)
             plot.gantt(p, title=f"1F1B schedule of {_lay(b)} (first {m} micro-batches"
                        + (f"; drawn without the {b.layout['vpp']}-way interleave"
                           if b.layout["vpp"] > 1 else "") + ")", ops=ops, stages=pp)
@@ -220,8 +220,8 @@ def planned_layout_section(model: str, gpu: str, gpus: int, *, seq_len: int = 81
     sec = Section(heading, text=why_text(res),
                   headlines=(Headline("layout", ", ".join(f"{k}={b.layout[k]}"
                                                           for k in LAYOUT_KEYS)),
-                             Headline("step time", b.values["step_time_s"], "s"),
-                             Headline("MFU", b.values["mfu"], "1"),
-                             Headline("memory per GPU", b.values["memory_per_gpu_bytes"], "B")),
+                             Headline("step time", b.values.step_time_s, "s"),
+                             Headline("MFU", b.values.mfu, "1"),
+                             Headline("memory per GPU", b.values.memory_per_gpu_bytes, "B")),
                   tables=(tier_table(res, b),))
     return sec, plan_data(res)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..analytic.layout import TrainLayout as Layout
 from ..analytic.memory import (
     RECOMPUTE,
-    Layout,
     act_per_layer,
     find_min_gpus,
     korthikanti_per_layer,
@@ -77,11 +77,11 @@ def build(opts: dict[str, Any]) -> Report:
 
     # 2. activations per layer (Korthikanti et al. 2022) at this sequence length
     s, b = o["seq_len"], o["micro_batch"]
-    base = Layout(tp=1, pp=1, dp=1, seq_len=s, micro_batch=b)
+    base = Layout(tp=1, pp=1, dp=1, micro_batch=b)
     sm = static_model(m)
     rows = []
     for code, rc in enumerate(RECOMPUTE):
-        r = memory_report(m, replace(base, recompute=rc), optimizer_id=opt.id,
+        r = memory_report(m, replace(base, recompute=rc), seq_len=s, optimizer_id=opt.id,
                           weight_dtype=ew.name)
         per_layer = float(act_per_layer(sm.moe or sm.dense, s, b, m.n_heads, m.n_kv_heads, 1,
                                         False, code, sm.mla))
@@ -114,10 +114,10 @@ def build(opts: dict[str, Any]) -> Report:
     cap = gpu.hbm_bytes * frac
     trows = []
     for label, lay in layouts:
-        lay = replace(lay, seq_len=s, micro_batch=b)
+        lay = replace(lay, micro_batch=b)
         if lay.gpus != n or m.n_heads % lay.tp:
             continue
-        r = memory_report(m, lay, optimizer_id=opt.id, weight_dtype=ew.name)
+        r = memory_report(m, lay, seq_len=s, optimizer_id=opt.id, weight_dtype=ew.name)
         bd = r.breakdown
         trows.append((label, bd["params"] / 1e9, bd["grads"] / 1e9, bd["optimizer"] / 1e9,
                       bd["activations"] / 1e9, r.per_gpu_bytes / 1e9,
@@ -142,7 +142,8 @@ def build(opts: dict[str, Any]) -> Report:
                                                           "total_bytes"), r, strict=True))
                                                 for r in rows]}
     if fit.layout is not None:
-        best = memory_report(m, fit.layout, gpu=gpu, optimizer_id=opt.id, weight_dtype=ew.name,
+        best = memory_report(m, fit.layout, seq_len=s, gpu=gpu, optimizer_id=opt.id,
+                             weight_dtype=ew.name,
                              memory_fraction=frac)
         why = (f"{fit.min_gpus} x {gpu.id}: {fit.layout.describe()}. The state alone needs "
                f"{lower} GPUs at perfect sharding; a real layout must also hold a stage's "
@@ -153,7 +154,7 @@ def build(opts: dict[str, Any]) -> Report:
                                 headlines=(Headline("min GPUs", fit.min_gpus, "GPU"),
                                            Headline("per GPU", best.per_gpu_bytes, "B")),
                                 tables=(fit.candidates,), derivation=best.derivation))
-        data.update(min_gpus=fit.min_gpus, min_layout=fit.layout.__dict__,
+        data.update(min_gpus=fit.min_gpus, min_layout=fit.layout.as_dict(),
                     per_gpu_bytes=best.per_gpu_bytes, breakdown=best.breakdown)
     # 5. the planner's layout for a real run: what the fastest layout that fits looks like
     from ..errors import BadInput

@@ -82,7 +82,7 @@ def plan_of(res: Any) -> ExportPlan:
         etp=lay.get("etp", lay["tp"]), zero=lay["zero"], vpp=lay["vpp"],
         micro_batch=lay["micro_batch"], recompute=lay["recompute"], chunks=chunks,
         seq_len=job.seq_len, global_batch_seqs=job.global_batch_seqs,
-        microbatches=int(res.best.values["microbatches"]), gpus=cl.n_gpus,
+        microbatches=int(res.best.values.microbatches), gpus=cl.n_gpus,
         gpus_per_node=cl.gpus_per_node, precision=job.precision, schedule=job.schedule,
         grad_accum_fusion=job.grad_accum_fusion, ep_overlap=job.ep_overlap,
         title=f"{job.model.id} on {cl.n_gpus} x {cl.gpu.id}, seq {job.seq_len}, "

@@ -39,6 +39,8 @@ def to_jsonable(x: Any) -> Any:
 
 def render_json(r: Report) -> str:
     data = r.data
+    if getattr(r, "jsonl", False):  # one JSON object per line of plain values (plan train
+        return "\n".join(json.dumps(x) for x in data)  # --layouts builds them so)
     if isinstance(data, dict) and r.warnings and "warnings" not in data:
         data = {**data, "warnings": list(r.warnings)}
     return json.dumps(to_jsonable(data), indent=2)

@@ -178,7 +178,8 @@ def _kv(rng: random.Random) -> Drill:
 
 
 def _training_memory(rng: random.Random) -> Drill:
-    from ..analytic.memory import Layout, memory_report
+    from ..analytic.layout import TrainLayout
+    from ..analytic.memory import memory_report
     from ..analytic.params import count_params
     from ..specs import get_model
 
@@ -187,14 +188,14 @@ def _training_memory(rng: random.Random) -> Drill:
     dp = rng.choice((8, 16, 32, 64, 128))
     zero = rng.choice((0, 1, 2))
     opt = rng.choice(("adam", "adam", "adam-8bit"))
-    r = memory_report(m, Layout(dp=dp, zero=zero), optimizer_id=opt)
+    r = memory_report(m, TrainLayout(dp=dp, zero=zero), optimizer_id=opt)
     states = r.breakdown["params"] + r.breakdown["grads"] + r.breakdown["optimizer"]
     p = count_params(m).total
     prompt = (f"{mid} ({p / 1e9:.2f}B parameters), bf16 weights and gradients, optimizer {opt}, "
               f"data parallel over {dp} GPUs with ZeRO-{zero}, no TP or PP. How many GB per GPU "
               "do weights, gradients and optimizer states take together (activations excluded)?")
     argv = ("memory", "--model", mid, "--dp", str(dp), "--zero", str(zero), "--optimizer", opt)
-    flat = memory_report(m, Layout(dp=1, zero=0), optimizer_id=opt).breakdown
+    flat = memory_report(m, TrainLayout(dp=1, zero=0), optimizer_id=opt).breakdown
     unsharded = flat["params"] + flat["grads"] + flat["optimizer"]
     return Drill("training-memory", prompt,
                  {"model": mid, "params": p, "dp": dp, "zero": zero, "optimizer": opt},

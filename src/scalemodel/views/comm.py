@@ -27,3 +27,38 @@ def traffic_report(r: Any, title: str) -> Any:
                             d["exposed_time_per_step_s"], "s"),),
         tables=(tab,))
     return Report(title, (sec,), d)
+
+
+def step_traffic_table(rows: Any) -> Any:
+    """The step model's traffic rows (analytic/traffic.py StepTraffic) as one table."""
+    from ..derive import Table
+
+    return Table("Per GPU, per optimizer step (the step model's terms, as plan train prices them)",
+                 ("strategy", "collective", "group", "tier", "bytes/step (B)", "calls/step",
+                  "time/step (s)", "exposed (s)"),
+                 tuple((r.name, r.collective, r.group_size, r.tier, r.bytes_per_step,
+                        r.calls_per_step, r.time_per_step_s, r.exposed_s) for r in rows),
+                 note="time/step: every call with nothing hidden; exposed: what is left on the "
+                      "critical path after the overlap the framework does")
+
+
+def step_traffic_report(model: str, lay: Any, fw: Any, job: Any, cl: Any, row: Any, rows: Any,
+                        title: str) -> Any:
+    from ..derive import Headline, Report, Section
+
+    exposed = sum(r.exposed_s for r in rows)
+    data = {"model": model, "layout": lay.as_dict() | {"gpus": lay.gpus},
+            "framework": fw.id, "seq_len": job.seq_len, "global_batch": job.global_batch_seqs,
+            "microbatches": int(row.values.microbatches), "gpu": cl.gpu.id,
+            "strategies": [r.to_dict() for r in rows],
+            "exposed_time_per_step_s": exposed,
+            "step_time_s": float(row.values.step_time_s)}
+    sec = Section(
+        f"{model}: {lay.describe()} ({lay.gpus} GPUs on {cl.gpu.id})",
+        text=(f"Framework {fw.id} ({fw.name} {fw.version}). Sequence {job.seq_len:,}, "
+              f"{job.global_batch_seqs:,} sequences per step, "
+              f"{int(row.values.microbatches)} micro-batches per pipeline."),
+        headlines=(Headline("communication left exposed per step", exposed, "s"),
+                   Headline("step time (plan train)", float(row.values.step_time_s), "s")),
+        tables=(step_traffic_table(rows),))
+    return Report(title, (sec,), data)

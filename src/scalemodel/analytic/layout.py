@@ -1,0 +1,353 @@
+"""The training layout: one type, one parser for ``--layout K=V,...``, one rule list.
+
+Every command that takes a parallel layout (``plan train``, ``memory``, ``comm traffic``,
+``reliability blast-radius``) reads :class:`TrainLayout`. A layout key is declared once in
+:data:`KEYS` (its parser, its range, its help); the rules a layout must satisfy for a model, a
+GPU count and a batch are declared once in :data:`RULES`, each with a name. The planner applies
+the rules to arrays of candidates (each rule removes the rows it rejects and is counted by
+name); :func:`check` applies the same rules to one layout and stops at the first it breaks with
+a one-line message naming the rule.
+
+Ranks are numbered as Megatron-LM does: TP fastest, then CP, then DP, then PP. Expert
+parallelism does not multiply the GPU count: an expert group of ``ep`` ranks is drawn from the
+dp x cp ranks of one stage (from tp x dp x cp when the experts run unsplit below the tp, etp = 1:
+Megatron-Core's MoE parallel folding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+
+RECOMPUTE = ("none", "selective", "full", "op")  # op: torchtitan's op-level policy
+
+
+def _int(lo: int, hi: int | None = None) -> Callable[[str, str], int]:
+    def parse(key: str, text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise BadInput(f"--layout {key} must be a whole number, got {text!r}") from None
+        if n < lo or (hi is not None and n > hi):
+            allowed = (", ".join(str(i) for i in range(lo, hi + 1)) if hi is not None
+                       else f"at least {lo}")
+            raise BadInput(f"--layout {key} must be {allowed}, got {n}")
+        return n
+    return parse
+
+
+def _bool(key: str, text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "on", "yes"):
+        return True
+    if t in ("0", "false", "off", "no"):
+        return False
+    raise BadInput(f"--layout {key} must be 1 or 0 (on or off), got {text!r}")
+
+
+def _recompute(key: str, text: str) -> str:
+    if text not in RECOMPUTE:
+        raise BadInput(f"--layout recompute must be one of {', '.join(RECOMPUTE)} (op: "
+                       f"torchtitan's op-level policy), got {text!r}")
+    return text
+
+
+def _stages(key: str, text: str) -> tuple[int, ...]:
+    parts = [p for p in text.replace("+", "/").split("/") if p.strip()]
+    try:
+        counts = tuple(int(p) for p in parts)
+    except ValueError:
+        raise BadInput(f"--layout stages must be layer counts per stage joined by '/', e.g. "
+                       f"stages=7/8/8/7, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise BadInput(f"--layout stages: every stage needs at least one layer, got {text!r}")
+    return counts
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str, str], Any]
+    help: str
+
+
+# The layout keys, in the order the planner prints them. Adding a key: one line here, its field
+# in TrainLayout, and its pricing where it changes a number.
+KEYS: tuple[Key, ...] = (
+    Key("tp", _int(1), "tensor-parallel degree"),
+    Key("pp", _int(1), "pipeline stages"),
+    Key("dp", _int(1), "data-parallel degree (follows from the GPU count when not given)"),
+    Key("cp", _int(1), "context-parallel degree (ring attention)"),
+    Key("ep", _int(1), "expert-parallel degree (MoE), drawn from dp x cp (tp x dp x cp folded)"),
+    Key("etp", _int(1), "expert tensor parallelism: 1 or the tp (etp=1 < tp with ep > 1 is "
+        "MoE parallel folding)"),
+    Key("zero", _int(0, 3), "ZeRO stage: 1 optimizer states, 2 also gradients, 3 (FSDP) also "
+        "weights"),
+    Key("vpp", _int(1), "interleaved pipeline chunks per stage"),
+    Key("micro_batch", _int(1), "sequences per micro-batch"),
+    Key("recompute", _recompute, "activation recomputation: none, selective, full or op"),
+    Key("sp", _bool, "sequence parallelism with TP (1 on, the default; 0 off)"),
+    Key("stages", _stages, "layers per pipeline stage, first to last, e.g. 7/8/8/7 (default: "
+        "the planner's balanced split)"),
+)
+KEY_NAMES = tuple(k.name for k in KEYS)
+# the keys the planner's search enumerates (sp and stages are fixed or derived)
+SEARCHED = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
+ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch"}
+
+
+@dataclass(frozen=True)
+class TrainLayout(Mapping):
+    """A complete parallel layout of one training step (per-key meaning in :data:`KEYS`).
+
+    It reads as a mapping of its :meth:`as_dict` keys (``layout["tp"]``, ``{**layout}``), the
+    form the planner's JSON and the exporters take."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int | None = None  # None: as the tp (Megatron-Core's default)
+    zero: int = 0
+    vpp: int = 1
+    micro_batch: int = 1
+    recompute: str = "none"
+    sp: bool = True  # sequence parallelism; only meaningful when tp > 1
+    stages: tuple[int, ...] | None = None  # layers per stage; None: the balanced split
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def folded(self) -> bool:
+        return self.expert_tp != self.tp
+
+    @property
+    def rc(self) -> int:
+        """The recompute mode as the planner's array code (index in RECOMPUTE)."""
+        return RECOMPUTE.index(self.recompute)
+
+    @classmethod
+    def from_keys(cls, keys: dict[str, Any], **defaults: Any) -> TrainLayout:
+        unknown = set(keys) - set(KEY_NAMES)
+        if unknown:
+            raise BadInput(f"--layout: unknown key {sorted(unknown)[0]!r}; keys: "
+                           f"{', '.join(KEY_NAMES)}")
+        return cls(**(defaults | keys))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The searched keys as plain values (the planner's JSON ``layout`` and the exporters'
+        input): tp, pp, dp, cp, ep, etp, zero, vpp, micro_batch, recompute; sp and stages only
+        where they differ from their defaults."""
+        d: dict[str, Any] = {k: getattr(self, k) for k in SEARCHED}
+        d["etp"] = self.expert_tp
+        if not self.sp:
+            d["sp"] = False
+        if self.stages is not None:
+            d["stages"] = list(self.stages)
+        return d
+
+    def as_text(self) -> str:
+        """The layout in ``--layout`` syntax (parse_layout reads it back)."""
+        out = []
+        for k, v in self.as_dict().items():
+            if k == "stages":
+                v = "/".join(str(x) for x in v)
+            elif isinstance(v, bool):
+                v = int(v)
+            out.append(f"{k}={v}")
+        return ",".join(out)
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}"]
+        if self.cp > 1:
+            parts.append(f"CP{self.cp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.folded:
+            parts.append(f"ETP{self.expert_tp}")
+        if self.vpp > 1:
+            parts.append(f"VPP{self.vpp}")
+        parts.append(f"ZeRO-{self.zero}")
+        parts.append(f"mb={self.micro_batch}")
+        parts.append(f"recompute={self.recompute}")
+        if self.tp > 1:
+            parts.append("SP" if self.sp else "no-SP")
+        if self.stages is not None:
+            parts.append("stages=" + "/".join(str(x) for x in self.stages))
+        return " ".join(parts)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "etp":
+            return self.expert_tp
+        if key not in KEY_NAMES:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def with_(self, **kw: Any) -> TrainLayout:
+        return replace(self, **kw)
+
+
+def parse_layout(text: str, allowed: tuple[str, ...] = KEY_NAMES,
+                 command: str = "this command") -> dict[str, Any]:
+    """``tp=8,pp=16,recompute=selective`` -> {"tp": 8, "pp": 16, "recompute": "selective"}.
+
+    Only the keys given are returned (a partial layout: a planner searches the rest). A key
+    outside ``allowed`` is refused with the keys ``command`` takes."""
+    out: dict[str, Any] = {}
+    by_name = {k.name: k for k in KEYS}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise BadInput(f"--layout: expected key=value, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        k = ALIASES.get(k, k.replace("-", "_"))
+        if k not in by_name:
+            raise BadInput(f"--layout: unknown key {k!r}; keys: {', '.join(allowed)}")
+        if k not in allowed:
+            raise BadInput(f"--layout {k}: {command} cannot use this key; keys: "
+                           f"{', '.join(allowed)}")
+        if k in out:
+            raise BadInput(f"--layout: {k} given twice")
+        out[k] = by_name[k].parse(k, v)
+    return out
+
+
+# --- the rules ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a layout is checked against: the model, the GPU count, the batch and the schedule."""
+
+    model: Any  # ModelSpec
+    gpus: int
+    global_batch: int  # sequences per step
+    seq_len: int
+    schedule: str = "1f1b"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: ``ok(c, ctx)`` is True (elementwise) for the layouts it allows; ``text`` says
+    what it requires. ``c`` holds arrays (or scalars) tp, pp, dp, cp, ep, etp, zero, vpp, rc,
+    micro_batch and microbatches (per pipeline per step)."""
+
+    name: str
+    text: Callable[[Context], str]
+    ok: Callable[[dict[str, Any], Context], Any]
+    applies: Callable[[Context], bool] = lambda ctx: True
+    # a search derives this key from the others; the rule then holds by construction and only
+    # a pinned value is checked
+    derived_key: str | None = None
+
+    def message(self, ctx: Context) -> str:
+        return f"{self.name}: {self.text(ctx)}"
+
+
+def _heads_ok(c: dict[str, Any], ctx: Context) -> Any:
+    m, t = ctx.model, c["tp"]
+    return (m.n_heads % t == 0) & ((m.n_kv_heads % t == 0) | (t % m.n_kv_heads == 0)
+                                   | (m.attention == "mla"))
+
+
+def _ep_group(c: dict[str, Any]) -> Any:
+    """Ranks an expert group is drawn from: dp x cp, or tp x dp x cp when folded."""
+    return np.where(c["etp"] == c["tp"], c["dp"] * c["cp"], c["tp"] * c["dp"] * c["cp"])
+
+
+def _is_moe(ctx: Context) -> bool:
+    return bool(ctx.model.is_moe)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("gpu count", lambda ctx: "tp x pp x cp must divide the GPUs",
+         lambda c, ctx: ctx.gpus % (c["tp"] * c["pp"] * c["cp"]) == 0),
+    Rule("gpu count", lambda ctx: f"tp x pp x dp x cp must equal {ctx.gpus}",
+         lambda c, ctx: c["tp"] * c["pp"] * c["dp"] * c["cp"] == ctx.gpus, derived_key="dp"),
+    Rule("divisibility", lambda ctx: f"tp must divide the {ctx.model.n_heads} attention heads "
+         f"(and the {ctx.model.n_kv_heads} KV heads, or be a multiple of them)", _heads_ok),
+    Rule("layers", lambda ctx: f"pp x vpp must be at most the {ctx.model.n_layers} layers",
+         lambda c, ctx: ctx.model.n_layers >= c["pp"] * c["vpp"]),
+    Rule("divisibility", lambda ctx: "etp must be 1 or the tp (experts split like the dense "
+         "MLP)", lambda c, ctx: (c["etp"] == 1) | (c["etp"] == c["tp"]), _is_moe),
+    Rule("divisibility", lambda ctx: "experts unsplit below the tp (etp = 1 < tp) are "
+         "modelled with ep > 1 (MoE parallel folding)",
+         lambda c, ctx: (c["etp"] == c["tp"]) | (c["ep"] > 1), _is_moe),
+    Rule("divisibility", lambda ctx: f"ep must divide the {ctx.model.n_experts} experts and dp "
+         "x cp (tp x dp x cp when etp = 1)",
+         lambda c, ctx: (ctx.model.n_experts % c["ep"] == 0) & (_ep_group(c) % c["ep"] == 0),
+         _is_moe),
+    Rule("divisibility", lambda ctx: f"{ctx.model.id} has no experts, ep must be 1",
+         lambda c, ctx: c["ep"] == 1, lambda ctx: not ctx.model.is_moe),
+    Rule("divisibility", lambda ctx: f"{ctx.model.id} has no experts, etp must be its tp",
+         lambda c, ctx: c["etp"] == c["tp"], lambda ctx: not ctx.model.is_moe),
+    Rule("sequence", lambda ctx: f"cp must divide the sequence length {ctx.seq_len}",
+         lambda c, ctx: ctx.seq_len % c["cp"] == 0),
+    Rule("batch", lambda ctx: "dp x micro-batch must divide the global batch (--global-batch) "
+         f"of {ctx.global_batch} sequences",
+         lambda c, ctx: ctx.global_batch % (c["dp"] * c["micro_batch"]) == 0),
+    Rule("pipeline", lambda ctx: "vpp > 1 needs pp > 1 and micro-batches divisible by pp",
+         lambda c, ctx: (c["vpp"] == 1) | ((c["pp"] > 1)
+                                           & (c["microbatches"] % np.maximum(c["pp"], 1) == 0))),
+    Rule("pipeline", lambda ctx: "DualPipe needs an even number of stages, vpp = 1 and an even "
+         "number of micro-batches",
+         lambda c, ctx: (c["pp"] == 1) | ((c["pp"] % 2 == 0) & (c["vpp"] == 1)
+                                          & (c["microbatches"] % 2 == 0)),
+         lambda ctx: ctx.schedule == "dualpipe"),
+    Rule("zero", lambda ctx: "ZeRO stages need dp x cp > 1",
+         lambda c, ctx: (c["zero"] == 0) | (c["dp"] * c["cp"] > 1)),
+    Rule("recompute", lambda ctx: "recompute=op (torchtitan's op-level policy) is modelled for "
+         f"dense models without MLA; {ctx.model.id} is "
+         f"{'MoE' if ctx.model.is_moe else 'MLA'}: use selective or full",
+         lambda c, ctx: c["rc"] != RECOMPUTE.index("op"),
+         lambda ctx: bool(ctx.model.is_moe or ctx.model.kv_lora_rank)),
+)
+
+
+def derived(c: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """Add dp (from the GPU count) when absent and the micro-batches per pipeline per step."""
+    c = dict(c)
+    if "dp" not in c:
+        c["dp"] = ctx.gpus // np.maximum(c["tp"] * c["pp"] * c["cp"], 1)
+    per_step = np.maximum(c["dp"] * c["micro_batch"], 1)
+    c["microbatches"] = ctx.global_batch // per_step
+    return c
+
+
+def check(lay: TrainLayout, ctx: Context) -> int:
+    """Apply every rule to one layout; BadInput naming the first rule broken. Returns the
+    micro-batches per pipeline per step."""
+    c = {f.name: getattr(lay, f.name) for f in fields(lay)}
+    c["etp"] = lay.expert_tp
+    c["rc"] = lay.rc
+    c = derived(c, ctx)
+    for r in RULES:
+        if r.applies(ctx) and not bool(r.ok(c, ctx)):
+            raise BadInput(f"--layout {lay.as_text()}: rule {r.message(ctx)}")
+    if lay.stages is not None:
+        check_stages(lay.stages, lay.pp, ctx.model)
+    return int(c["microbatches"])
+
+
+def check_stages(stages: tuple[int, ...], pp: int, model: Any) -> None:
+    if len(stages) != pp or sum(stages) != model.n_layers or min(stages) < 1:
+        raise BadInput(f"--layout stages={'/'.join(str(s) for s in stages)}: rule stages: "
+                       f"{pp} counts of at least 1 adding up to the {model.n_layers} layers of "
+                       f"{model.id}")

@@ -1,0 +1,216 @@
+"""Attention: the projections, and the core either as a fused kernel (FlashAttention-class, its
+efficiency by the length of each call) or unfused (batched GEMMs and score passes in HBM)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import BadInput
+from ...specs import GPUSpec
+from .candidates import Candidates
+from .config import FUSED_ATTENTION, constants
+from .gemm import gemm3, gemm3_of
+
+
+@dataclass(frozen=True)
+class AttentionCurve:
+    """Fractions of the 16-bit dense peak one attention kernel family reaches on one
+    architecture, by log2 of the call length: forward / backward, causal / full."""
+
+    family: str
+    label: str
+    arch: str
+    x: np.ndarray  # log2 of the measured lengths
+    fwd_full: np.ndarray
+    fwd_causal: np.ndarray
+    bwd_full: np.ndarray
+    bwd_causal: np.ndarray
+    head_dim: float  # the measured head dim the curve comes from
+    sources: tuple[str, ...]  # source keys, the measured curve first
+    notes: tuple[str, ...]
+    borrowed: tuple[str, ...]  # "family on arch: borrows other (why)" lines, for the derivation
+
+    def scaled(self, fwd: float, bwd: float, **kw: Any) -> AttentionCurve:
+        return dataclasses.replace(self, fwd_full=self.fwd_full * fwd,
+                                   fwd_causal=self.fwd_causal * fwd,
+                                   bwd_full=self.bwd_full * bwd, bwd_causal=self.bwd_causal * bwd,
+                                   **kw)
+
+
+def _measured_curve(family: str, label: str, arch: str, d: dict[str, Any],
+                    head_dim: float) -> AttentionCurve:
+    """A measured entry: the curve of the head dim nearest ``head_dim`` (log distance)."""
+    cv = min(d["curves"], key=lambda c: abs(math.log2(float(c["head_dim"]) / head_dim)))
+    fc = np.asarray(cv["fwd_causal_tflops"], dtype=np.float64)
+    ff = np.asarray(cv["fwd_full_tflops"], dtype=np.float64)
+    bf = np.asarray(cv["bwd_full_tflops"], dtype=np.float64)
+    fwd_full, bwd_full = ff / d["peak_tflops"], bf / d["peak_tflops"]
+    mask = fc / ff  # what the causal mask costs at each length
+    return AttentionCurve(family, label, arch, np.log2(np.asarray(cv["lengths"], dtype=np.float64)),
+                          fwd_full, fwd_full * mask, bwd_full, bwd_full * mask,
+                          float(cv["head_dim"]), (d["source"],), (d.get("note", ""),), ())
+
+
+@cache
+def attention_curve(family: str, arch: str, head_dim: float = 128.0) -> AttentionCurve:
+    """The curve of one kernel family on one architecture (specs/data/kernels.toml): measured,
+    the length dependence of another architecture scaled to measured maxima, a ratio to another
+    family on the same architecture, or borrowed from another architecture (said in
+    ``borrowed``)."""
+    from ...specs.kernels import attention_entry, kernels
+
+    label = kernels()["attention"][family].get("label", family)
+    e = attention_entry(family, arch)
+    d = e.data
+    lent = ((f"{label} on {arch}: borrows {e.borrowed_from}'s entry ({e.borrow_note})",)
+            if e.borrowed_from else ())
+    if "curves" in d:
+        c = _measured_curve(family, label, arch, d, head_dim)
+    elif "shape_of" in d:
+        shape = attention_curve(family, d["shape_of"], head_dim)
+        c = dataclasses.replace(
+            shape.scaled(d["fwd_max"] / shape.fwd_full[-1], d["bwd_max"] / shape.bwd_full[-1]),
+            arch=arch, sources=(d["source"], *shape.sources), notes=(d.get("note", ""),),
+            borrowed=shape.borrowed)
+    else:  # a ratio to another family on the same architecture
+        base = attention_curve(d["base"], arch, head_dim)
+        if "slowdown" in d:
+            f = b = 1.0 / float(d["slowdown"])
+        else:
+            f, b = float(d["fwd_speedup"]), float(d["bwd_speedup"])
+        c = base.scaled(f, b, family=family, label=label,
+                        sources=(d["source"], *base.sources),
+                        notes=(d.get("note", ""), *base.notes), borrowed=base.borrowed)
+    return dataclasses.replace(c, borrowed=lent + c.borrowed) if lent else c
+
+
+def family_of(kind: str) -> str:
+    """The kernel family (kernels.toml [attention.*]) an ``--attention`` kind names."""
+    from ...specs.kernels import attention_family
+
+    return attention_family(kind)[0]
+
+
+def curve_for(kind: str, gpu: GPUSpec, head_dim: float = 128.0) -> AttentionCurve:
+    """The curve of a fused ``--attention`` kind on this GPU; BadInput in one line where its
+    architecture has none and borrows none."""
+    from ...specs.kernels import FILE, kernels
+
+    fam = family_of(kind)
+    try:
+        return attention_curve(fam, gpu.arch, float(head_dim))
+    except BadInput:
+        t = kernels()["attention"][fam]
+        archs = sorted(k for k, v in t.items() if isinstance(v, dict))
+        raise BadInput(f"--attention {kind} ({t.get('label', fam)}) has no curve for {gpu.id} "
+                       f"(architecture {gpu.arch or 'unknown'}); {FILE} [attention.{fam}] has: "
+                       f"{', '.join(archs)}; use --attention flash") from None
+
+
+def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = True,
+                         backward: bool = False, kind: str = "flash",
+                         head_dim: float = 128.0) -> Any:
+    """Fraction of the 16-bit peak a fused attention call of ``length`` tokens reaches
+    (FLOPs counted as the planner counts them: causal half, backward
+    ``backward_flop_factor`` x the forward); FlashAttention-2 unless ``kind`` names another."""
+    c = curve_for(kind, gpu, head_dim)
+    y = getattr(c, ("bwd_" if backward else "fwd_") + ("causal" if causal else "full"))
+    x = np.log2(np.maximum(np.asarray(length, dtype=np.float64), 1.0))
+    slope = (y[1] - y[0]) / (c.x[1] - c.x[0])
+    short = np.maximum(y[0] + slope * (x - c.x[0]),
+                       constants()["attention"]["short_floor"] * y[0])
+    out = np.where(x < c.x[0], short, np.interp(x, c.x, y))
+    return out if out.ndim else float(out)
+
+
+def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
+                        gpu: GPUSpec, kind: str = "flash",
+                        head_dim: float = 128.0) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the fused attention calls of one layer on one rank.
+
+    ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
+    of S tokens. With load-balanced CP (2 cp chunks) a rank runs one causal call of S/cp tokens
+    (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
+    geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
+    (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
+    ``kind`` chooses the kernel family's curve (kernels.toml).
+    """
+    cp = np.asarray(cp, dtype=np.float64)
+    diag_l = S / cp
+    off_l = S / (cp * math.sqrt(2.0))
+    share = 1.0 / cp
+
+    def eff(length: Any, **kw: Any) -> Any:
+        return attention_efficiency(gpu, length, kind=kind, head_dim=head_dim, **kw)
+
+    f = flops_fwd * share / eff(diag_l) + flops_fwd * (1 - share) / eff(off_l, causal=False)
+    b = constants()["attention"]["backward_flop_factor"] * (
+        flops_fwd * share / eff(diag_l, backward=True)
+        + flops_fwd * (1 - share) / eff(off_l, causal=False, backward=True))
+    return f / peak16, b / peak16
+
+
+@dataclass(frozen=True)
+class AttentionTerms:
+    """Seconds per layer and micro-batch on one rank, forward and backward."""
+
+    in_proj_f: Any  # q, k, v (or MLA) input projections
+    in_proj_b: Any
+    out_proj_f: Any  # output projection
+    out_proj_b: Any
+    core_f: Any  # the attention kernel(s), with the ring-attention merges under CP
+    core_b: Any
+
+    @property
+    def proj_f(self) -> Any:
+        return self.in_proj_f + self.out_proj_f
+
+    @property
+    def proj_b(self) -> Any:
+        return self.in_proj_b + self.out_proj_b
+
+
+def _fused_core(c: Candidates) -> tuple[Any, Any]:
+    """FlashAttention-class kernel: causal half executed, backward backward_flop_factor x the
+    forward; under CP each of the cp - 1 extra calls merges its partial output into the running
+    result forward and accumulates dq, dk, dv backward (online-softmax merge)."""
+    ms, S, cp, tp = c.ms, c.S, c.cp, c.tp
+    core_flops = 2 * c.b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
+    core_f, core_b = attention_core_time(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
+                                         ms.qk_dim / c.m.n_heads)
+    merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * c.T / tp
+    return (core_f + merge * ms.v_dim / c.hbm,
+            core_b + merge * (ms.qk_dim + ms.kv_dim) / c.hbm)
+
+
+def _unfused_core(c: Candidates) -> tuple[Any, Any]:
+    """Unfused: two batched GEMMs per head over the whole s x s score matrix (their own roofline
+    pays for writing scores and reading probabilities), plus the fused scale-mask-softmax and
+    dropout passes over the scores in HBM."""
+    m, ms, ng = c.m, c.ms, constants()["nongemm"]
+    heads = m.n_heads / c.tp
+    sl = c.S / c.cp
+    dq, dv = ms.qk_dim / m.n_heads, ms.v_dim / m.n_heads
+    nb = c.b * heads  # one batched launch over the micro-batch's sequences and this rank's heads
+    qk_f, qk_b = gemm3_of(c, "attention_matmuls", sl, c.S, dq, nb)
+    av_f, av_b = gemm3_of(c, "attention_matmuls", sl, dv, c.S, nb)
+    per_f = ng["unfused_fwd_bytes_per_score"] + (ng["unfused_dropout_fwd_bytes"]
+                                                 if m.dropout else 0)
+    per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
+                                                 if m.dropout else 0)
+    scores = c.b * heads * sl * c.S
+    return qk_f + av_f + scores * per_f / c.hbm, qk_b + av_b + scores * per_b / c.hbm
+
+
+def attention_terms(c: Candidates) -> AttentionTerms:
+    """The attention block's GEMMs and core for every candidate."""
+    af1, ab1 = gemm3(c, c.T, c.ms.attn_in_n / c.tp, c.h)
+    af2, ab2 = gemm3(c, c.T, c.h, c.ms.attn_out_k / c.tp)
+    core_f, core_b = (_fused_core(c) if c.job.attention in FUSED_ATTENTION else _unfused_core(c))
+    return AttentionTerms(af1, ab1, af2, ab2, core_f, core_b)

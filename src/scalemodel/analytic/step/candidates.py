@@ -1,0 +1,91 @@
+"""The candidate layouts of one evaluation: layout keys as float arrays, job and GPU scalars."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...specs import GPUSpec, ModelSpec, dtype
+from .config import FUSED_ATTENTION, STAGE_COLS, constants
+from .shapes import ModelShapes, model_shapes
+
+if TYPE_CHECKING:
+    from ..planner import Cluster, Job
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Every candidate layout of one job on one cluster, one array entry per layout."""
+
+    job: Job
+    cl: Cluster
+    ms: ModelShapes
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray  # expert tensor parallelism (1 or tp)
+    zero: np.ndarray
+    vpp: np.ndarray
+    rc: np.ndarray  # index into memory.PLAN_RECOMPUTE (none, selective, full, op)
+    b: np.ndarray  # sequences per micro-batch
+    mb: np.ndarray  # micro-batches per step per pipeline
+    S: float  # sequence length
+    h: float  # hidden width
+    e_a: float  # bytes per activation element (16 bits in bf16 and fp8 training alike)
+    peak: float  # dense peak FLOP/s of the training precision
+    peak16: float  # dense bf16 peak
+    e_mm: float  # bytes per GEMM operand element of the training precision
+    hbm: float  # HBM bytes/s that memory-bound kernels reach
+    T: np.ndarray  # tokens of one micro-batch on one rank (b S / cp)
+    sp_div: np.ndarray  # sequence-parallel split of norm and residual work (tp where tp > 1)
+    # a stage split the layout fixes (--layout stages=...): layers on the first, middle and last
+    # stage and the middle stage's index (planner.STAGE_COLS); None = the planner's own split
+    fixed_split: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def m(self) -> ModelSpec:
+        return self.job.model
+
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.cl.gpu
+
+    @property
+    def dom(self) -> int:
+        return self.cl.nvlink_domain
+
+    @property
+    def fp8(self) -> bool:
+        return self.job.precision == "fp8"
+
+    @property
+    def one(self) -> np.ndarray:
+        """Layouts without pipeline parallelism."""
+        return self.pp == 1
+
+
+def candidates(job: Job, cl: Cluster, cols: dict[str, Any]) -> Candidates:
+    """The candidate arrays of ``cols`` (the columns of a layout grid)."""
+    gpu = cl.gpu
+    if job.attention in FUSED_ATTENTION:  # the kernel's curve exists for this GPU (or BadInput)
+        from .attention import curve_for
+
+        curve_for(job.attention, gpu)
+    f = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
+    tp = f["tp"]
+    S = float(job.seq_len)
+    T = f["micro_batch"] * S / f["cp"]
+    split = (tuple(np.broadcast_to(f[k], tp.shape) for k in STAGE_COLS)
+             if STAGE_COLS[0] in f else None)
+    return Candidates(
+        job=job, cl=cl, ms=model_shapes(job.model), tp=tp, pp=f["pp"], dp=f["dp"], cp=f["cp"],
+        ep=f["ep"], etp=f.get("etp", tp), zero=f["zero"], vpp=f["vpp"], rc=f["rc"],
+        b=f["micro_batch"], mb=f["microbatches"], S=S, h=float(job.model.hidden), e_a=2.0,
+        peak=gpu.peak_flop_per_s(job.precision), peak16=gpu.peak_flop_per_s("bf16"),
+        e_mm=dtype(job.precision).bytes,
+        hbm=gpu.hbm_bytes_per_s * constants()["gemm"]["hbm_efficiency"], T=T,
+        sp_div=np.where(tp > 1, tp, 1.0), fixed_split=split)

@@ -1,0 +1,209 @@
+"""Collectives inside a layer (TP/SP, CP ring attention, EP all-to-all) with their fabric tier,
+priced by the collectives engine (analytic/collectives.py) through :func:`collective_time`, and
+how much of each compute hides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...specs import ModelSpec
+from .attention import AttentionTerms
+from .candidates import Candidates
+from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
+from .layers import LayerCompute
+
+if TYPE_CHECKING:
+    from ..planner import Cluster
+
+_ENGINE_NAMES = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+                 "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+                 "send_recv": "send-recv"}
+
+
+def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
+                    cluster: Cluster) -> Any:
+    """Seconds for one collective on every row: the collectives engine's NCCL-like choice.
+
+    ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
+    for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
+    all_to_all, the message for send_recv). ``ranks_per_node`` is how many members of the group
+    share one NVLink domain (the engine's "node"). Every (algorithm, protocol) NCCL implements
+    is priced (ring, tree and NVLS/SHARP for all-reduce; rings elsewhere; grouped send/recv
+    for all-to-all) and the fastest is taken, as NCCL's tuner does. Queries are de-duplicated
+    first: a layout grid repeats the same (size, ranks, placement) many times.
+    """
+    from ..collectives import price_best
+
+    S, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=np.float64),
+                                  np.asarray(ranks, dtype=np.float64),
+                                  np.asarray(ranks_per_node, dtype=np.float64))
+    n = np.maximum(n, 1.0)
+    r = np.clip(r, 1.0, n)
+    if kind == "send_recv":
+        n = np.where(n > 1, 2.0, 1.0)
+        r = np.minimum(r, n)
+    live = (n > 1) & (S > 0)
+    out = np.zeros(S.shape)
+    if live.any():
+        q = np.stack([S[live], n[live], r[live]], axis=1)
+        uq, inv = np.unique(q, axis=0, return_inverse=True)
+        t = price_best(_ENGINE_NAMES[kind], uq[:, 0], uq[:, 1], uq[:, 2],
+                       fabric=cluster.fabric).time_s
+        out[live] = np.asarray(t)[inv.ravel()]
+    return out if out.ndim else float(out)
+
+
+def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
+    """Members of a group (``size`` ranks, ``stride`` apart) that share one NVLink domain."""
+    stride = np.asarray(stride, dtype=np.float64)
+    return np.where(stride * size <= domain, size, np.maximum(1.0, np.floor(domain / stride)))
+
+
+def dispatch_copies(m: ModelSpec, ep: Any, ranks_per_domain: Any) -> Any:
+    """Copies of a token's hidden state an all-to-all dispatch sends: top_k, or, when the
+    router limits a token to ``groups_per_token`` of ``expert_groups`` expert groups and the EP
+    group spans several NVLink domains, at most one copy per reached group (DeepSeek-V3's
+    node-limited routing: one copy crosses the network per target node, NVLink fans it out)."""
+    k = float(m.top_k)
+    if not (m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups):
+        return np.full(np.shape(ep), k) if np.ndim(ep) else k
+    spans = np.asarray(ep, dtype=np.float64) > np.asarray(ranks_per_domain, dtype=np.float64)
+    return np.where(spans, min(k, float(m.groups_per_token)), k)
+
+
+def ep_stride(c: Candidates) -> Any:
+    """Rank stride of an EP group: over the DP ranks (past TP and CP) when the experts are split
+    like the dense MLP; consecutive ranks, etp apart, when folded (etp < tp)."""
+    return np.where(c.etp == c.tp, c.tp * c.cp, c.etp)
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """Collective seconds per layer and micro-batch on one rank, before overlap (``_raw``) or
+    after what compute hides, and the bytes and tiers behind them."""
+
+    act_bytes: Any  # one gathered activation of the micro-batch (the TP collectives' size)
+    tp_one: Any  # one TP/SP all-gather or reduce-scatter
+    tp_f: Any  # forward TP collectives
+    tp_b: Any  # backward TP collectives
+    tp_rc: Any  # TP collectives repeated by recompute
+    kv_bytes: Any  # K and V a ring-attention step sends
+    cp_f_raw: Any
+    cp_b_raw: Any
+    cp_f: Any  # ring-attention traffic the attention kernel does not hide
+    cp_b: Any
+    ep_f_raw: Any  # all-to-all dispatch and combine and the expert-TP gather, forward
+    ep_b_raw: Any
+    moe_tp_keep: Any  # share of an MoE layer's TP collectives left with EP (the attention's)
+    tp_intra: Any  # tiers: True = inside one NVLink domain
+    cp_intra: Any
+    ep_intra: Any
+
+
+def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
+    act_bytes = c.e_a * c.T * c.h
+    tp_one = collective_time("all_gather", act_bytes, c.tp, ranks_per_node(1, c.tp, c.dom), c.cl)
+    tp_f = TP_FWD_COLLECTIVES * tp_one
+    tp_b = TP_BWD_COLLECTIVES * tp_one
+    # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
+    tp_rc = np.where(c.rc == 2, tp_f, np.where(c.rc == 3, 0.5 * tp_f, 0.0))
+    return act_bytes, tp_one, tp_f, tp_b, tp_rc
+
+
+def _ep_terms(c: Candidates) -> tuple[Any, Any]:
+    """With sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
+    only those; experts split over etp ranks then gather the tokens an EP rank received across
+    those etp ranks (and reduce-scatter them on the way back) inside the node."""
+    m = c.m
+    if not m.is_moe:
+        z = np.zeros_like(c.tp)
+        return z, z
+    r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
+    a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div) * dispatch_copies(m, c.ep, r_ep)
+                          * c.h, c.ep, r_ep, c.cl)
+    e_gather = np.where(c.ep > 1, collective_time("all_gather",
+                                                  c.e_a * c.T * c.etp / c.tp * m.top_k * c.h,
+                                                  c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
+                        0.0)
+    raw = 2 * a2a + 2 * e_gather
+    return raw, raw
+
+
+def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
+    """The in-layer collectives of every candidate."""
+    m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
+    act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
+    cp_intra = tp * cp <= c.dom
+    kv_bytes = c.e_a * c.b * (c.S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
+        if not m.kv_lora_rank else c.e_a * c.b * (c.S / cp) * ms.kv_dim
+    cp_step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
+    cp_f_raw = (cp - 1) * cp_step
+    cp_b_raw = 2 * cp_f_raw  # K, V and their gradients travel back
+    ep_f_raw, ep_b_raw = _ep_terms(c)
+    return LayerComm(
+        act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
+        kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw,
+        cp_f=np.maximum(0.0, cp_f_raw - a.core_f), cp_b=np.maximum(0.0, cp_b_raw - a.core_b),
+        ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
+        # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
+        # so of the layer's TP collectives only the attention block's half remains
+        moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
+        tp_intra=tp <= c.dom, cp_intra=cp_intra, ep_intra=ep_stride(c) * c.ep <= c.dom)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer per micro-batch on one rank: compute and the communication left exposed."""
+
+    compute: Any
+    tp: Any  # exposed TP/SP collectives
+    cp: Any  # exposed ring-attention traffic
+    ep: Any  # exposed all-to-all and expert-TP gather
+    fwd: Any  # forward pass (compute and exposed communication)
+    bwd: Any  # backward pass, recompute included
+    raw_comm: Any  # every collective, nothing hidden
+    hidden: Any  # communication that runs beside compute (it slows that compute down)
+    attention: Any  # of the compute: attention kernels
+    nongemm: Any  # of the compute: memory-bound kernels
+    wgrad: Any  # weight-gradient GEMMs
+
+    @property
+    def total(self) -> Any:
+        return self.compute + self.tp + self.cp + self.ep
+
+
+def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
+    """Combine a layer's compute with its collectives: TP and EP hidden by the framework's
+    overlap shares (planner.toml [overlap]), CP behind the attention kernel, EP behind another
+    micro-batch's compute where the all-to-alls are overlapped (DualPipe-style)."""
+    ov = constants()["overlap"]
+    tp_exp, ep_exp = 1 - ov["tp"], 1 - ov["ep"]
+    fw, bw, rcx, rc = lc.fwd, lc.bwd, lc.recompute, c.rc
+    e_f = cm.ep_f_raw if moe else 0.0
+    e_b = cm.ep_b_raw if moe else 0.0
+    k_tp = cm.moe_tp_keep if moe else 1.0
+    tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
+    rc_ep = np.where(rc == 2, e_f, 0.0)
+    rc_cp = np.where(rc == 2, cm.cp_f, 0.0)
+    if moe and c.job.ep_overlap:
+        # a forward chunk of one micro-batch runs beside a backward chunk of another, so each
+        # layer's all-to-alls hide behind the other chunk's compute
+        x_f = np.maximum(0.0, e_f - bw)
+        x_b = np.maximum(0.0, e_b + rc_ep - fw)
+    else:
+        x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
+    cp_raw = cm.cp_f_raw + cm.cp_b_raw + np.where(rc == 2, cm.cp_f_raw, 0.0)
+    return LayerTime(
+        compute=fw + bw + rcx,
+        tp=tp_exp * (tp_f + tp_b + tp_rc),
+        cp=cm.cp_f + cm.cp_b + rc_cp,
+        ep=x_f + x_b,
+        fwd=fw + tp_exp * tp_f + cm.cp_f + x_f,
+        bwd=bw + rcx + tp_exp * (tp_b + tp_rc) + cm.cp_b + rc_cp + x_b,
+        raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
+        hidden=(1 - tp_exp) * (tp_f + tp_b + tp_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
+        + (e_f + e_b + rc_ep) - x_f - x_b,
+        attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad)

@@ -1,0 +1,28 @@
+"""The planner's constants (planner.toml) and the job and cluster types the step model reads."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from ...specs.sources import load_toml
+
+ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
+KERNEL_MODES = ("fused", "eager")
+SCHEDULES = ("1f1b", "dualpipe")
+FUSED_ATTENTION = ("flash", "flash3", "triton")  # kernels that never write the score matrix to HBM
+
+# Tensor-parallel collectives per layer and micro-batch with sequence parallelism, each moving
+# one gathered activation (Korthikanti et al. 2022, Sec. 4.2.2, as Megatron-LM runs it):
+# forward 2 all-gathers + 2 reduce-scatters; backward the mirror 4 plus the inputs re-gathered
+# for the weight gradients.
+# Full recompute repeats the forward ones.
+TP_FWD_COLLECTIVES = 4
+TP_BWD_COLLECTIVES = 6
+
+STAGE_COLS = ("n_first", "n_mid", "mid_index", "n_last")  # a fixed split, as stage_shape gives it
+
+
+@cache
+def constants() -> dict[str, Any]:
+    return load_toml("planner.toml")

@@ -1,0 +1,109 @@
+"""Data parallelism: the gradient reduction and ZeRO / FSDP parameter gathers of the slowest
+stage's parameters, over the dense group (dp x cp) and the expert group, and how much of them
+the backward and forward compute hide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .candidates import Candidates
+from .comm import collective_time, ranks_per_node
+from .config import constants
+from .memory_terms import E_W
+from .pipeline import StageTerms
+
+
+@dataclass(frozen=True)
+class LocalParams:
+    """Parameters one GPU of the slowest stage holds (unsharded count)."""
+
+    dense: Any  # replicated over the dp x cp group (the final norm sits with the output head)
+    expert: Any  # replicated over the expert group (tp x dp x cp / etp ep ranks)
+
+    @property
+    def total(self) -> Any:
+        return self.dense + self.expert
+
+
+def local_params(c: Candidates, st: StageTerms) -> LocalParams:
+    sm, tp, etp, ep = c.ms.sm, c.tp, c.etp, c.ep
+    pc = sm.pc
+    lay_d = sm.big_split / tp + sm.big_rep
+    lay_e = sm.big_exp / (etp * ep)
+    head_p = (pc.lm_head or pc.embedding) / tp
+    dense = np.where(c.one, sm.sum_split / tp + sm.sum_rep + (pc.embedding + pc.lm_head) / tp
+                     + pc.final_norm,
+                     st.n_slow * lay_d + np.where(st.which == 0, pc.embedding / tp,
+                                                  np.where(st.which == 2,
+                                                           head_p + pc.final_norm, 0.0)))
+    expert = np.where(c.one, sm.sum_exp / (etp * ep), st.n_slow * lay_e)
+    return LocalParams(dense, expert)
+
+
+@dataclass(frozen=True)
+class DPTerms:
+    """DP / ZeRO traffic per step on one GPU."""
+
+    group: Any  # dense group: dp x cp ranks
+    egroup: Any  # expert group: ranks holding the same expert shard
+    grad_bytes: Any  # dense gradients reduced (grad_reduce_bytes per parameter)
+    egrad_bytes: Any
+    raw: Any  # seconds, nothing hidden
+    exposed: Any  # seconds left after the backward / forward hide them
+    bytes: Any  # bytes each GPU sends per step over both groups
+    intra: Any  # the dense group shares one NVLink domain
+
+
+def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
+               st: StageTerms) -> tuple[Any, Any]:
+    """(raw, exposed) seconds. ZeRO 0: all-reduce in the last micro-batch's backward; 1-2:
+    reduce-scatter there and the parameter all-gather in the first forward (ZeRO 2 shards the
+    gradients, so it reduce-scatters in every micro-batch's backward); 3: gathers for forward
+    and backward and a reduce-scatter every micro-batch. The last bucket and any excess over
+    the compute stay exposed."""
+    zero, mb, fwd, bwd = c.zero, c.mb, st.fwd_mb, st.bwd_mb
+    ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
+    grad_sync = np.where(zero == 0, ar, rs)
+    n_sync = np.where(zero == 2, mb, 1.0)
+    raw01 = n_sync * grad_sync + np.where(zero >= 1, ag, 0.0)
+    exp01 = (n_sync * np.maximum(grad_sync * last_bucket, grad_sync - bwd)
+             + np.where(zero >= 1, np.maximum(ag * last_bucket, ag - fwd), 0.0))
+    z3_raw = mb * (2 * ag + rs)
+    z3_exp = mb * (np.maximum(ag * last_bucket, ag - fwd)
+                   + np.maximum((ag + rs) * last_bucket, ag + rs - bwd))
+    return np.where(zero >= 3, z3_raw, raw01), np.where(zero >= 3, z3_exp, exp01)
+
+
+def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any) -> Any:
+    zero, mb = c.zero, c.mb
+    return np.where(group > 1, (group - 1) / group * np.where(
+        zero >= 3, mb * (2 * p_loc * E_W + gb),
+        np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
+        + np.where((zero >= 1) & (zero < 3), p_loc * E_W, 0.0)), 0.0)
+
+
+def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
+    ov = constants()["overlap"]
+    tp, etp, ep, dom, cl = c.tp, c.etp, c.ep, c.dom, c.cl
+    group = c.dp * c.cp
+    egroup = tp * group / (etp * ep)
+    r_dp = ranks_per_node(tp, group, dom)
+    r_edp = ranks_per_node(np.where(etp == tp, tp, etp * ep), egroup, dom)
+    e_red = float(ov["grad_reduce_bytes"])
+    g_bytes, ge_bytes = loc.dense * e_red, loc.expert * e_red
+    rs = (collective_time("reduce_scatter", g_bytes, group, r_dp, cl)
+          + collective_time("reduce_scatter", ge_bytes, egroup, r_edp, cl))
+    ag = (collective_time("all_gather", loc.dense * E_W, group, r_dp, cl)
+          + collective_time("all_gather", loc.expert * E_W, egroup, r_edp, cl))
+    last_bucket = np.minimum(1.0, float(ov["dp_bucket_bytes"])
+                             / np.maximum(g_bytes + ge_bytes, 1.0))
+    raw, exposed = _sync_plan(c, rs, ag, last_bucket, st)
+    # (folded experts can be replicated over TP ranks even where dp x cp = 1)
+    synced = (group > 1) | (egroup > 1)
+    sent = (_bytes_sent(c, group, loc.dense, g_bytes)
+            + _bytes_sent(c, egroup, loc.expert, ge_bytes))
+    return DPTerms(group, egroup, g_bytes, ge_bytes, np.where(synced, raw, 0.0),
+                   np.where(synced, exposed, 0.0), sent, tp * c.cp * c.dp <= dom)

@@ -1,0 +1,221 @@
+"""The worked derivation of one shown layout, part by part, checked against the step terms."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...specs.sources import cite
+from .attention import attention_efficiency, curve_for
+from .config import FUSED_ATTENTION, constants
+from .gemm import gemm_ceiling, gemm_efficiency
+from .shapes import model_flops_per_token, model_shapes
+
+if TYPE_CHECKING:
+    from ...derive import Derivation
+    from ..planner import PlanResult, PlanRow
+
+
+def _sustained(d: Derivation, gpu: Any) -> None:
+    if gpu.sustained_basis == "gemm":
+        d.given(f"{gpu.id}: sustained over short-burst throughput of large GEMMs (measured on "
+                "this GPU's die)", "f_clk", gpu.sustained_fraction, "1",
+                gpu.source_of("sustained_gemm_ratio"),
+                note="measured with every GPU of the node busy; eta_0 comes from short runs, a "
+                     "training step is one long power-saturated run")
+    elif gpu.sustained_basis == "clock":
+        d.given(f"{gpu.id}: clock sustained under dense math over the clock its peak is quoted "
+                "at", "f_clk", gpu.sustained_fraction, "1", gpu.source_of("sustained_clock_hz"),
+                note=f"{gpu.sustained_clock_hz / 1e9:.3f} / {gpu.peak_clock_hz / 1e9:.2f} GHz; "
+                     "eta_0 comes from short runs at the quoted clock")
+    else:
+        d.given(f"{gpu.id}: sustained share of a burst GEMM rate", "f_clk", 1.0, "1",
+                cite("scalemodel-assumption"),
+                note="not measured for this GPU (no sustained_gemm_ratio or sustained clock in "
+                     "its TOML): 1 assumed, so its GEMMs may be priced fast")
+
+
+def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """The GEMM efficiency: ceiling, sustained share, fp8 ratio, the MLP GEMM's shape."""
+    from ...specs.kernels import gemm_entry
+
+    lay, job, gpu, m = row.layout, res.job, res.cluster.gpu, res.job.model
+    g = constants()["gemm"]
+    tile = gemm_entry(gpu.arch)
+    T = lay["micro_batch"] * job.seq_len / lay["cp"]
+    e_mlp = float(gemm_efficiency(np.float64(T), np.float64(model_shapes(m).up_k * m.ffn
+                                                            / lay["tp"]),
+                                  np.float64(m.hidden), gpu, job.precision))
+    d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
+            note=g["anchor_note"])
+    _sustained(d, gpu)
+    k8 = gpu.gemm_dtype_factor(job.precision)
+    if k8 != 1.0:
+        d.given(f"{gpu.id}: {job.precision} GEMM efficiency over bf16's (each against its own "
+                "peak)", "k_fp8", k8, "1", gpu.source_of("fp8_gemm_ratio"),
+                note="the output head, an MoE router and the attention matmuls stay bf16")
+    d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
+            e_mlp, "1", cite(tile.data["source"]),
+            note="eta_0 x f_clk" + (" x k_fp8" if k8 != 1.0 else "")
+                 + f" x tile padding and wave quantization on {gpu.sm_count} SMs, or the HBM "
+                 "roofline when thin")
+    if tile.borrowed_from:
+        d.note(f"Borrowed GEMM tile: {gpu.arch} uses {tile.borrowed_from}'s ({tile.borrow_note})")
+
+
+def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """The fused attention kernel's efficiencies at the lengths its calls see, from its curve
+    (kernels.toml), naming a borrowed curve and a head dim the curve was not measured at."""
+    job, gpu, m = res.job, res.cluster.gpu, res.job.model
+    if job.attention not in FUSED_ATTENTION:
+        return
+    a = constants()["attention"]
+    hd = model_shapes(m).qk_dim / m.n_heads
+    c = curve_for(job.attention, gpu, hd)
+    src = "; ".join(cite(k) for k in c.sources)
+    S, cp = job.seq_len, row.layout["cp"]
+
+    def eff(length: float, **kw: Any) -> float:
+        return attention_efficiency(gpu, length, kind=job.attention, head_dim=hd, **kw)
+
+    d.given(f"{c.label} forward efficiency on {gpu.arch}, causal call of {S // cp:,} tokens",
+            "eta_af", eff(S / cp), "1", src, note=" ".join(n for n in c.notes if n))
+    d.given("its backward efficiency, same call", "eta_ab", eff(S / cp, backward=True), "1", src)
+    for line in c.borrowed:
+        d.note(f"Borrowed curve: {line}.")
+    if abs(math.log2(hd / c.head_dim)) > 1e-9:
+        d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
+               f"{hd:g} (the nearest measured head dim is used).")
+    if cp > 1:
+        d.given(f"unmasked ring-attention calls ({S / cp / math.sqrt(2):,.0f}-token "
+                "geometric mean), forward efficiency", "eta_ar",
+                eff(S / cp / math.sqrt(2), causal=False), "1", cite(a["cp_source"]),
+                note=a["cp_note"])
+
+
+def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """Compute per micro-batch on the slowest stage: attention and memory-bound kernels."""
+    v, lay, job, gpu, m = row.values, row.layout, res.job, res.cluster.gpu, res.job.model
+    mb = v.microbatches
+    stage = ("first", "middle", "last")[int(v.slow_stage)] if lay["pp"] > 1 else "only"
+    g, ng = constants()["gemm"], constants()["nongemm"]
+    d.given(f"compute per micro-batch on the slowest ({stage}) stage", "t_c",
+            v.compute_s / mb, "s",
+            note="every GEMM forward + dgrad + wgrad at its shape's efficiency, attention, "
+                 "memory-bound kernels, recompute")
+    d.given("  of which attention kernels", "t_att", v.attention_s / mb, "s",
+            note="causal half of the score FLOPs at the efficiencies above; backward "
+                 f"{constants()['attention']['backward_flop_factor']:g}x"
+            if job.attention in FUSED_ATTENTION
+            else "unfused: batched GEMMs and score passes in HBM")
+    d.given("  of which memory-bound kernels (roofline on HBM bytes)", "t_ng",
+            v.nongemm_s / mb, "s", cite(ng["loss_source"]),
+            note="norms" + (" (and QK-norm)" if m.qk_norm else "")
+                 + ", residual adds, activation function, rotary, dropout masks, fp8 casts "
+                 f"and the loss ({ng['loss_fwd_bytes_per_logit']} + "
+                 f"{ng['loss_bwd_bytes_per_logit']} bytes per logit) at "
+                 f"{g['hbm_efficiency']} of {gpu.hbm_bytes_per_s / 1e12:.2f} TB/s"
+                 + ("; eager mode: RMSNorm, rotary, SwiGLU op by op, K/V copied per query head "
+                    "(planner.toml [nongemm] eager_*)" if job.kernels == "eager" else "")
+                 + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
+                    else ""))
+    if not job.grad_accum_fusion:
+        d.given("  of which adding weight gradients into the fp32 main gradient (no "
+                "accumulation fusion)", "t_acc", v.grad_acc_s / mb, "s",
+                cite(ng["grad_accum_source"]),
+                note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch")
+
+
+def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """Exposed TP, CP and EP collectives per micro-batch, and the micro-batch time."""
+    v, lay, m = row.values, row.layout, res.job.model
+    mb = v.microbatches
+    d.given("exposed TP/SP collectives per micro-batch", "t_tp", v.tp_s / mb, "s",
+            note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
+                 "the collectives engine (NCCL-like choice)")
+    d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v.cp_s / mb, "s")
+    if m.is_moe:
+        folded = lay["etp"] != lay["tp"]
+        d.given("MoE all-to-all per micro-batch", "t_ep", v.ep_s / mb, "s",
+                note=(f"experts whole on a rank (etp 1), EP{lay['ep']} drawn from the tp x dp x cp "
+                      "ranks (MoE parallel folding): dispatch and combine only"
+                      if folded else
+                      f"experts split over the {lay['tp']} TP ranks (etp = tp): dispatch and "
+                      "combine, then the tokens gathered over the TP group")
+                if lay["ep"] > 1 else "")
+    else:
+        d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")
+    d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep", "s",
+           check=v.t_slow_s, rel_tol=1e-6)
+
+
+def pipeline_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """The schedule's bubble and the send/recv between stages."""
+    v, lay, job = row.values, row.layout, res.job
+    d.given("micro-batches per step per pipeline", "m", v.microbatches, "1")
+    d.given("pipeline stages", "p", lay["pp"], "1")
+    d.given("interleaved chunks per stage", "v", lay["vpp"], "1")
+    if job.schedule == "dualpipe" and lay["pp"] > 1:
+        d.given("forward of one micro-batch on the slowest stage", "t_f", v.fwd_mb_s, "s")
+        d.given("its weight-gradient GEMMs (the forward GEMMs' FLOPs)", "t_w", v.w_mb_s, "s")
+        d.calc("DualPipe bubble, (p/2 - 1)(F&B + B - 3W) with F&B = F + B", "t_bub",
+               "(p / 2 - 1) * max(0, t_f + 2 * (t_mb - t_f) - 3 * t_w)", "s",
+               check=v.bubble_s, rel_tol=1e-6, source=cite("deepseek-2024-v3-dualpipe"),
+               note="two parameter copies and p + 1 micro-batches of activations are held")
+    else:
+        d.calc("pipeline bubble", "t_bub", "(p - 1) / v * t_mb", "s", check=v.bubble_s,
+               rel_tol=1e-6, source=cite("narayanan-2021-megatron"))
+    d.given("exposed pipeline send/recv", "t_pp", v.pp_s, "s",
+            note="2 (v m + p - 1) crossings on the critical path")
+
+
+def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
+    """DP traffic, the optimizer, the overlap slowdown, the step, throughput and MFU."""
+    v, job, cl = row.values, res.job, res.cluster
+    d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
+            note="overlapped with backward (gradients) and forward (parameters); "
+                 "the last bucket and any excess stay exposed")
+    d.given("optimizer step", "t_opt", v.optimizer_s, "s",
+            note="states read and written once at HBM speed")
+    ov = constants()["overlap"]
+    d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
+            cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])
+    d.given("communication hidden behind compute per step", "t_hid",
+            v.overlap_s / ov["compute_slowdown"] if ov["compute_slowdown"] else 0.0, "s")
+    d.calc("overlap slowdown", "t_ov", "sigma * t_hid", "s", check=v.overlap_s, rel_tol=1e-6)
+    d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt + t_ov", "s",
+           check=v.step_time_s, rel_tol=1e-6)
+    d.given("tokens per step", "D", job.tokens_per_step, "token")
+    d.calc("throughput", "X", "D / t_step", "token/s", check=v.tokens_per_s, rel_tol=1e-6)
+    d.given("model FLOPs per token (6 N + attention, PaLM convention)", "F",
+            model_flops_per_token(job.model, job.seq_len), "FLOP", cite("chowdhery-2022-palm"))
+    d.given("GPUs", "N", cl.n_gpus, "1")
+    d.given(f"{cl.gpu.id} dense {job.precision} peak", "R", cl.gpu.peak_flop_per_s(job.precision),
+            "FLOP/s", cl.gpu.source_of(f"flop_per_s.{job.precision}"))
+    d.calc("model FLOP/s per GPU", "Q", "F * D / t_step / N", "FLOP/s",
+           check=v.tflops_per_gpu, rel_tol=1e-6)
+    d.calc("MFU", "MFU", "Q / R", "1", check=v.mfu, rel_tol=1e-6)
+    d.given("compute-only time per step (lower bound: all communication hidden)", "t_lo",
+            v.lower_s, "s")
+    d.given("time with nothing overlapped (upper bound)", "t_hi", v.upper_s, "s")
+    d.calc("estimate within the bounds", "t_est", "min(max(t_step, t_lo), t_hi)", "s",
+           check=v.step_time_s, rel_tol=1e-6)
+
+
+PARTS = (gemm_part, attention_part, compute_part, layer_comm_part, pipeline_part, step_part)
+
+
+def derive_row(res: PlanResult, row: PlanRow) -> Derivation:
+    """The step time, throughput and MFU of one layout as a worked derivation (checked against
+    the vectorised values)."""
+    from ...derive import Derivation
+    from ..planner import LAYOUT_KEYS
+
+    lay, cl = row.layout, res.cluster
+    d = Derivation(f"Step time of {res.job.model.id} on {cl.n_gpus:,} x {cl.gpu.id}: "
+                   + ", ".join(f"{k}={lay[k]}" for k in LAYOUT_KEYS))
+    for part in PARTS:
+        part(d, res, row)
+    return d

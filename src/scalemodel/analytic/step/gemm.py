@@ -1,0 +1,107 @@
+"""GEMM time by shape: a ceiling measured on one large GEMM, tile padding and wave quantization
+over the SMs (first principles), the HBM roofline for thin GEMMs."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import BadInput
+from ...specs import GPUSpec, dtype, get_gpu
+from .candidates import Candidates
+from .config import constants
+
+
+@cache
+def tiles(arch: str) -> tuple[int, int, int]:
+    """(tile_m, tile_n, tile_k) of an architecture's tensor-core GEMMs (kernels.toml [gemm])."""
+    from ...specs.kernels import gemm_entry
+
+    d = gemm_entry(arch).data
+    return int(d["tile_m"]), int(d["tile_n"]), int(d["tile_k"])
+
+
+def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0,
+                  tile: tuple[int, int, int] = (128, 128, 64)) -> Any:
+    """Fraction of the ceiling left after tile padding and wave quantization (first principles).
+    A batched GEMM (``batch`` independent products in one launch, as bmm / baddbmm run the
+    attention heads) spreads the tiles of every product over the SMs together."""
+    tm, tn, tk = tile
+    tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
+    tiles = tiles_m * tiles_n * batch
+    waves = np.ceil(tiles / sms)
+    wave = tiles / (waves * sms)
+    pad = (M / (tiles_m * tm)) * (N / (tiles_n * tn)) * (K / (np.ceil(K / tk) * tk))
+    return wave * pad
+
+
+@cache
+def gemm_ceiling() -> float:
+    """The shape-free ceiling that makes the anchor shape come out at its measured efficiency."""
+    g = constants()["gemm"]
+    anchor = get_gpu(g["anchor_gpu"])
+    f = float(_shape_factor(np.float64(g["anchor_m"]), np.float64(g["anchor_n"]),
+                            np.float64(g["anchor_k"]), anchor.sm_count, tile=tiles(anchor.arch)))
+    return g["anchor_efficiency"] / f
+
+
+def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float,
+              batch: Any = 1.0, dtype_name: str = "bf16") -> Any:
+    """Seconds for one (M x K) @ (K x N) GEMM, or one launch of ``batch`` of them: compute at the
+    shape's efficiency or HBM traffic, whichever is longer (roofline). ``peak`` is the dense
+    peak of ``dtype_name``; an fp8 GEMM also takes the GPU's measured fp8/bf16 efficiency ratio."""
+    g = constants()["gemm"]
+    if not gpu.sm_count:
+        raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
+                       "the SMs) needs it: add sm_count = N to the GPU's TOML")
+    # the ceiling is a short-run (burst) fraction of the dense peak; a training step keeps the
+    # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
+    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch))
+           * gpu.sustained_fraction
+           * gpu.gemm_dtype_factor(dtype_name))
+    t_c = batch * 2.0 * M * N * K / (peak * eff)
+    t_m = batch * elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s
+                                                           * g["hbm_efficiency"])
+    return np.maximum(t_c, t_m)
+
+
+def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf16") -> Any:
+    """Achieved fraction of the dense peak for one GEMM (the curve docs/planner.md plots)."""
+    peak = gpu.peak_flop_per_s(dtype_name)
+    e = dtype(dtype_name).bytes
+    t = gemm_time(M, N, K, gpu, peak, e, dtype_name=dtype_name)
+    return 2.0 * M * N * K / (t * peak)
+
+
+def gemm3(c: Candidates, Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+    """(forward, backward) seconds of one GEMM in the training precision: backward = dgrad
+    (M x N @ N x K) + wgrad (K x M @ M x N); ``batch`` products per launch (batched GEMMs)."""
+    p, e, dt = c.peak, c.e_mm, c.job.precision
+    fw = gemm_time(Mx, Nx, Kx, c.gpu, p, e, batch, dt)
+    bw = (gemm_time(Mx, Kx, Nx, c.gpu, p, e, batch, dt)
+          + gemm_time(Kx, Nx, Mx, c.gpu, p, e, batch, dt))
+    return fw, bw
+
+
+def gemm3_of(c: Candidates, module: str, Mx: Any, Nx: Any, Kx: Any,
+             batch: Any = 1.0) -> tuple[Any, Any]:
+    """gemm3 for a module that fp8 training may keep in bf16 (planner.toml [nongemm]
+    fp8_bf16_modules: the output head, an MoE router, the attention matmuls)."""
+    if module not in set(constants()["nongemm"]["fp8_bf16_modules"]):
+        return gemm3(c, Mx, Nx, Kx, batch)
+    fw = gemm_time(Mx, Nx, Kx, c.gpu, c.peak16, 2.0, batch)
+    bw = (gemm_time(Mx, Kx, Nx, c.gpu, c.peak16, 2.0, batch)
+          + gemm_time(Kx, Nx, Mx, c.gpu, c.peak16, 2.0, batch))
+    return fw, bw
+
+
+def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
+        split: Any = None) -> tuple[Any, Any]:
+    """An MLP's GEMMs (forward, backward), its width split over ``split`` ranks (the tp unless
+    given), ``count`` of them (local experts)."""
+    k = c.tp if split is None else split
+    uf, ub = gemm3(c, Mx, c.ms.up_k * width / k, c.h)
+    df, db = gemm3(c, Mx, c.h, width / k)
+    return count * (uf + df), count * (ub + db)

@@ -1,0 +1,78 @@
+"""A dense and an MoE transformer layer's compute per micro-batch on one rank: GEMMs, attention,
+memory-bound kernels, and what each recompute policy repeats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .attention import AttentionTerms
+from .candidates import Candidates
+from .elementwise import nongemm_time
+from .gemm import gemm3, gemm3_of, mlp
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds of one layer's compute per micro-batch on one rank."""
+
+    fwd: Any  # forward: GEMMs, attention core, memory-bound kernels
+    bwd: Any  # backward (dgrad + wgrad, the attention backward, memory-bound kernels)
+    recompute: Any  # what the layout's recompute policy repeats in the backward
+    wgrad: Any  # the weight-gradient GEMMs (the forward GEMMs' FLOPs; DualPipe's W)
+    attention: Any  # attention kernels, forward + backward + recompute
+    nongemm: Any  # memory-bound kernels, forward + backward + recompute
+
+
+def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
+    """Full recompute repeats the forward, selective the attention core, the op-level policy
+    every second matmul of the block (k, o, and up or down) and every elementwise kernel, not
+    the attention kernel (its output is kept)."""
+    ms = c.ms
+    up_f, _ = gemm3(c, c.T, ms.up_k * ms.ffn / c.tp, c.h)
+    down_f, _ = gemm3(c, c.T, c.h, ms.ffn / c.tp)
+    k_share = (c.m.kv_dim / ms.attn_in_n) if ms.attn_in_n else 0.0
+    op_mm = a.in_proj_f * k_share + a.out_proj_f + (0.5 * up_f if ms.up_k == 2 else down_f)
+    op_f = op_mm + ng_f
+    rc = c.rc
+    return np.where(rc == 2, fwd, np.where(rc == 1, a.core_f, np.where(rc == 3, op_f, 0.0)))
+
+
+def _attention_share(c: Candidates, a: AttentionTerms) -> Any:
+    return a.core_f + a.core_b + np.where((c.rc == 1) | (c.rc == 2), a.core_f, 0.0)
+
+
+def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
+    """A dense layer: attention block and the MLP split over the TP ranks."""
+    df_, db_ = mlp(c, c.T, c.ms.ffn)
+    ng_f, ng_b = nongemm_time(c, c.ms.ffn)
+    fwd = a.proj_f + a.core_f + df_ + ng_f
+    bwd = a.proj_b + a.core_b + db_ + ng_b
+    return LayerCompute(fwd=fwd, bwd=bwd, recompute=_rc_dense(c, a, fwd, ng_f),
+                        wgrad=a.proj_f + df_, attention=_attention_share(c, a),
+                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0))
+
+
+def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
+    """An MoE layer: attention block, the local experts, shared experts and the router.
+
+    Tokens per local expert (balanced routing): the EP group's ranks each route their T / tp
+    sequence-parallel tokens (T after the expert-TP gather when etp = tp), so an expert sees
+    T top_k etp / (tp n_local) tokens and holds moe_ffn / etp of its width."""
+    m, ms, tp, etp = c.m, c.ms, c.tp, c.etp
+    n_local = m.n_experts / c.ep
+    Me = c.T * m.top_k * etp / (tp * n_local)
+    ef, eb = mlp(c, Me, ms.moe_ffn, n_local, etp)
+    sf, sb = mlp(c, c.T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
+    rf, rb = gemm3_of(c, "router", c.T, float(m.n_experts), c.h)
+    width = m.top_k * ms.moe_ffn + ms.shared_ffn
+    # the routed copies a rank casts: T top_k etp / tp tokens enter its experts
+    ng_f, ng_b = nongemm_time(c, width, m.top_k * etp / tp + (1 if ms.shared_ffn else 0))
+    fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
+    bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
+    rc = np.where(c.rc == 2, fwd, np.where(c.rc == 1, a.core_f, 0.0))
+    return LayerCompute(fwd=fwd, bwd=bwd, recompute=rc, wgrad=a.proj_f + ef + sf + rf,
+                        attention=_attention_share(c, a),
+                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0))

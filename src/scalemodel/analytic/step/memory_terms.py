@@ -1,0 +1,54 @@
+"""Bytes per GPU of the slowest stage: analytic/memory.py training_bytes (the model that
+``scalemodel memory`` shows), with the DualPipe schedule's extra copies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...specs import assumption, optimizer
+from ..memory import training_bytes
+from .candidates import Candidates
+from .config import FUSED_ATTENTION
+from .pipeline import StageTerms, dualpipe
+
+E_W = 2.0  # bf16 working weights and gradients (fp8 GEMMs cast on the fly)
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """Bytes per GPU."""
+
+    params: Any
+    grads: Any
+    optimizer: Any
+    activations: Any
+    total: Any
+    capacity: Any  # what a step may fill (HBM x the memory fraction)
+
+    @property
+    def fits(self) -> Any:
+        return self.total <= self.capacity
+
+
+def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
+    job = c.job
+    opt = optimizer(job.optimizer_id)
+    mem = training_bytes(c.ms.sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
+                         zero=c.zero, rc=c.rc, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
+                         microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
+                         n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
+                         n_last=st.n_last, fused_attention=job.attention in FUSED_ATTENTION)
+    params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
+    total = np.asarray(mem["total"])
+    if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
+        dual = dualpipe(c)
+        total = total + np.where(dual, params + acts / np.maximum(c.pp, 1), 0.0)
+        params, acts = (np.where(dual, 2 * params, params),
+                        np.where(dual, acts * (c.pp + 1) / c.pp, acts))
+    frac = job.memory_fraction or assumption("training_memory_fraction").value
+    cap = np.full_like(total, c.gpu.hbm_bytes * frac, dtype=np.float64)
+    return MemoryTerms(params, np.asarray(mem["grads"]), np.asarray(mem["optimizer"]), acts,
+                       total, cap)

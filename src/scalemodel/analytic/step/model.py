@@ -1,0 +1,163 @@
+"""The step model composed: :func:`evaluate` prices every candidate layout from its parts.
+
+The single-layout evaluation (``plan train --layout``) and the search run this same code; a
+single layout is a candidate array of one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .attention import attention_terms
+from .candidates import Candidates, candidates
+from .comm import (
+    LayerComm,
+    LayerTime,
+    dispatch_copies,
+    ep_stride,
+    layer_comm,
+    layer_time,
+    ranks_per_node,
+)
+from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
+from .data_parallel import DPTerms, dp_terms, local_params
+from .layers import dense_layer, moe_layer
+from .memory_terms import memory_terms
+from .optimizer import grad_accum_time, optimizer_time
+from .pipeline import (
+    HeadTerms,
+    PipelineComm,
+    StageTerms,
+    bubble,
+    head_terms,
+    on_slow_stage,
+    pipeline_comm,
+    slowest_stage,
+)
+from .result import StepTerms
+from .shapes import model_flops_per_token
+
+if TYPE_CHECKING:
+    from ..planner import Cluster, Job
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The step's seconds on the slowest stage (after the accumulation passes)."""
+
+    step: Any
+    lower: Any
+    upper: Any
+    compute: Any
+    attention: Any
+    nongemm: Any
+    bubble: Any
+    overlap: Any
+    t_slow: Any
+    slow: dict[str, Any]  # compute and exposed tp, cp, ep per micro-batch
+
+
+def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
+               pc: PipelineComm, dp: DPTerms, t_opt: Any, t_acc: Any) -> StepTimes:
+    """m micro-batches through the slowest stage, the bubble, the exposed send/recv and DP
+    traffic, the optimizer, and the slowdown of compute that runs beside a hidden collective
+    (sigma x the hidden communication, planner.toml overlap.compute_slowdown)."""
+    mb, one = c.mb, c.one
+    t_slow = st.t_slow + t_acc
+    bub = bubble(c, t_slow, st.fwd_mb, st.w_mb)
+    slow = {**st.slow, "compute": st.slow["compute"] + t_acc}
+    compute = mb * slow["compute"]
+    has_head = one | (st.which == 2)
+    attn_s = mb * np.where(one, c.m.n_layers * Ld.attention, st.n_slow * Ld.attention)
+    ng_s = mb * (on_slow_stage(c, st, Ld, Lm, "nongemm")
+                 + np.where(has_head, head.loss_ng, 0.0) + t_acc)
+    sigma = float(constants()["overlap"]["compute_slowdown"])
+    hidden = (mb * on_slow_stage(c, st, Ld, Lm, "hidden") + (pc.raw - pc.exposed)
+              + np.maximum(0.0, dp.raw - dp.exposed))
+    t_ov = sigma * hidden
+    step = mb * t_slow + bub + pc.exposed + dp.exposed + t_opt + t_ov
+    lower = compute + bub * slow["compute"] / np.maximum(t_slow, 1e-30) + t_opt
+    upper_mb = slow["compute"] + on_slow_stage(c, st, Ld, Lm, "raw_comm")
+    upper = mb * upper_mb + (c.pp - 1) / c.vpp * upper_mb + pc.raw + dp.raw + t_opt
+    return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow)
+
+
+def tp_share(c: Candidates, cm: LayerComm) -> Any:
+    """Share of a layer's TP collectives the slowest stage runs (an MoE layer with EP keeps the
+    attention block's half)."""
+    ms = c.ms
+    if not c.m.is_moe:
+        return 1.0
+    return np.where(c.one, (ms.n_dense + ms.n_moe * cm.moe_tp_keep) / c.m.n_layers,
+                    np.where(ms.n_moe > 0, cm.moe_tp_keep, 1.0))
+
+
+def flops(c: Candidates) -> tuple[float, Any]:
+    """(model FLOPs, hardware FLOPs) per step: PaLM's convention, and the same plus what
+    recompute repeats (full: a forward, selective: the attention scores, op-level: every second
+    matmul)."""
+    m, ms, rc = c.m, c.ms, c.rc
+    tokens = float(c.job.tokens_per_step)
+    fpt = model_flops_per_token(m, c.job.seq_len)
+    attn_fwd_tok = 2 * m.n_layers * c.S * (ms.qk_dim + ms.v_dim)
+    op_tok = 2 * m.n_layers * m.hidden * (m.kv_dim + ms.attn_out_k + ms.ffn)
+    rc_tok = np.where(rc == 2, fpt / 3, np.where(rc == 1, attn_fwd_tok,
+                                                 np.where(rc == 3, op_tok, 0.0)))
+    return fpt * tokens, (fpt + rc_tok) * tokens
+
+
+def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm,
+                  share: Any) -> dict[str, Any]:
+    """Bytes each strategy sends per GPU per step (the slowest stage's layers)."""
+    mb, rc, n = c.mb, c.rc, st.n_slow
+    tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + (rc == 2) + 0.5 * (rc == 3))
+                            + TP_BWD_COLLECTIVES) * (c.tp - 1) / c.tp * cm.act_bytes)
+    if c.m.is_moe:
+        ep = (mb * n * (4 + 2 * (rc == 2)) * (c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
+              * dispatch_copies(c.m, c.ep, ranks_per_node(ep_stride(c), c.ep, c.dom)))
+    else:
+        ep = np.zeros_like(mb)
+    return {"tp_bytes": tp, "cp_bytes": mb * n * 3 * (c.cp - 1) * cm.kv_bytes, "ep_bytes": ep,
+            "pp_bytes": np.where(c.pp > 1, 2 * c.vpp * mb * pc.msg_bytes, 0.0)}
+
+
+def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
+    """Step time, its breakdown, FLOPs and memory for every row of ``cols`` (numpy arrays)."""
+    c = candidates(job, cl, cols)
+    att = attention_terms(c)
+    cm = layer_comm(c, att)
+    Ld = layer_time(c, dense_layer(c, att), cm, False)
+    Lm = layer_time(c, moe_layer(c, att), cm, True) if c.m.is_moe else Ld
+    head = head_terms(c)
+    st = slowest_stage(c, Ld, Lm, head)
+    pc = pipeline_comm(c)
+    mem = memory_terms(c, st)
+    loc = local_params(c, st)
+    dp = dp_terms(c, st, loc)
+    t_opt = optimizer_time(c, mem, loc)
+    t_acc = grad_accum_time(c, loc, st.t_slow)
+    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc)
+    share = tp_share(c, cm)
+    model_flops, hw_flops = flops(c)
+    tokens, n, step = float(job.tokens_per_step), float(cl.n_gpus), t.step
+    mb = c.mb
+    return StepTerms(
+        step_time_s=step, lower_s=t.lower, upper_s=t.upper, compute_s=t.compute,
+        attention_s=t.attention, nongemm_s=t.nongemm, tp_s=mb * t.slow["tp"],
+        cp_s=mb * t.slow["cp"], ep_s=mb * t.slow["ep"], pp_s=pc.exposed, dp_s=dp.exposed,
+        bubble_s=t.bubble, overlap_s=t.overlap, optimizer_s=t_opt, grad_acc_s=mb * t_acc,
+        tp_raw_s=mb * st.n_slow * share * (cm.tp_f + cm.tp_b + cm.tp_rc), pp_raw_s=pc.raw,
+        dp_raw_s=dp.raw, t_slow_s=t.t_slow, fwd_mb_s=st.fwd_mb, w_mb_s=st.w_mb,
+        bwd_mb_s=st.bwd_mb, slow_stage=st.which, n_first=st.n_first, n_mid=st.n_mid,
+        n_last=st.n_last, mid_index=st.mid_index, tokens_per_s=tokens / step,
+        tokens_per_s_per_gpu=tokens / step / n, tflops_per_gpu=model_flops / step / n,
+        mfu=model_flops / step / n / c.peak, hfu=hw_flops / step / n / c.peak,
+        model_flops=np.full_like(step, model_flops), hw_flops=hw_flops,
+        memory_per_gpu_bytes=mem.total, mem_params=mem.params, mem_grads=mem.grads,
+        mem_optimizer=mem.optimizer, mem_activations=mem.activations,
+        capacity_bytes=mem.capacity, fits=mem.fits,
+        **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
+        tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
+        ep_intra=cm.ep_intra, microbatches=mb)

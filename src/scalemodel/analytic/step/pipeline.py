@@ -1,0 +1,199 @@
+"""Pipeline parallelism: the (uneven) stage split, the slowest stage, the schedule's bubble
+(1F1B, interleaved 1F1B, DualPipe) and the activations sent between stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..memory import stage_partition, stage_shape
+from .candidates import Candidates
+from .comm import LayerTime, collective_time
+from .config import constants
+from .gemm import gemm3_of
+
+PARTS = ("compute", "tp", "cp", "ep")
+
+
+@dataclass(frozen=True)
+class HeadTerms:
+    """The output head and the loss per micro-batch (on the last stage)."""
+
+    fwd: Any
+    bwd: Any
+    loss_ng: Any  # of which the loss's memory-bound passes over the logits
+
+
+def head_terms(c: Candidates) -> HeadTerms:
+    """Output-head GEMMs and the loss over the vocabulary: unfused fp32 passes over every logit
+    (planner.toml [nongemm])."""
+    ng = constants()["nongemm"]
+    head_f, head_b = gemm3_of(c, "output_head", c.T, c.m.vocab / c.tp, c.h)
+    logits = c.T * c.m.vocab / c.tp
+    fw = head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / c.hbm
+    bw = head_b + logits * float(ng["loss_bwd_bytes_per_logit"]) / c.hbm
+    loss = logits * float(ng["loss_fwd_bytes_per_logit"] + ng["loss_bwd_bytes_per_logit"]) / c.hbm
+    return HeadTerms(fw, bw, loss)
+
+
+@dataclass(frozen=True)
+class StageTerms:
+    """The stage split and the slowest stage, per micro-batch."""
+
+    n_first: Any  # layers on the first, each middle and the last stage
+    n_mid: Any
+    n_last: Any
+    mid_index: Any
+    use_moe: Any  # the stage is priced as copies of the MoE layer (the heavier kind)
+    which: Any  # slowest stage: 0 first, 1 middle, 2 last
+    n_slow: Any  # its layers
+    slow: dict[str, Any]  # its compute and exposed tp, cp, ep seconds per micro-batch
+    t_slow: Any  # one micro-batch through it
+    fwd_mb: Any  # of which the forward
+    w_mb: Any  # its weight-gradient GEMMs
+
+    @property
+    def bwd_mb(self) -> Any:
+        return self.t_slow - self.fwd_mb
+
+
+def split(c: Candidates) -> tuple[Any, Any, Any, Any]:
+    """Layers on the first, middle and last stages and the middle stage's index (uneven split:
+    the output head counts as layers), or the split the layout fixes."""
+    if c.fixed_split is not None:
+        nf, nm, mi, nl = c.fixed_split
+        return nf, nm, mi, nl
+    keys = np.stack([c.pp, c.vpp], axis=1).astype(np.int64)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    shape = np.array([stage_shape(stage_partition(c.m.n_layers, int(p), vpp=int(v),
+                                                  last_extra=c.ms.last_extra_layers))
+                      for p, v in uniq], dtype=np.float64)
+    nf, nm, mi, nl = (shape[inv.ravel(), i] for i in range(4))
+    return nf, nm, mi, nl
+
+
+def per_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, use_m: Any, n: Any,
+              part: str) -> Any:
+    """A stage's per-micro-batch seconds of one part: ``n`` copies of the heaviest layer kind,
+    or the whole model where pp == 1."""
+    big = np.where(use_m, getattr(Lm, part), getattr(Ld, part))
+    whole = c.ms.n_dense * getattr(Ld, part) + c.ms.n_moe * getattr(Lm, part)
+    return np.where(c.one, whole, n * big)
+
+
+def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) -> StageTerms:
+    """A pipeline stage is priced as n copies of its heavier layer kind, judged on the whole
+    per-layer time (so every part comes from the same kind); the slowest stage sets the pace."""
+    ms, one = c.ms, c.one
+    nf, nm, mi, nl = split(c)
+    use_m = (ms.n_moe > 0) & ((ms.n_dense == 0) | (Lm.total >= Ld.total))
+    first = {k: per_stage(c, Ld, Lm, use_m, nf, k) for k in PARTS}
+    last = {k: per_stage(c, Ld, Lm, use_m, nl, k) for k in PARTS}
+    mid = {k: np.where(nm > 0, per_stage(c, Ld, Lm, use_m, nm, k), 0.0) for k in PARTS}
+    last["compute"] = last["compute"] + head.fwd + head.bwd
+    first["compute"] = np.where(one, first["compute"] + head.fwd + head.bwd, first["compute"])
+    t_first = sum(first[k] for k in PARTS)
+    t_last = np.where(one, t_first, sum(last[k] for k in PARTS))
+    t_mid = sum(mid[k] for k in PARTS)
+    t_slow = np.maximum(np.maximum(t_first, t_last), t_mid)
+    which = np.where(t_slow == t_first, 0, np.where(t_slow == t_mid, 1, 2))
+    slow = {k: np.where(which == 0, first[k], np.where(which == 1, mid[k], last[k]))
+            for k in PARTS}
+    n_slow = np.where(which == 0, nf, np.where(which == 1, nm, nl))
+    fwd_mb = np.where(one, ms.n_dense * Ld.fwd + ms.n_moe * Lm.fwd + head.fwd,
+                      n_slow * np.where(use_m, Lm.fwd, Ld.fwd))
+    w_mb = np.where(one, ms.n_dense * Ld.wgrad + ms.n_moe * Lm.wgrad,
+                    n_slow * np.where(use_m, Lm.wgrad, Ld.wgrad))
+    return StageTerms(nf, nm, nl, mi, use_m, which, n_slow, slow, t_slow, fwd_mb, w_mb)
+
+
+def on_slow_stage(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime,
+                  part: str) -> Any:
+    """Per micro-batch seconds of one layer part summed over the slowest stage's layers."""
+    return np.where(c.one, c.ms.n_dense * getattr(Ld, part) + c.ms.n_moe * getattr(Lm, part),
+                    st.n_slow * np.where(st.use_moe, getattr(Lm, part), getattr(Ld, part)))
+
+
+def dualpipe(c: Candidates) -> Any:
+    """Layouts the DualPipe schedule runs (it needs pp > 1)."""
+    return (c.job.schedule == "dualpipe") & (c.pp > 1)
+
+
+def bubble(c: Candidates, t_mb: Any, f_mb: Any, w_mb: Any) -> Any:
+    """Pipeline bubble: 1F1B (p - 1) / v t_mb (Narayanan 2021); DualPipe
+    (p / 2 - 1)(F&B + B - 3 W) with F&B = F + B (the overlapped pair's compute, its
+    communication hidden) (DeepSeek-V3 report, Table 2)."""
+    b_mb = t_mb - f_mb
+    return np.where(dualpipe(c), (c.pp / 2 - 1) * np.maximum(0.0, f_mb + 2 * b_mb - 3 * w_mb),
+                    (c.pp - 1) / c.vpp * t_mb)
+
+
+@dataclass(frozen=True)
+class PipelineComm:
+    """Send/recv between stages per step on the critical path."""
+
+    msg_bytes: Any  # one activation (sequence-parallel shard)
+    raw: Any  # 2 (v m + p - 1) crossings, forward and backward
+    exposed: Any
+    intra: Any  # the stages share one NVLink domain
+
+
+def pipeline_comm(c: Candidates) -> PipelineComm:
+    ov = constants()["overlap"]
+    intra = c.tp * c.cp * c.dp * c.pp <= c.dom
+    msg = c.e_a * c.T * c.h / c.sp_div
+    t_p2p = collective_time("send_recv", msg, 2.0, np.where(intra, 2.0, 1.0), c.cl)
+    raw = np.where(c.pp > 1, 2 * (c.vpp * c.mb + c.pp - 1) * t_p2p, 0.0)
+    return PipelineComm(msg, raw, (1 - ov["pp"]) * raw, intra)
+
+
+def schedule_1f1b(p: int, m: int, t_f: float, t_b: float) -> list[tuple[int, int, str, float,
+                                                                           float]]:
+    """The 1F1B schedule as (stage, micro-batch, "F"|"B", start, end), for the Gantt chart.
+
+    Stage s runs min(p - s - 1, m) warm-up forwards, then alternates one forward and one
+    backward, then drains its backwards; each op starts when its stage is free and its input
+    (the previous stage's forward, the next stage's backward) has arrived.
+    """
+    order: list[list[tuple[str, int]]] = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        ops = [("F", i) for i in range(warm)]
+        f_next, b_next = warm, 0
+        while b_next < m:
+            if f_next < m:
+                ops.append(("F", f_next))
+                f_next += 1
+            ops.append(("B", b_next))
+            b_next += 1
+        order.append(ops)
+    done: dict[tuple[str, int, int], float] = {}
+    free = [0.0] * p
+    pos = [0] * p
+    out = []
+    remaining = sum(len(o) for o in order)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            if pos[s] >= len(order[s]):
+                continue
+            kind, i = order[s][pos[s]]
+            if kind == "F":
+                dep = 0.0 if s == 0 else done.get(("F", s - 1, i))
+            else:
+                dep = done.get(("F", s, i)) if s == p - 1 else done.get(("B", s + 1, i))
+            if dep is None:
+                continue
+            start = max(free[s], dep)
+            end = start + (t_f if kind == "F" else t_b)
+            done[(kind, s, i)] = end
+            free[s] = end
+            out.append((s, i, kind, start, end))
+            pos[s] += 1
+            remaining -= 1
+            progressed = True
+        if not progressed:  # pragma: no cover - the order above is always feasible
+            break
+    return out

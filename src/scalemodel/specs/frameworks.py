@@ -1,0 +1,210 @@
+"""Framework profiles (specs/data/frameworks.toml): what a framework does, each field sourced.
+
+A profile states the kernels a framework runs (attention per GPU architecture, fused or eager
+elementwise kernels), what it overlaps, how it reduces gradients, its MoE dispatcher, its context
+parallelism, the recompute options it offers, its fp8 recipe and what memory it leaves unused.
+``plan train``, ``memory`` and ``comm traffic`` take ``--framework ID``; explicit flags
+(``--attention``, ``--kernels``, ...) override the profile's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from ..errors import BadInput
+from .sources import all_sources, load_toml, read_user_toml
+
+KINDS = ("training", "serving")
+ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
+# field -> (check, what is allowed); every field needs <field>_source
+FIELDS: dict[str, tuple[Any, str]] = {
+    "attention": (lambda v: isinstance(v, dict) and all(x in ATTENTION_KINDS
+                                                          for x in v.values()),
+                  "a table of GPU architecture = flash | flash3 | triton | unfused"),
+    "kernels": (lambda v: v in ("fused", "eager"), "fused or eager"),
+    "grad_accum_fusion": (lambda v: isinstance(v, bool), "true or false"),
+    "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
+    "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "param_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "a2a_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "grad_reduce_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per reduced gradient)"),
+    "dp_bucket_params": (lambda v: isinstance(v, int) and v > 0, "a whole number of parameters"),
+    "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
+    "cp_impl": (lambda v: isinstance(v, str), "text"),
+    "recompute_options": (lambda v: isinstance(v, list)
+                          and all(x in ("none", "selective", "full", "op") for x in v),
+                          "a list of none, selective, full, op"),
+    "fp8_recipe": (lambda v: isinstance(v, str), "text"),
+    "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
+        x in ("output_head", "router", "attention_matmuls") for x in v),
+        "a list of output_head, router, attention_matmuls"),
+    "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
+}
+HEADER = ("kind", "name", "version", "source", "extends")
+
+
+@dataclass(frozen=True)
+class Framework:
+    id: str
+    kind: str
+    name: str
+    version: str
+    source: str
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def attention_for(self, arch: str | None) -> tuple[str, str]:
+        """(kernel, note) for a GPU architecture; an architecture the profile does not name
+        takes its Hopper entry (else any entry), and the note says so."""
+        table = self.values.get("attention") or {}
+        if arch in table:
+            return table[arch], ""
+        fallback = "hopper" if "hopper" in table else next(iter(table), None)
+        if fallback is None:
+            return "flash", f"{self.id} names no attention kernel; flash assumed"
+        return table[fallback], (f"{self.id} names no attention kernel for "
+                                 f"{arch or 'this architecture'}; its {fallback} one is used")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "name": self.name, "version": self.version,
+                "source": self.source, "fields": dict(self.values),
+                "sources": dict(self.sources), "notes": dict(self.notes)}
+
+
+def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
+    known = all_sources()
+    profiles = raw.get("profiles")
+    if not isinstance(profiles, dict) or not profiles:
+        raise BadInput(f"{where}: no [profiles.ID] tables")
+    extra = set(raw) - {"default", "profiles"}
+    if extra:
+        raise BadInput(f"{where}: unknown top-level key {sorted(extra)[0]!r}; allowed: default, "
+                       "profiles")
+
+    def own(pid: str, t: dict[str, Any]) -> tuple[dict, dict, dict]:
+        vals, srcs, notes = {}, {}, {}
+        for k, v in t.items():
+            if k in HEADER:
+                continue
+            base = k.removesuffix("_source").removesuffix("_note")
+            if base not in FIELDS:
+                raise BadInput(f"{where}: profile {pid}: unknown field {k!r}; fields: "
+                               f"{', '.join(FIELDS)}")
+            if k.endswith("_note"):
+                notes[base] = str(v)
+            elif k.endswith("_source"):
+                if v not in known:
+                    raise BadInput(f"{where}: profile {pid}: {k} = {v!r} is not a known source "
+                                   "key (sources*.toml)")
+                srcs[base] = v
+            else:
+                check, allowed = FIELDS[k]
+                if not check(v):
+                    raise BadInput(f"{where}: profile {pid}: {k} must be {allowed}, got {v!r}")
+                vals[k] = v
+        for k in vals:
+            if k not in srcs:
+                raise BadInput(f"{where}: profile {pid}: field {k} has no {k}_source")
+        return vals, srcs, notes
+
+    out: dict[str, Framework] = {}
+
+    def build(pid: str, seen: tuple[str, ...] = ()) -> Framework:
+        if pid in out:
+            return out[pid]
+        if pid not in profiles:
+            raise BadInput(f"{where}: profile {seen[-1] if seen else pid}: extends unknown "
+                           f"profile {pid!r}")
+        if pid in seen:
+            raise BadInput(f"{where}: profile {pid}: extends itself through {' -> '.join(seen)}")
+        t = profiles[pid]
+        for k in ("kind", "name", "version", "source"):
+            if k not in t:
+                raise BadInput(f"{where}: profile {pid}: missing {k}")
+        if t["kind"] not in KINDS:
+            raise BadInput(f"{where}: profile {pid}: kind must be training or serving, got "
+                           f"{t['kind']!r}")
+        if t["source"] not in known:
+            raise BadInput(f"{where}: profile {pid}: source {t['source']!r} is not a known "
+                           "source key")
+        vals, srcs, notes = own(pid, t)
+        if "extends" in t:
+            base = build(str(t["extends"]), (*seen, pid))
+            vals = {**base.values, **vals}
+            srcs = {**base.sources, **srcs}
+            notes = {**{k: v for k, v in base.notes.items() if k not in srcs or
+                        srcs[k] == base.sources.get(k)}, **notes}
+        fw = Framework(pid, t["kind"], str(t["name"]), str(t["version"]), t["source"], vals,
+                       srcs, notes)
+        out[pid] = fw
+        return fw
+
+    for pid in profiles:
+        build(pid)
+    default = raw.get("default", next(iter(profiles)))
+    if default not in out:
+        raise BadInput(f"{where}: default {default!r} is not a profile")
+    return default, out
+
+
+@cache
+def _bundled() -> tuple[str, dict[str, Framework]]:
+    return _parse(load_toml("frameworks.toml"), "frameworks.toml")
+
+
+def default_framework_id() -> str:
+    return _bundled()[0]
+
+
+def framework_ids() -> list[str]:
+    return list(_bundled()[1])
+
+
+def load_frameworks_file(path: str) -> dict[str, Framework]:
+    """A user's profile file (same schema; checked the same way)."""
+    return _parse(read_user_toml(path, "--framework"), str(path))[1]
+
+
+def get_framework(fid: str | None = None) -> Framework:
+    """A bundled profile by id (None: the default, Megatron-Core)."""
+    default, table = _bundled()
+    fid = default if fid is None else fid
+    if fid not in table:
+        raise BadInput(f"--framework: unknown framework {fid!r}; choose one of "
+                       f"{', '.join(table)}")
+    return table[fid]
+
+
+def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
+                kernels: str | None = None) -> tuple[Framework, dict[str, str]]:
+    """The profile and the attention / kernels a job runs on ``gpu`` (an id or a GPUSpec):
+    explicit values override the profile's."""
+    from . import get_gpu
+
+    fw = get_framework(fid)
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    att, _ = fw.attention_for(getattr(g, "arch", None))
+    if att == "flash3" and getattr(g, "arch", None) != "hopper":
+        att = "flash"  # FA-3 class kernels are Hopper-only; the profile's Ampere-class entry
+    return fw, {"attention": attention or att, "kernels": kernels or fw.get("kernels") or "fused"}
+
+
+def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework, dict[str, Any]]:
+    """Every make_job setting the profile gives (attention, kernels, grad_accum_fusion,
+    schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes); entries of ``explicit`` that are
+    not None override it."""
+    fw, kern = job_kernels(fid, gpu, attention=explicit.get("attention"),
+                           kernels=explicit.get("kernels"))
+    out: dict[str, Any] = dict(kern)
+    for k in ("grad_accum_fusion", "schedule", "ep_overlap"):
+        v = explicit.get(k)
+        out[k] = fw.get(k) if v is None else v
+    return fw, out
