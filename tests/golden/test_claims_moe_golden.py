@@ -12,7 +12,8 @@ from scalemodel.analytic.claims import (
     resolve,
     scale_table,
 )
-from scalemodel.analytic.memory import Layout, memory_report
+from scalemodel.analytic.layout import TrainLayout as Layout
+from scalemodel.analytic.memory import memory_report
 from scalemodel.analytic.params import count_params
 from scalemodel.questions import build_answer
 from scalemodel.specs import get_gpu, get_model
