@@ -54,14 +54,16 @@ def build(opts: dict[str, Any]) -> Report:
         t_nv = _on(fab, s.collective, s.group_size, s.bytes_per_call, "nvlink") if fits else None
         t_net = _on(fab, s.collective, s.group_size, s.bytes_per_call, "network")
         cmp[s.name] = (t_nv, t_net, s)
-        rows.append((s.name, s.calls_per_step, s.bytes_per_call, s.bytes_per_step,
+        # printed in people's units (bytes scaled, ms); --json keeps bytes and seconds
+        rows.append((s.name, s.calls_per_step, fmt_bytes(s.bytes_per_call),
+                     fmt_bytes(s.bytes_per_step),
                      "yes" if s.overlappable else "no", f"{100 * s.latency_share:.0f}%",
-                     t_nv * s.calls_per_step if t_nv is not None else "-",
-                     t_net * s.calls_per_step, s.tier))
+                     1e3 * t_nv * s.calls_per_step if t_nv is not None else "-",
+                     1e3 * t_net * s.calls_per_step, s.tier))
     tab = Table("Each strategy priced on both tiers (per GPU, per step; groups of at most one "
                 "node on NVLink, one rank per node on the NIC)",
-                ("strategy", "calls/step", "bytes/call (B)", "bytes/step (B)", "overlaps",
-                 "latency share", "on NVLink (s/step)", "on the NIC (s/step)", "placed on"),
+                ("strategy", "calls/step", "bytes/call", "bytes/step", "overlaps",
+                 "latency share", "on NVLink (ms/step)", "on the NIC (ms/step)", "placed on"),
                 tuple(rows))
     pp = next((v for k, v in cmp.items() if k.startswith("PP")), None)
     tp_in = sum(v[0] * v[2].calls_per_step for k, v in cmp.items()

@@ -85,9 +85,10 @@ def build(opts: dict[str, Any]) -> Report:
               "to host memory."),
         tables=(
             Table("bytes per token and per batch", ("layout", "bytes/token", "bytes for the batch"),
-                  tuple(rows)),
+                  tuple((r[0], *(fmt_bytes(x) for x in r[1:])) for r in rows)),
             Table(f"concurrency on {o['tp']} x {gpu.id} by cache type",
-                  ("KV dtype", "bytes/token", f"sequences at {o['context']:,}"), tuple(caps)),
+                  ("KV dtype", "bytes/token", f"sequences at {o['context']:,}"),
+                  tuple((kd, fmt_bytes(bt), n) for kd, bt, n in caps)),
         ),
     )
 

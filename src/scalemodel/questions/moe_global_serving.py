@@ -20,6 +20,7 @@ from ..derive import Derivation, Headline, Report, Section, Table
 from ..errors import BadInput
 from ..specs import get_model
 from ..specs.sources import all_sources, cite, read_user_toml
+from ..units import fmt_bytes
 from .params import Param, model
 
 PROMPT = (
@@ -57,11 +58,11 @@ def build(opts: dict[str, Any]) -> Report:
               "mix is uneven on one region's traffic; balancing each regional deployment for its "
               f"own loads recovers it. {o['slots']} slots on {o['gpus']} GPUs per region."),
         tables=(Table("imbalance (max GPU / mean) of one layer per region",
-                      ("region", "traffic share", "global placement", "regional placement",
-                       "bound", "hottest expert share"),
-                      tuple((r["region"], float(sh), r["imbalance_global_placement"],
+                      ("region", "traffic share (%)", "global placement", "regional placement",
+                       "bound", "hottest expert share (%)"),
+                      tuple((r["region"], 100 * float(sh), r["imbalance_global_placement"],
                              r["imbalance_regional_placement"], r["lower_bound"],
-                             r["hottest_expert_share"])
+                             100 * r["hottest_expert_share"])
                             for r, sh in zip(rows, regs.shares / regs.shares.sum(), strict=True))),),
     )
     moe_layers = m.n_moe_layers or m.n_layers
@@ -92,7 +93,8 @@ def build(opts: dict[str, Any]) -> Report:
     krows = []
     for mid, k in kvs.items():
         for i, n in enumerate(prefixes):
-            krows.append((mid, int(n), k["prefix_bytes"][i], k["fetch_s"][i], k["recompute_s"][i]))
+            krows.append((mid, int(n), fmt_bytes(k["prefix_bytes"][i]), 1e3 * k["fetch_s"][i],
+                          1e3 * k["recompute_s"][i]))  # printed in people's units
     s3 = Section(
         "3. What a global KV cache can and cannot mean",
         text=(f"Fetching a cached prefix across the farthest pair ({far * 1e3:.0f} ms RTT, "
@@ -108,7 +110,7 @@ def build(opts: dict[str, Any]) -> Report:
                          k["wan_bytes_per_s_needed_to_beat_recompute"], "B/s")
                 for mid, k in kvs.items()),
         tables=(Table("fetch vs recompute", ("model", "prefix tokens", "prefix bytes",
-                                            "fetch (s)", "recompute (s)"), tuple(krows)),),
+                                            "fetch (ms)", "recompute (ms)"), tuple(krows)),),
     )
     kvb = model_kv_bytes_per_token(m, o["kv_dtype"])
     followups = (

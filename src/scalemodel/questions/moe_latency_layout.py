@@ -8,6 +8,7 @@ from typing import Any
 from ..analytic.moe_serving import ep_vs_tp_bytes, plan
 from ..derive import Headline, Report, Section, Table
 from ..specs import get_gpu, get_model
+from ..units import fmt_bytes
 from .params import Param, gpu, model
 
 PROMPT = (
@@ -49,8 +50,8 @@ def build(opts: dict[str, Any]) -> Report:
                        Headline("all-to-all per layer p99", pp.alltoall_p99_s, "s"),
                        Headline("busiest GPU's routed copies p99 / mean",
                                 pp.extra["recv_copies_p99"] / pp.extra["recv_copies_mean_gpu"])),
-            tables=(Table("per-layer timeline (busiest GPU)", ("part", "s"),
-                          tuple(pp.breakdown_s.items())),)))
+            tables=(Table("per-layer timeline (busiest GPU)", ("part", "time (ms)"),
+                          tuple((k, 1e3 * v) for k, v in pp.breakdown_s.items())),)))
     dec = res.decode
     if dec is None:
         secs.append(Section("EP vs TP for the experts, in bytes per GPU per MoE layer",
@@ -65,7 +66,8 @@ def build(opts: dict[str, Any]) -> Report:
                   "sends each token's k copies once (FP8) and back (BF16) and reads only its own "
                   "experts; TP reads a slice of every touched expert on every GPU and "
                   "all-reduces the layer output."),
-            tables=(Table("", ("quantity", "bytes"), tuple(b.items())),)))
+            tables=(Table("", ("quantity", "bytes"),  # scaled for people; --json keeps bytes
+                         tuple((k, fmt_bytes(v)) for k, v in b.items())),)))
     secs.append(Section("Sanity anchor", derivation=res.derivation))
     followups = (
         ("Why DP attention instead of TP for MLA?",

@@ -71,7 +71,8 @@ def build(opts: dict[str, Any]) -> Report:
               f"its {own_pcie} is why a PCIe-only box (8x RTX 5090: 28 GB/s busbw, "
               "nccl#1639) trains so differently."),
         tables=(Table("same all-reduce, different intra-node link",
-                      ("link", "algorithm", "protocol", "time (s)", "busbw (B/s)"), tuple(rows)),))
+                      ("link", "algorithm", "protocol", "time (ms)", "busbw"),
+                      tuple((ln, al, pr, 1e3 * t, fmt_rate(bw)) for ln, al, pr, t, bw in rows)),))
 
     # 2. GPUDirect RDMA vs staging through host memory
     nic, pcie = get_link(o["inter"]), get_link(str(own_pcie))
@@ -138,9 +139,11 @@ def build(opts: dict[str, Any]) -> Report:
               "CPU link. The last column is the overhead per network message above which "
               "aggregation wins here; a fabric whose message cost exceeds it sees PXN's gain."),
         tables=(Table(f"all-to-all on {nodes} nodes x {G} GPUs ({o['intra']}, {o['inter']})",
-                      ("size per rank", "direct (s)", "aggregated per rail (s)",
+                      ("size per rank", "direct (µs)", "aggregated per rail (µs)",
                        "aggregated / direct", "network messages direct", "aggregated",
-                       "break-even cost per message (s)"), tuple(rows3)),))
+                       "break-even cost per message (µs)"),
+                      tuple((sz, 1e6 * a, 1e6 * b, ab, md, ma, 1e6 * ev)
+                            for sz, a, b, ab, md, ma, ev in rows3)),))
 
     # 4. GPU-Util on a spinning collective
     nc = _consts()["nccl"]

@@ -56,9 +56,9 @@ def tier_table(res: PlanResult, r: PlanRow) -> Table:
             continue
         tier = "NVLink" if getattr(v, f"{k}_intra") else f"scale-out ({res.cluster.inter.id})"
         exposed = getattr(v, f"{k}_s")
-        rows.append((label, b / 1e9, tier, exposed))
+        rows.append((label, b / 1e9, tier, 1e3 * exposed))  # --json keeps seconds
     return Table("Traffic per GPU per step, by fabric tier",
-                 ("strategy", "GB per GPU", "tier", "exposed s"), tuple(rows))
+                 ("strategy", "GB per GPU", "tier", "exposed (ms)"), tuple(rows))
 
 
 def why_text(res: PlanResult) -> str:

@@ -62,8 +62,9 @@ def build(opts: dict[str, Any]) -> Report:
                  "practice comes from congestion control and routing under load, which this "
                  "table cannot show.",
                  tables=(Table("8 nodes x 8 H100, ring all-reduce 1 GiB and all-to-all 256 MiB",
-                               ("NIC", "all-reduce (s)", "busbw (B/s)", "all-to-all (s)"),
-                               tuple(rows)),))
+                               ("NIC", "all-reduce (ms)", "busbw", "all-to-all (ms)"),
+                               tuple((n, 1e3 * ar, fmt_rate(bw), 1e3 * a2a)
+                                     for n, ar, bw, a2a in rows)),))
     moe = decide(o | {"a2a_share": 0.6})
     followups = (
         ("What if it is an MoE shop with heavy all-to-all?",

@@ -95,7 +95,8 @@ def build(opts: dict[str, Any]) -> Report:
               "its own terms are computed from its config (below). Selective recompute drops "
               "the attention scores (the s^2 term); full recompute keeps only each layer's input."),
         tables=(Table("activations without any parallelism",
-                      ("recompute", "bytes per layer", "all layers + output layer"), tuple(rows)),),
+                      ("recompute", "bytes per layer", "all layers + output layer"),
+                      tuple((rc, fmt_bytes(pl), fmt_bytes(al)) for rc, pl, al in rows)),),
     )
 
     # 3. what each sharding does at a fixed GPU count

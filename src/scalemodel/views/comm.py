@@ -7,16 +7,20 @@ from typing import Any
 
 def traffic_report(r: Any, title: str) -> Any:
     from ..derive import Headline, Report, Section, Table
+    from ..units import fmt_bytes
 
-    rows = tuple((s.name, s.collective, s.group_size, s.tier, s.bytes_per_call, s.calls_per_step,
-                  s.bytes_per_step, "yes" if s.overlappable else "no", s.algorithm,
-                  s.time_per_call_s, s.time_per_step_s, f"{100 * s.latency_share:.0f}%")
+    # printed in people's units (bytes scaled, ms); --json keeps bytes and seconds
+    rows = tuple((s.name, s.collective, s.group_size, s.tier, fmt_bytes(s.bytes_per_call),
+                  s.calls_per_step, fmt_bytes(s.bytes_per_step),
+                  "yes" if s.overlappable else "no", s.algorithm,
+                  1e3 * s.time_per_call_s, 1e3 * s.time_per_step_s,
+                  f"{100 * s.latency_share:.0f}%")
                  for s in r.strategies)
     d = r.to_dict()
     tab = Table("Per GPU, per optimizer step",
-                ("strategy", "collective", "group", "tier", "bytes/call (B)", "calls/step",
-                 "bytes/step (B)", "overlaps compute", "algorithm", "time/call (s)",
-                 "time/step (s)", "latency share"), rows,
+                ("strategy", "collective", "group", "tier", "bytes/call", "calls/step",
+                 "bytes/step", "overlaps compute", "algorithm", "time/call (ms)",
+                 "time/step (ms)", "latency share"), rows,
                 note="time/call from comm cost's automatic choice on that tier")
     lay = r.layout
     sec = Section(
