@@ -181,7 +181,7 @@ def test_question_page_refuses_what_the_question_does_not_take(client):
     r = client.get("/api/answer?id=kv-cache&regs=64")
     assert r.status_code == 400 and "regs" in r.get_json()["error"]
     r = client.get("/api/answer/blast-radius?layout=tp%3D8%2Cpp%3D4%2Cdp%3D512")
-    assert r.status_code == 200 and r.get_json()["layout"] == "tp=8,dp=512,pp=4"
+    assert r.status_code == 200 and r.get_json()["layout"] == "tp=8,pp=4,dp=512"
     assert client.get("/api/answer?id=kv-cach").status_code == 400
 
 

@@ -241,12 +241,13 @@ def checkpoint_plan(
         d.given("GPUs in that fleet", "N_obs", p.gpus, "GPU", source=p.source)
         d.given("days observed", "D_obs", p.days, "day", source=p.source)
         lam = sum(comps.values())
-        if gpus_per_node == p.gpus_per_node:
+        if gpus_per_node == p.gpus_per_node and gpus % gpus_per_node == 0:
             d.calc("job interruptions per day (rates scale with GPUs and hosts)", "lambda_d",
                    "n_obs / (N_obs * D_obs) * N", "1/day", check=lam, rel_tol=1e-6)
         else:
-            d.given("job interruptions per day (host and network rates rescaled to g GPUs "
-                    "per node; sum of the component table)", "lambda_d", lam, "1/day")
+            d.given("job interruptions per day (host and network rates counted per whole or "
+                    "partial node of g GPUs; sum of the component table)", "lambda_d", lam,
+                    "1/day")
     else:
         d.given(f"interruptions per node-day ({p.label})", "r_f", p.rate_per_node_day,
                 "1/(node*day)", source=p.source)

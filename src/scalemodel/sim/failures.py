@@ -81,8 +81,19 @@ def simulate(
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        need = np.where(restarting[idx], restart, x)
         t = ttf[idx]
+        # a running trial completes every interval its time to failure covers, up to the
+        # horizon, in one move (k intervals at once, as k single steps would); then it fails
+        k = np.where(restarting[idx], 0.0,
+                     np.minimum(np.floor(t / x), np.ceil((horizon_s - wall[idx]) / x)))
+        bulk = k > 1
+        if bulk.any():
+            b = idx[bulk]
+            kb = k[bulk] - 1  # the last complete interval is taken by the single step below
+            wall[b] += kb * x
+            useful[b] += kb * tau
+            t[bulk] -= kb * x
+        need = np.where(restarting[idx], restart, x)
         ok = t >= need
         wall[idx] += np.where(ok, need, t)
         useful[idx] += np.where(ok & ~restarting[idx], tau, 0.0)
