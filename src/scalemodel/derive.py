@@ -96,6 +96,7 @@ _FUNCS: dict[str, Callable[..., float]] = {
     "max": max,
     "log2": math.log2,
     "sqrt": math.sqrt,
+    "expm1": math.expm1,
     "exp": math.exp,
 }
 
@@ -104,7 +105,7 @@ def evaluate(formula: str, env: Mapping[str, float]) -> float:
     """Evaluate an arithmetic formula over named values, without ``eval``.
 
     Allowed: numbers, names bound in ``env``, + - * / // % **, unary minus, parentheses and the
-    functions ceil, floor, min, max, log2, sqrt, exp.
+    functions ceil, floor, min, max, log2, sqrt, exp, expm1.
     """
     tree = ast.parse(formula, mode="eval")
 

@@ -44,3 +44,16 @@ def test_scopes_follow_rank_order():
     alt = parse_layout("tp=8,pp=16,dp=128", "tp-cp-ep-pp-dp", 16384)
     assert scope_of(h.footprint_ranks("rack", 16384), alt, coordinates(alt)) == ("pipeline", 1)
     assert scope_of(h.footprint_ranks("job", 16384), lay, c)[0] == "job"
+
+
+def test_a_subnormal_checkpoint_write_prices_a_finite_goodput():
+    """A write of 2.2e-313 s (the web fuzz found it) made exp(x) - 1 round to 0 in the goodput
+    formula; expm1 keeps it: with delta -> 0 and tau = Daly's ~ sqrt(2 delta M), goodput tends to
+    tau / (tau + delta) * exp(-R/M) -> exp(-R/M)."""
+    from scalemodel.sim.checkpoint import checkpoint_study
+
+    st_ = checkpoint_study(gpus=16384, gpu="h100-sxm", checkpoint_write_s=2.2250738585e-313,
+                           restart_s=600.0)
+    r = st_.result
+    # delta << tau, so the limit is reached: goodput = exp(-R/M)
+    assert math.isclose(r.goodput, math.exp(-r.restart_s / r.job_mtbf_s), rel_tol=1e-9)

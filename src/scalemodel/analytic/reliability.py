@@ -299,7 +299,7 @@ def checkpoint_plan(
     tau = interval_s if interval_s is not None else daly
     d.given("chosen interval" + (" (Daly's)" if interval_s is None else ""), "tau", tau, "s")
     g = d.calc("goodput (Daly's model, exponential failures)", "G",
-               "tau / (M * exp(R / M) * (exp((tau + delta) / M) - 1))", "1",
+               "tau / (M * exp(R / M) * expm1((tau + delta) / M))", "1",
                source=cite("daly-2006"), check=goodput(tau, delta, restart, mtbf))
     d.calc("first-order waste for comparison", "W_1", "delta / tau + (tau / 2 + R) / M", "1")
     warnings: list[str] = []
