@@ -11,9 +11,9 @@ def test_hang_triage_live_runs_the_ranks_asked_for(capsys):
     pytest.importorskip("torch")
     from scalemodel.cli import main
 
-    assert main(["answer", "hang-triage", "--live", "--ranks", "8", "--json"]) == 0
+    assert main(["answer", "hang-triage", "--live", "--ranks", "3", "--json"]) == 0
     d = json.loads(capsys.readouterr()[0])
-    # 8 per-rank traces read back; the injected fault is on the last rank (fault_rank -1)
-    assert len(d["trace"]["per_rank"]) == 8
-    assert d["trace"]["verdict"] == "order-mismatch" and d["trace"]["ranks"] == [7]
-    assert d["parameters"] == {"live": True, "ranks": 8}
+    # 3 per-rank traces read back (not the default 4); the injected fault is on the last rank (fault_rank -1)
+    assert len(d["trace"]["per_rank"]) == 3
+    assert d["trace"]["verdict"] == "order-mismatch" and d["trace"]["ranks"] == [2]
+    assert d["parameters"] == {"live": True, "ranks": 3}
