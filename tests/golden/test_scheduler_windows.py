@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from scalemodel.sim.cluster.jobs import JobSpec, Workload
+from scalemodel.traces.jobs import JobSpec, Workload
 from scalemodel.sim.cluster.run import (
     ClusterConfig,
     load_workload,

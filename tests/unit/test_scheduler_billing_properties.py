@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from scalemodel.billing.catalog import parse_catalog
 from scalemodel.billing.engine import bill
-from scalemodel.sim.cluster.jobs import JobSpec, Workload
+from scalemodel.traces.jobs import JobSpec, Workload
 from scalemodel.sim.cluster.policies import NAMES
 from scalemodel.sim.cluster.run import ClusterConfig, run_policy
 

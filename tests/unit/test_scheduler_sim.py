@@ -14,7 +14,7 @@ from scalemodel.sim.cluster.cluster import (
     place_pack,
     place_topology,
 )
-from scalemodel.sim.cluster.jobs import JobSpec, Workload, read_jobs_csv
+from scalemodel.traces.jobs import JobSpec, Workload, read_jobs_csv
 from scalemodel.sim.cluster.policies import NAMES, get_policy
 from scalemodel.sim.cluster.run import (
     ClusterConfig,

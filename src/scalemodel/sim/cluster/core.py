@@ -23,7 +23,7 @@ from typing import Any
 
 from ...errors import BadInput
 from .cluster import STRATEGIES, Cluster, FgdContext
-from .jobs import JobSpec, Reject, Workload
+from ...traces.jobs import JobSpec, Reject, Workload
 from .policies import PolicySpec
 
 ARRIVE, RELEASE, FINISH = 0, 1, 2
