@@ -6,8 +6,8 @@ from typing import Any
 
 from ..derive import Headline, Report, Section, Table
 from ..sim.cluster import run as sr
-from ..traces.jobs import contract_defaults
 from ..sim.cluster.workload import synthetic_defaults
+from ..traces.jobs import contract_defaults
 from ..units import fmt_time
 from .params import Param
 
