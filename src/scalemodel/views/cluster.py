@@ -14,14 +14,20 @@ def _intro(wl: Any, cfg: Any) -> str:
     return intro + " " + where + "."
 
 
-def compare_report(wl: Any, cfg: Any, results: Any) -> Any:
-    """``cluster compare``: one row per policy on the same workload."""
-    from ..derive import Report, Section, Table
+def compare_table(results: Any) -> Any:
+    """One row per policy (``cluster compare`` and the cluster-scheduler answer)."""
+    from ..derive import Table
     from ..sim.cluster import run as sr
 
-    rows = sr.compare_rows(results)
+    return Table("one row per policy", sr.COMPARE_COLUMNS, sr.compare_rows(results))
+
+
+def compare_report(wl: Any, cfg: Any, results: Any) -> Any:
+    """``cluster compare``: one row per policy on the same workload."""
+    from ..derive import Report, Section
+
     sec = Section(f"All policies on {wl.name}", text=_intro(wl, cfg),
-                  tables=(Table("one row per policy", sr.COMPARE_COLUMNS, rows),))
+                  tables=(compare_table(results),))
     return Report("scalemodel cluster compare", (sec,),
                   {"workload": wl.name, "jobs": len(wl.jobs), "rejects_count": len(wl.rejects),
                    "results": [r.to_dict() for r in results]})
