@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scalemodel.sim.cluster.jobs import JobSpec, Workload
 from scalemodel.sim.cluster.run import ClusterConfig, run_policy
+from scalemodel.traces.jobs import JobSpec, Workload
 
 CFG = ClusterConfig(nodes=2, gpus_per_node=8, nodes_per_rack=2)
 

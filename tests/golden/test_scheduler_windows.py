@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from scalemodel.sim.cluster.jobs import JobSpec, Workload
 from scalemodel.sim.cluster.run import (
     ClusterConfig,
     load_workload,
@@ -16,6 +15,7 @@ from scalemodel.sim.cluster.run import (
     trace_size_mix,
 )
 from scalemodel.sim.cluster.workload import generate
+from scalemodel.traces.jobs import JobSpec, Workload
 
 
 def offered(wl: Workload, capacity: int) -> float:

@@ -116,8 +116,8 @@ def test_bad_trace_file_one_line_exit_2(tmp_path, body, capsys):
 
 def test_unreadable_trace_is_bad_input(tmp_path):
     from scalemodel.errors import BadInput
-    from scalemodel.sim.cluster.jobs import read_jobs_csv
     from scalemodel.traces.alibaba_gpu import is_openb, read_openb
+    from scalemodel.traces.jobs import read_jobs_csv
 
     d = tmp_path / "dir.csv"
     d.mkdir()                       # open() on a folder raises an OSError, even for root

@@ -14,7 +14,6 @@ from scalemodel.sim.cluster.cluster import (
     place_pack,
     place_topology,
 )
-from scalemodel.sim.cluster.jobs import JobSpec, Workload, read_jobs_csv
 from scalemodel.sim.cluster.policies import NAMES, get_policy
 from scalemodel.sim.cluster.run import (
     ClusterConfig,
@@ -24,6 +23,7 @@ from scalemodel.sim.cluster.run import (
     write_usage,
 )
 from scalemodel.sim.cluster.workload import generate
+from scalemodel.traces.jobs import JobSpec, Workload, read_jobs_csv
 
 
 def _sim(wl, policy, nodes=8, gpn=8, npr=4, **kw):

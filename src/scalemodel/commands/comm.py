@@ -185,10 +185,9 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def run_cost(args: argparse.Namespace) -> Any:
-    from ..analytic.collectives import ALGORITHMS, collective_cost, price_best
-    from ..derive import Headline, Report, Section, Table
+    from ..analytic.collectives import collective_cost
     from ..specs import dtype
-    from ..units import fmt_bytes, fmt_rate
+    from ..views.collective import cost_report
 
     fab, grp = _fabric_and_group(args)
     el = dtype(args.dtype).bytes
@@ -196,75 +195,7 @@ def run_cost(args: argparse.Namespace) -> Any:
         return _cost_with_profile(args, grp)
     r = collective_cost(args.collective, args.bytes, grp, fab, algorithm=args.algorithm,
                         proto=args.protocol, elem_bytes=el)
-    heads = (
-        Headline("time", r.time_s, "s"),
-        Headline("bytes sent per rank", r.bytes_sent_per_rank, "B"),
-        Headline("lower bound on bytes per rank", r.lower_bound_bytes_per_rank, "B"),
-        Headline("algbw", r.algbw_bytes_per_s, "B/s"),
-        Headline("busbw", r.busbw_bytes_per_s, "B/s"),
-        Headline("algorithm / protocol", f"{r.algorithm} / {r.protocol} ({r.chosen_by})"),
-    )
-    alt = Table("Every algorithm and protocol for this query",
-                ("algorithm", "protocol", "in NCCL", "time (s)", "busbw (B/s)", "why not"),
-                tuple((a["algorithm"], a["protocol"], "yes" if a["in_nccl"] else "no",
-                       a["time_s"] if a["time_s"] is not None else "-",
-                       a.get("busbw_bytes_per_s", "-"), a["why_not"]) for a in r.alternatives))
-    sizes = [2.0**k for k in range(10, 35, 2)]
-    sizes = [s - s % (grp.ranks * el) if s >= grp.ranks * el else grp.ranks * el for s in sizes]
-    best = price_best(args.collective, sizes, grp.ranks, grp.ranks_per_node, fabric=fab)
-    sweep = Table("The automatic choice across sizes (same group and fabric)",
-                  ("size", "algorithm", "protocol", "time (s)", "busbw (B/s)"),
-                  tuple((fmt_bytes(s), a, p, t, b) for s, a, p, t, b in zip(
-                      sizes, best.algorithm, best.protocol, best.time_s, best.busbw_bytes_per_s,
-                      strict=True)))
-    text = (f"{r.collective} of {fmt_bytes(r.nbytes)} over {r.ranks} ranks ({r.ranks_per_node} "
-            f"per node, {r.nodes} node{'s' if r.nodes > 1 else ''}) on {fab.describe()}. "
-            f"Efficiencies assumed: {r.efficiency_intra:g} of the NVLink/PCIe line rate"
-            + (f", {r.efficiency_inter:g} of the NIC line rate" if fab.inter else "")
-            + f". The bandwidth lower bound alone takes {r.lower_bound_time_s:.4g} s at line rate; "
-            f"this algorithm reaches busbw {fmt_rate(r.busbw_bytes_per_s)}.")
-    sections = [Section(f"{r.collective}: {r.algorithm} / {r.protocol}", text=text,
-                        headlines=heads),
-                Section("Why this algorithm", text="\n".join(f"- {x}" for x in
-                                                            (*r.reasons, *r.notes))),
-                Section("", derivation=r.derivation),
-                Section("", tables=(alt, sweep))]
-    report = Report(f"scalemodel comm cost: {r.collective}", tuple(sections), r.to_dict(),
-                    warnings=tuple(r.notes))
-    if getattr(args, "plot", None):
-        from ..report import plot as _plot  # noqa: F401 - only to check matplotlib lazily
-
-        def draw(path: str) -> None:
-            _plot_busbw(path, args.collective, grp, fab, ALGORITHMS[args.collective])
-
-        report = Report(report.title, report.sections, report.data, report.warnings, plot=draw)
-    return report
-
-
-def _plot_busbw(path: str, collective: str, grp: Any, fab: Any, algs: tuple[str, ...]) -> None:
-    import numpy as np
-
-    from ..analytic.collectives import price_best
-    from ..report.plot import _check_path, _pyplot
-
-    p = _check_path(path)
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
-    sizes = np.logspace(10, 34, 97, base=2.0)
-    for alg in algs:
-        c = price_best(collective, sizes, grp.ranks, grp.ranks_per_node, fabric=fab,
-                       algorithms=(alg,))
-        ok = np.isfinite(c.time_s)
-        if ok.any():
-            ax.plot(sizes[ok], c.busbw_bytes_per_s[ok] / 1e9, label=alg)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("size (bytes)")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(f"{collective}, {grp.ranks} ranks, {fab.describe()}", fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(p)
-    plt.close(fig)
+    return cost_report(r, grp, fab, el, plot=bool(getattr(args, "plot", None)))
 
 
 def _read_profile_text(text: str, where: str, collective: str) -> dict[str, Any]:
@@ -298,8 +229,8 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
     from pathlib import Path
 
     from ..analytic.calibration import profile_cost
-    from ..derive import Headline, Report, Section
     from ..errors import BadInput
+    from ..views.collective import profile_cost_report
 
     pth = Path(args.profile)
     if not pth.is_file():
@@ -326,11 +257,7 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
 
     data["lower_bound_bytes_per_rank"] = float(np_eval(LOWER_BOUND[args.collective],
                                                        {"n": float(pc.ranks), "S": args.bytes}))
-    sec = Section(f"{args.collective} from the measured profile ({prof['backend']})", text=pc.how,
-                  headlines=(Headline("time", pc.time_s, "s"),
-                             Headline("algbw", pc.algbw_bytes_per_s, "B/s"),
-                             Headline("busbw", pc.busbw_bytes_per_s, "B/s")))
-    return Report(f"scalemodel comm cost: {args.collective} (profile)", (sec,), data)
+    return profile_cost_report(args.collective, prof, pc, data)
 
 
 TRAFFIC_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
@@ -365,10 +292,10 @@ def run_bench(args: argparse.Namespace) -> Any:
 
     from ..analytic.calibration import build_profile
     from ..analytic.collectives import BUSBW_FACTOR, np_eval
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..live.comm_bench import run_bench as _run
     from ..live.comm_bench import run_in_process_group, size_ladder
+    from ..views.collective import bench_report
 
     if args.ranks < 1:
         raise BadInput(f"--ranks must be at least 1, got {args.ranks}")
@@ -445,31 +372,4 @@ def run_bench(args: argparse.Namespace) -> Any:
             Path(args.save).write_text(json.dumps(profile, indent=2))
         except OSError as e:
             raise BadInput(f"--save: cannot write {args.save!r} ({e.strerror})") from None
-    tab = Table(f"{args.backend}, {world} ranks (time = slowest rank, mean per call)",
-                ("collective", "bytes", "time (s)", "algbw (B/s)", "busbw (B/s)"),
-                tuple((r["collective"], r["bytes"], r["time_s"], r["algbw_bytes_per_s"],
-                       r["busbw_bytes_per_s"]) for r in rows))
-    fits = Table("alpha-beta fit per collective: t = alpha + beta x S",
-                 ("collective", "alpha (s)", "beta (s/B)", "1/beta (B/s)", "max rel. error",
-                  "assumed algorithm"),
-                 tuple((k, v["alpha_s"], v["beta_s_per_byte"],
-                        1 / v["beta_s_per_byte"] if v["beta_s_per_byte"] else float("inf"),
-                        v["max_rel_err"], " ".join(v["assumed_algorithm"]))
-                       for k, v in profile["collectives"].items()))
-    ok = ring_check["bytes_sent_per_rank"] == ring_check["expected_bytes_per_rank"]
-    ring_sec = Section(
-        "Ring all-reduce from send/recv",
-        text=(f"{K:,} bytes per rank on {world} ranks: each rank sent "
-              f"{ring_check['bytes_sent_per_rank']:,} bytes; 2(N-1)K/N = "
-              f"{ring_check['expected_bytes_per_rank']:,.0f} "
-              f"({'equal' if ok else 'NOT equal'}); result "
-              f"{'identical to' if ring_check['equal_to_all_reduce'] else 'DIFFERENT from'} "
-              "dist.all_reduce."),
-        headlines=(Headline("bytes sent per rank", ring_check["bytes_sent_per_rank"], "B"),
-                   Headline("expected 2(N-1)K/N", ring_check["expected_bytes_per_rank"], "B")))
-    note = ("gloo on CPU measures loopback TCP, memory copies and process scheduling, not a GPU "
-            "fabric: use it to check algorithm logic and to calibrate this machine, not H100s.")
-    data = {"backend": args.backend, "ranks": world, "rows": rows, "ring_check": ring_check,
-            "profile": profile}
-    return Report(f"scalemodel comm bench: {args.backend} x {world}",
-                  (Section("Measured", text=note, tables=(tab, fits)), ring_sec), data)
+    return bench_report(args.backend, world, rows, ring_check, profile)

@@ -38,40 +38,26 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> Any:
     import random
 
-    from ..derive import Headline, Report, Section
     from ..errors import BadInput
     from ..study.drills import grade, make_drill
+    from ..views.drill import drills_report
 
     if args.count > 50:
         raise BadInput(f"--count must be at most 50, got {args.count}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     drills = [make_drill(args.topic, (seed + i) % 2**32) for i in range(args.count)]
     if args.json or args.markdown or args.answer is not None:
-        sections = []
-        data: Any = drills[0].to_dict() if len(drills) == 1 else {"drills": [d.to_dict() for d in drills]}
-        for d in drills:
-            heads = [Headline("answer", d.answer, d.unit),
-                     Headline("tolerance", f"±{d.tolerance:.0%}")]
-            if args.answer is not None:
-                g = grade(d, args.answer)
-                heads.append(Headline("your answer", g.typed, d.unit))
-                heads.append(Headline("graded", "correct" if g.correct else "wrong"))
-                if g.diagnosis:
-                    heads.append(Headline("the classic mistake", g.diagnosis))
-                if len(drills) == 1:
-                    data["grade"] = g.to_dict()
-            sections.append(Section(f"{d.topic} (seed {d.seed})", text=d.prompt,
-                                    headlines=tuple(heads), derivation=d.derivation))
-        return Report("scalemodel drill", tuple(sections), data)
+        grades = None if args.answer is None else [grade(d, args.answer) for d in drills]
+        return drills_report(drills, grades)
     return _interactive(drills)
 
 
 def _interactive(drills: list[Any]) -> Any:
     """Ask each drill on the terminal; an empty line or end of input stops early."""
-    from ..derive import Report, Section, Table
     from ..errors import BadInput
     from ..report import render_text
     from ..study.drills import grade
+    from ..views.drill import summary_report, worked_report
 
     rows = []
     out = sys.stdout
@@ -99,12 +85,7 @@ def _interactive(drills: list[Any]) -> Any:
                   f"you were off by {g.relative_error:.1%}\n")
         if g.diagnosis:
             out.write(f"  that is the number you get from: {g.diagnosis}\n")
-        worked = Report("", (Section("", derivation=d.derivation),), {})
-        out.write(render_text(worked).lstrip("\n="))
+        out.write(render_text(worked_report(d)).lstrip("\n="))
         out.write(f"  full worked answer: scalemodel {' '.join(d.command)}\n")
         rows.append((d.topic, d.seed, g.typed, d.answer, d.unit, "yes" if g.correct else "no"))
-    right = sum(1 for r in rows if r[-1] == "yes")
-    t = Table("", ("topic", "seed", "you", "engine", "unit", "correct"), tuple(rows))
-    return Report("scalemodel drill: summary",
-                  (Section("", text=f"{right} of {len(rows)} correct.", tables=(t,)),),
-                  {"answered": len(rows), "correct": right})
+    return summary_report(rows)

@@ -201,48 +201,20 @@ def _limits(args: argparse.Namespace) -> Any:
 
 def run_occupancy(args: argparse.Namespace) -> Any:
     from ..analytic.occupancy import occupancy
-    from ..derive import Headline, Report, Section, Table
+    from ..views.gpu import occupancy_report
 
     lim, gpu = _limits(args)
     r = occupancy(lim, args.threads, args.regs, args.smem, args.carveout)
-    heads = (Headline("resident blocks per SM", r.active_blocks_per_sm, "block"),
-             Headline("resident warps per SM", r.active_warps_per_sm, "warp"),
-             Headline("occupancy", r.occupancy, "1"),
-             Headline("limited by", ", ".join(r.limiters) or "none"))
-    caps = Table("block caps per resource (the smallest wins)", ("resource", "blocks per SM"),
-                 tuple((k, "unlimited" if v is None else v) for k, v in r.block_limits.items()))
-    text = r.reason and f"Cannot launch: {r.reason}."
-    data = r.to_dict() | {"gpu": gpu.id if gpu else None}
-    title = f"scalemodel gpu occupancy: cc {lim.cc}" + (f" ({gpu.id})" if gpu else "")
-    return Report(title, (Section("", text=text, headlines=heads, derivation=r.derivation,
-                                  tables=(caps,)),), data,
-                  plot=_occupancy_plotter(lim, args.threads, args.regs, args.smem))
-
-
-def _occupancy_plotter(lim: Any, threads: int, regs: int, smem: int) -> Any:
-    def draw(path: str) -> None:
-        import numpy as np
-
-        from ..analytic.occupancy import occupancy_arrays
-        from ..report import plot_gpu as plot
-
-        r = np.arange(0, lim.max_regs_per_thread + 1)
-        occ_r = occupancy_arrays(lim, threads, r, smem)["occupancy"]
-        s = np.arange(0, lim.max_smem_per_block_bytes + 1, 256)
-        occ_s = occupancy_arrays(lim, threads, regs, s)["occupancy"]
-        plot.occupancy_curves(path, title=f"Occupancy on cc {lim.cc}, {threads} threads/block",
-                              regs=(r, occ_r, regs), smem=(s, occ_s, smem))
-
-    return draw
+    return occupancy_report(lim, gpu, r, args.threads, args.regs, args.smem)
 
 
 # --- access -----------------------------------------------------------------------------------
 
 
 def run_access(args: argparse.Namespace) -> Any:
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..sim import simt
+    from ..views.gpu import access_report
 
     size = _elem_bytes(args.dtype)
     chosen = [x for x in (args.kernel, args.stride, args.index) if x]
@@ -263,37 +235,11 @@ def run_access(args: argparse.Namespace) -> Any:
         spec = simt.custom_kernel(args.index, args.space, args.op, args.block, args.grid,
                                   active=args.active, defines=dict(args.define))
     res = simt.analyze(spec, size, params)
-    rows = []
-    for i in res.instructions:
-        if i.space == "global":
-            rows.append((i.space, i.op, f"{i.array}[{i.index}]", i.requests,
-                         i.sectors_per_request, i.ideal_sectors_per_request, "", "",
-                         i.efficiency))
-        else:
-            rows.append((i.space, i.op, f"{i.array}[{i.index}]", i.requests, "", "",
-                         i.wavefronts_per_request, i.conflict_degree, i.efficiency))
-    table = Table(f"{res.kernel}: per memory instruction ({res.elem_bytes}-byte elements)",
-                  ("space", "op", "access", "requests", "sectors/req", "ideal sectors/req",
-                   "wavefronts/req", "conflict degree", "efficiency"), tuple(rows),
-                  note=(f"{res.blocks_analyzed} of {res.launch.blocks} blocks analyzed"
-                        + ("" if res.blocks_analyzed == res.launch.blocks else
-                           " (an even sample; per-request figures are averages over it)")))
-    data = res.to_dict()
-    heads = []
-    text = res.description + (f" [{res.source}]" if res.source else "")
+    pred = None
     if args.kernel and spec.name != "copy" and args.kernel_file is None \
             and spec.name.startswith("transpose"):
         pred = _predict(args, res, size, params)
-        if pred is not None:
-            data["prediction"] = pred
-            heads.append(Headline(f"predicted bandwidth vs copy on {pred['gpu']}",
-                                  pred["fraction_of_copy"], "1"))
-            heads.append(Headline("bound by", pred["bound"]))
-    plot = _banks_plotter(spec, size, params) if any(
-        o.space == "shared" for o in spec.ops) else None
-    return Report(f"scalemodel gpu access: {res.kernel}",
-                  (Section("", text=text, headlines=tuple(heads), tables=(table,)),), data,
-                  plot=plot)
+    return access_report(spec, res, size, params, pred)
 
 
 def _predict(args: argparse.Namespace, res: Any, size: int, params: dict[str, int]) -> Any:
@@ -310,104 +256,48 @@ def _predict(args: argparse.Namespace, res: Any, size: int, params: dict[str, in
     return {"gpu": g.id, "hbm_bytes_per_clk_per_sm": per_clk} | p
 
 
-def _banks_plotter(spec: Any, size: int, params: dict[str, int]) -> Any:
-    def draw(path: str) -> None:
-        from ..report import plot_gpu as plot
-        from ..sim import simt
-
-        panels = []
-        for i, op in enumerate(spec.ops):
-            if op.space == "shared":
-                panels.append((f"{op.op} {op.array}[{op.index}]",
-                               simt.warp_banks(spec, i, size, params).tolist()))
-        plot.warp_banks(path, title=f"{spec.name}: banks hit by warp 0", panels=panels)
-
-    return draw
-
-
 # --- divergence ---------------------------------------------------------------------------------
 
 
 def run_divergence(args: argparse.Namespace) -> Any:
-    from ..derive import Headline, Report, Section, Table
     from ..sim import simt
+    from ..views.gpu import divergence_report
 
     launch = simt.Launch(grid=(tuple(args.grid) + (1, 1))[:3], block=(tuple(args.block) + (1, 1))[:3])
     r = simt.divergence(args.predicate, launch, trips=args.trips, then_cost=args.then_cost,
                         else_cost=args.else_cost, loop=args.loop, defines=dict(args.define))
-    heads = [Headline("warps", r.warps, "warp"),
-             Headline("divergent warps", r.divergent_warps, "warp"),
-             Headline("SIMT efficiency", r.simt_efficiency, "1")]
-    if r.trips:
-        heads.append(Headline("loop SIMT efficiency", r.loop_simt_efficiency, "1"))
-    tables = [Table("serialized paths per warp", ("paths", "warps"),
-                    tuple(r.paths_per_warp.items()))] if r.paths_per_warp else []
-    if r.masks:
-        tables.append(Table("active masks of the first warps (first predicate)",
-                            ("block", "warp", "lanes that exist", "lanes taking the branch"),
-                            r.masks[:16]))
-    if r.by_loop_value:
-        tables.append(Table(f"per value of {next(iter(r.loop))}",
-                            ("value", "divergent warps", "SIMT efficiency"), r.by_loop_value))
-    text = ("A warp diverges when its active lanes disagree on the branch: it then runs each "
-            "non-empty path in turn with the other lanes masked off. Warps never diverge from "
-            "each other. SIMT efficiency = useful lanes / 32 per issued instruction.")
-    return Report("scalemodel gpu divergence", (Section("", text=text, headlines=tuple(heads),
-                                                        tables=tuple(tables)),), r.to_dict())
+    return divergence_report(r)
 
 
 # --- launch / latency / hierarchy ---------------------------------------------------------------
 
 
 def run_launch(args: argparse.Namespace) -> Any:
-    from ..analytic.gpu_lab import SHARING, launch_map
-    from ..derive import Headline, Report, Section, Table
+    from ..analytic.gpu_lab import launch_map
     from ..specs import get_gpu
+    from ..views.gpu import launch_report
 
     g = get_gpu(args.gpu)
     m = launch_map(g, tuple(args.grid), tuple(args.block), args.regs, args.smem, args.carveout)
-    heads = [Headline("warps per block", m.warps_per_block, "warp"),
-             Headline("resident blocks per SM", m.blocks_per_sm, "block"),
-             Headline("blocks per wave (all SMs)", m.concurrent_blocks, "block"),
-             Headline("waves", m.waves if m.waves is not None else "cannot launch"),
-             Headline("last wave's slots in use", m.tail_fraction, "1")]
-    text = f"Cannot launch: {m.reason}." if m.reason else (
-        "Blocks are handed to SMs as slots free up; with blocks of equal duration the grid runs "
-        "in waves, and a small last wave leaves most SMs idle (the tail effect).")
-    share = Table("what each level shares", ("level", "shares", "runs on"), SHARING)
-    return Report(f"scalemodel gpu launch: {g.id}",
-                  (Section("", text=text, headlines=tuple(heads), derivation=m.derivation,
-                           tables=(share,)),), m.to_dict())
+    return launch_report(g, m)
 
 
 def run_latency(args: argparse.Namespace) -> Any:
     from ..analytic.gpu_lab import latency_hiding
-    from ..derive import Headline, Report, Section, Table
     from ..specs import get_gpu
+    from ..views.gpu import latency_report
 
     g = get_gpu(args.gpu)
     lat = args.latency_ns * 1e-9 if args.latency_ns else None
     r = latency_hiding(g, bytes_per_load=args.bytes_per_load, ilp=args.ilp, latency_s=lat)
-    heads = (Headline("bytes in flight per SM to saturate HBM", r.bytes_in_flight_per_sm, "B"),
-             Headline("warps per SM needed (memory)", r.warps_needed_memory, "warp"),
-             Headline("warps per SM needed (FP32 FMA)", r.warps_needed_fma, "warp"))
-    cases = Table("fewer warps with more in flight vs more warps",
-                  ("case", "occupancy", "warps/SM", "bytes in flight/SM", "achievable B/s",
-                   "of peak"),
-                  tuple((c["label"], c["occupancy"], c["active_warps_per_sm"],
-                         c["bytes_in_flight_per_sm"], c["achievable_bytes_per_s"],
-                         c["fraction_of_peak"]) for c in r.cases))
-    return Report(f"scalemodel gpu latency: {g.id}",
-                  (Section("", headlines=heads, derivation=r.derivation, tables=(cases,)),),
-                  r.to_dict())
+    return latency_report(g, r)
 
 
 def run_hierarchy(args: argparse.Namespace) -> Any:
-
     from ..analytic.gpu_lab import memory_hierarchy
-    from ..derive import Report, Section
     from ..errors import BadInput
     from ..specs import get_gpu
+    from ..views.gpu import hierarchy_report
 
     g = get_gpu(args.gpu)
     measured = None
@@ -423,12 +313,7 @@ def run_hierarchy(args: argparse.Namespace) -> Any:
             raise BadInput(f"--measured: cannot read latencies from {args.measured!r} "
                            f"({type(e).__name__})") from None
     t = memory_hierarchy(g, measured)
-    keys = ("level", "capacity_bytes", "latency_cycles", "latency_s", "bytes_per_s", "sources")
-    rows = [dict(zip(keys, r, strict=True)) for r in t.rows]
-    for r in rows:
-        r["latency_s"] = None if r["latency_s"] is None else r["latency_s"] * 1e-9
-    return Report(f"scalemodel gpu hierarchy: {g.id}", (Section("", tables=(t,)),),
-                  {"gpu": g.id, "levels": rows, "note": t.note})
+    return hierarchy_report(g, t)
 
 
 # --- build / bench --------------------------------------------------------------------------------
@@ -436,8 +321,8 @@ def run_hierarchy(args: argparse.Namespace) -> Any:
 
 def run_build(args: argparse.Namespace) -> Any:
     from ..analytic.occupancy import occupancy, sm_limits
-    from ..derive import Report, Section, Table
     from ..live.cuda_build import LAUNCH_THREADS, compile_all
+    from ..views.gpu import build_report
 
     infos = compile_all(args.arch)
     cc = args.arch.removeprefix("sm_").rstrip("a")
@@ -451,19 +336,15 @@ def run_build(args: argparse.Namespace) -> Any:
         data.append(i.to_dict() | {"threads_per_block": threads,
                                    "active_blocks_per_sm": o.active_blocks_per_sm,
                                    "occupancy": o.occupancy, "limiter": o.limiter})
-    t = Table(f"ptxas -v for {args.arch}, fed to the occupancy calculator (cc {lim.cc})",
-              ("file", "kernel", "registers", "static smem B", "spill B", "threads/block",
-               "blocks/SM", "occupancy", "limiter"), tuple(rows))
-    return Report(f"scalemodel gpu build: {args.arch}", (Section("", tables=(t,)),),
-                  {"arch": args.arch, "cc": lim.cc, "kernels": data})
+    return build_report(args.arch, lim, rows, data)
 
 
 def run_bench(args: argparse.Namespace) -> Any:
     import json
 
-    from ..derive import Report, Section, Table
     from ..errors import BadInput
     from ..live.cuda_bench import gpu_available, run_lab
+    from ..views.gpu import bench_report
 
     ok, why = gpu_available()
     if not ok:
@@ -473,9 +354,4 @@ def run_bench(args: argparse.Namespace) -> Any:
     if args.save:
         with open(args.save, "w") as f:
             json.dump(res, f, indent=2)
-    rows = tuple((k, v["bytes_per_s"], v["fraction_of_copy"]) for k, v in res["transpose"].items())
-    t = Table(f"{res['device']}: transposes of {args.n}x{args.n} float32 (median of "
-              f"{args.reps})", ("kernel", "effective B/s", "of copy"), rows)
-    lat = Table("pointer-chase latency", ("level", "cycles", "seconds"),
-                tuple((k, v["cycles"], v["seconds"]) for k, v in res["latency"].items()))
-    return Report("scalemodel gpu bench", (Section("", tables=(t, lat)),), res)
+    return bench_report(res, args.n, args.reps)

@@ -127,10 +127,10 @@ def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None 
 
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.planner import make_cluster, search
-    from ..analytic.traffic import step_traffic, traffic_json
+    from ..analytic.traffic import step_traffic
     from ..errors import BadInput
-    from ..questions.plan_sections import plan_report
     from ..specs import get_model
+    from ..views.plan import train_report
 
     if args.layouts:
         from .plan_batch import run_batch
@@ -144,20 +144,5 @@ def run(args: argparse.Namespace) -> Any:
     if args.export_out and not args.export:
         raise BadInput("--export-out needs --export megatron|torchtitan|deepspeed|slurm")
     res = search(job, cl, args.layout or {}, top=args.top)
-    from dataclasses import replace
-
-    from ..derive import Section
-    from ..views.comm import step_traffic_table
-
-    rep = plan_report(res, export=args.export, export_out=args.export_out)
-    rows = step_traffic(job, cl, res.best)
-    rep.data["framework"] = fw.id
-    rep.data["traffic"] = traffic_json(rows)
-    head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
-                   text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
-                         f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
-                         f", schedule {job.schedule}, EP overlap "
-                         f"{'on' if job.ep_overlap else 'off'} (flags override the profile; "
-                         "scalemodel specs frameworks lists them)."))
-    tail = Section("Traffic of the best layout", tables=(step_traffic_table(rows),))
-    return replace(rep, sections=(head, *rep.sections, tail))
+    return train_report(res, fw, step_traffic(job, cl, res.best), export=args.export,
+                        export_out=args.export_out)

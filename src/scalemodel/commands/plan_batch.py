@@ -57,9 +57,9 @@ def read_rows(path: str) -> list[dict[str, str]]:
 def run_batch(args: argparse.Namespace) -> Any:
     from ..analytic.layout import KEY_NAMES, TrainLayout, parse_layout
     from ..analytic.planner import make_cluster
-    from ..derive import Report, Section, Table
     from ..errors import BadInput
     from ..specs import get_model
+    from ..views.plan import batch_report
     from .plan import PLAN_KEYS, plan_job
 
     rows = read_rows(args.layouts)
@@ -103,14 +103,7 @@ def run_batch(args: argparse.Namespace) -> Any:
                 "framework": fw.id}
         for (i, _), d in zip(items, priced, strict=True):
             out[i - 1] = {"row": i, **head, **d}
-    table = Table(f"{len(out):,} layouts from {args.layouts}",
-                  ("row", "model", "GPUs", "layout", "step s", "MFU", "GB per GPU", "fits"),
-                  tuple((d["row"], d["model"], d["gpus"],
-                         ",".join(f"{k}={v}" for k, v in d["layout"].items()),
-                         d["step_time_s"], d["mfu"], d["memory_per_gpu_bytes"] / 1e9,
-                         "yes" if d["fits"] else "no") for d in out))
-    rep = Report(f"scalemodel plan train --layouts: {len(out):,} layouts",
-                 (Section("", tables=(table,)),), out)
+    rep = batch_report(out, args.layouts)
     if getattr(args, "json", False):
         return _JsonLines(rep)
     return rep

@@ -16,13 +16,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> Any:
-    from ..derive import Report, Section, Table
     from ..questions import BANK
+    from ..views.study import bank_report
 
-    rows = tuple((q.id, "/".join(q.loops), q.status, q.title) for q in BANK)
-    done = sum(1 for q in BANK if q.status == "answered")
-    t = Table("", ("id", "loops", "status", "question"), rows)
-    # --json is a list of objects, one per question
-    return Report("scalemodel questions",
-                  (Section("", text=f"{done} of {len(BANK)} answered. Run: scalemodel answer ID",
-                           tables=(t,)),), [q.to_dict() for q in BANK])
+    return bank_report(BANK)

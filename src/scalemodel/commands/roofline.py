@@ -50,9 +50,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> Any:
     from ..analytic import roofline as rl
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..specs import get_gpu, get_model
+    from ..views.roofline import point_report, ridges_report
 
     gpu = get_gpu(args.gpu)
     if (args.decode or args.prefill or args.attention) and not args.model:
@@ -60,22 +60,8 @@ def run(args: argparse.Namespace) -> Any:
     if args.model and not (args.decode or args.prefill or args.gemm or args.attention):
         args.decode = True  # a model alone means its decode step
     ridges = rl.ridge_points(gpu)
-    ridge_table = Table(
-        f"{gpu.name}: ridge points (dense peak / HBM {gpu.hbm_bytes_per_s / 1e12:.3g} TB/s)",
-        ("precision", "peak TFLOP/s", "ridge FLOP/byte"),
-        tuple((k, pk / 1e12, r) for k, pk, r in ridges),
-    )
     if not (args.gemm or args.decode or args.prefill or args.attention):
-        bf = ridges[0]
-        data = {"gpu": gpu.id, "dtype": bf[0], "ridge_flop_per_byte": bf[2],
-                "peak_flop_per_s": bf[1], "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
-                "ridge_points": [{"dtype": k, "peak_flop_per_s": pk, "ridge_flop_per_byte": r}
-                                 for k, pk, r in ridges]}
-        text = ("A kernel whose FLOPs per byte of HBM traffic fall below the ridge point is "
-                "memory-bound: it cannot use the peak, whatever its code does.")
-        return Report(f"scalemodel roofline: {gpu.id}", (Section("", text=text,
-                      tables=(ridge_table,)),), data,
-                      plot=_plotter(gpu, args.dtype, [], None))
+        return ridges_report(gpu, ridges, args.dtype)
     if args.attention:
         m = get_model(args.model)
         q_len = args.context if args.attention == "prefill" else 1
@@ -108,50 +94,6 @@ def run(args: argparse.Namespace) -> Any:
                             kv_dtype=args.kv_dtype, tp=args.tp)
             title = f"{m.id} prefill, {args.batch} x {args.context:,} tokens"
             curve = None
-    heads = [
-        Headline("FLOPs", pt.flops, "FLOP"),
-        Headline("bytes moved", pt.bytes, "B"),
-        Headline("arithmetic intensity", pt.arithmetic_intensity, "FLOP/B"),
-        Headline(f"ridge point ({pt.dtype})", pt.ridge_flop_per_byte, "FLOP/B"),
-        Headline("bound", pt.bound),
-        Headline("attainable", pt.attainable_flop_per_s, "FLOP/s"),
-        Headline("time (lower bound)", pt.time_s, "s"),
-    ]
-    if args.decode:
-        lim = pt.extra["intensity_limit_large_batch"]
-        if pt.crossover_batch is None:
-            heads.append(Headline("compute-bound from batch", "never at this context"))
-            note = (f"As the batch grows the KV-cache reads grow with it, so intensity tends to "
-                    f"{lim:.0f} FLOP/B, below the ridge: decode at context {args.context:,} stays "
-                    "memory-bound at any batch.")
-        else:
-            heads.append(Headline("compute-bound from batch", pt.crossover_batch, "seq"))
-            note = (f"Intensity rises with the batch because weights are read once per step; the "
-                    f"KV reads that grow with it cap intensity at {lim:.0f} FLOP/B.")
-        heads.append(Headline("tokens/s at this batch (upper bound)", args.batch / pt.time_s,
-                              "token/s"))
-    elif args.gemm:
-        note = (f"With N = {args.gemm[1]} and K = {args.gemm[2]} fixed, the GEMM reaches the ridge "
-                f"from M = {pt.crossover_batch} rows (tokens)." if pt.crossover_batch else "")
-    else:
-        note = ""
-    sections = (Section(title, text=note, headlines=tuple(heads)),
-                Section("", derivation=pt.derivation),
-                Section("", tables=(ridge_table,)))
-    point = (title.split(",")[0], pt.arithmetic_intensity, pt.attainable_flop_per_s)
-    return Report(f"scalemodel roofline: {gpu.id}", sections, pt.to_dict(),
-                  plot=_plotter(gpu, pt.dtype, [point], curve))
-
-
-def _plotter(gpu: Any, prec: str, points: list[tuple[str, float, float]], curve: Any) -> Any:
-    def draw(path: str) -> None:
-        from ..report import plot
-
-        roofs = [(prec, gpu.peak_flop_per_s(prec))]
-        for extra in ("fp8", "tf32", "fp32"):
-            if extra in gpu.flop_per_s and extra != prec:
-                roofs.append((extra, gpu.flop_per_s[extra]))
-        plot.roofline(path, title=f"Roofline: {gpu.name}", bandwidth=gpu.hbm_bytes_per_s,
-                      roofs=roofs, points=points, curve=curve)
-
-    return draw
+    kind = "decode" if args.decode else "gemm" if args.gemm else "other"
+    return point_report(gpu, ridges, pt, title, kind=kind, batch=args.batch,
+                        context=args.context, gemm=args.gemm, curve=curve)

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> Any:
     import sys
     from pathlib import Path
 
-    from ..derive import Report, Section
     from ..errors import BadInput
+    from ..views.study import served_report
 
     try:
         import waitress
@@ -71,5 +71,4 @@ def run(args: argparse.Namespace) -> Any:
         pass
     finally:
         server.close()
-    return Report("scalemodel serve", (Section("", text="stopped"),),
-                  {"host": args.host, "port": args.port, "stopped": True})
+    return served_report(args.host, args.port)

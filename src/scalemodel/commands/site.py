@@ -20,11 +20,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> Any:
-    from ..derive import Report, Section, Table
+    from ..views.study import site_report
     from ..web.export import export_site
 
-    pages = export_site(args.out)
-    rows = tuple((p["path"], p["status"]) for p in pages)
-    return Report(f"scalemodel site: {len(pages)} pages in {args.out}",
-                  (Section("", tables=(Table("", ("page", "HTTP status"), rows),)),),
-                  {"out": args.out, "pages": pages})
+    return site_report(export_site(args.out), args.out)

@@ -50,19 +50,16 @@ def register(sub: Any) -> None:
 
 
 def run_job(args: argparse.Namespace) -> Any:
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..live.triage_run import run_scenario
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
     from ..traces.slow import analyse_slow
+    from ..views.triage import run_report
 
     res = run_scenario(args.scenario, args.ranks, args.out, steps=args.steps,
                        fault_step=args.fault_step, fault_rank=args.fault_rank,
                        ranks_per_node=args.ranks_per_node, pg_timeout_s=args.pg_timeout_s)
-    rows = tuple((x.rank, x.status, round(x.wall_s, 2),
-                  (x.value or {}).get("error", "") if isinstance(x.value, dict) else
-                  x.error.splitlines()[-1][:120] if x.error else "") for x in res.ranks)
     verdicts = {}
     for fmt in ("trace", "fr"):
         try:
@@ -79,65 +76,29 @@ def run_job(args: argparse.Namespace) -> Any:
         except BadInput as e:  # a hung run has too few steps to time
             entry["slow"] = {"error": str(e)}
         verdicts[fmt] = entry
-    data = {"scenario": args.scenario, "ranks": args.ranks, "out": args.out,
-            "wall_s": res.wall_s, "rank_status": [
-                {"rank": x.rank, "status": x.status, "returncode": x.returncode,
-                 "wall_s": x.wall_s} for x in res.ranks], "analysis": verdicts}
-    t = verdicts.get("trace", {})
-    heads = (Headline("scenario", args.scenario), Headline("wall time", res.wall_s, "s"),
-             Headline("hang verdict (scalemodel trace)", t.get("hang", {}).get("verdict", "-")),
-             Headline("slow verdict (scalemodel trace)", t.get("slow", {}).get("verdict", "-")),
-             Headline("hang verdict (Flight Recorder)",
-                      verdicts.get("fr", {}).get("hang", {}).get("verdict", "-")))
-    sec = Section(f"Real gloo run: {args.ranks} ranks, scenario {args.scenario}",
-                  text=f"Traces in {args.out}/trace, Flight Recorder dumps in {args.out}/fr "
-                  f"(pickle) and {args.out}/fr_json; triage them with `scalemodel triage hang "
-                  f"{args.out}` or `scalemodel triage slow {args.out}`.", headlines=heads,
-                  tables=(Table("ranks", ("rank", "status", "wall s", "last error"), rows),))
-    return Report(f"scalemodel triage run: {args.scenario}", (sec,), data)
-
-
-def _input_section(inp: dict) -> Any:
-    from ..derive import Section, Table
-
-    rows = tuple((s["path"], s["reason"]) for s in inp.get("skipped", ()))
-    text = (f"format {inp.get('format')}, ranks read {inp.get('ranks_read')}, world size "
-            f"{inp.get('world_size')}" + (f"; notes: {'; '.join(inp['notes'][:8])}"
-                                           if inp.get("notes") else ""))
-    return Section("What was read", text=text,
-                   tables=(Table("skipped files", ("file", "reason"), rows),) if rows else ())
+    return run_report(args.scenario, args.ranks, args.out, res, verdicts)
 
 
 def run_hang(args: argparse.Namespace) -> Any:
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..traces.hang import analyse_hang
     from ..traces.load import load_dir
+    from ..views.triage import hang_report
 
     ts = load_dir(args.dir, args.format, args.world_size)
     if ts.fmt == "kineto":
         raise BadInput("DIR: torch.profiler (Kineto) traces time finished work and cannot show a "
                        "hang; use Flight Recorder dumps or scalemodel traces (--format fr/trace)")
     r = analyse_hang(ts, args.world_size)
-    heads = (Headline("verdict", r.verdict), Headline("rank(s) at fault", ", ".join(map(str, r.ranks)) or "-"),
-             Headline("process group", r.group_label or r.group or "-"),
-             Headline("sequence number", r.seq if r.seq is not None else "-"),
-             Headline("collective (majority)", r.op or "-"))
-    rows = tuple((p["rank"], p["records"], p["last_op"], p["last_group"], p["last_seq"],
-                  p["last_completed"], p["finished"]) for p in r.per_rank)
-    secs = (Section("Hang triage", text="\n".join(f"- {e}" for e in r.evidence), headlines=heads),
-            Section("", tables=(Table("per rank", ("rank", "collectives", "last op", "group",
-                                                   "seq", "completed", "clean end"), rows),)),
-            _input_section(r.input))
-    return Report(f"scalemodel triage hang: {args.dir}", secs, r.to_dict())
+    return hang_report(r, args.dir)
 
 
 def run_slow(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
-    from ..derive import Headline, Report, Section, Table
     from ..traces.load import load_dir
     from ..traces.slow import analyse_slow, analyse_step_table
+    from ..views.triage import slow_report
 
     if Path(args.dir).is_file() and args.dir.endswith(".csv"):
         r = analyse_step_table(args.dir)
@@ -151,15 +112,4 @@ def run_slow(args: argparse.Namespace) -> Any:
             ov = overlap_per_step(ts)
             r.input["overlap_per_step"] = {str(rk): {str(st): d for st, d in sorted(v.items())}
                                            for rk, v in sorted(ov.items())}
-    heads = (Headline("verdict", r.verdict), Headline("rank(s)", ", ".join(map(str, r.ranks)) or "-"))
-    keys = [k for k in (r.per_rank[0] if r.per_rank else {}) if k not in ("node",)]
-    rows = tuple(tuple(p.get(k) for k in keys) for p in r.per_rank)
-    secs = [Section("Slowdown triage", text="\n".join(f"- {e}" for e in r.evidence),
-                    headlines=heads),
-            Section("", tables=(Table("per rank (seconds; z = robust z of compute or lateness)",
-                                      tuple(keys), rows),
-                                Table("per node (max robust z)", ("node", "z"),
-                                      tuple(r.scores.get("per_node", {}).items())),))]
-    if r.input.get("format") != "step-time-csv":
-        secs.append(_input_section(r.input))
-    return Report(f"scalemodel triage slow: {args.dir}", tuple(secs), r.to_dict())
+    return slow_report(r, args.dir)

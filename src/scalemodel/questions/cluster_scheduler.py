@@ -6,9 +6,10 @@ from typing import Any
 
 from ..derive import Headline, Report, Section, Table
 from ..sim.cluster import run as sr
-from ..sim.cluster.jobs import contract_defaults
 from ..sim.cluster.workload import synthetic_defaults
+from ..traces.jobs import contract_defaults
 from ..units import fmt_time
+from ..views.cluster import compare_table
 from .params import Param
 
 PROMPT = (
@@ -72,7 +73,7 @@ def build(opts: dict[str, Any]) -> Report:
               "has nothing to improve here and spread jobs stay at 0; queueing is where the "
               "policies differ. Utilisation is low over the makespan because a few pods run "
               f"for the whole {span_days:.0f}-day trace."),
-        tables=(Table("one row per policy", sr.COMPARE_COLUMNS, sr.compare_rows(res_a)),),
+        tables=(compare_table(res_a),),
     )
     s3 = Section(
         f"3. Synthetic large-training workload on {cfg_s.capacity} GPUs",
@@ -87,7 +88,7 @@ def build(opts: dict[str, Any]) -> Report:
               "the window holds if every job started on arrival (jobs that arrive late run "
               "past its end, the cluster starts empty); whole-cluster gangs make the rest "
               "wait."),
-        tables=(Table("one row per policy", sr.COMPARE_COLUMNS, sr.compare_rows(res_s)),),
+        tables=(compare_table(res_s),),
     )
     nv, bf, fg = (bm[p] for p in ("naive", "backfill", "fragmentation"))
     s3b = Section(

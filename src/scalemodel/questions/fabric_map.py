@@ -154,7 +154,7 @@ def build(opts: dict[str, Any]) -> Report:
 def _planned(o: dict[str, Any], model: str, lay: TrainLayout, data: dict[str, Any]) -> Section:
     """Section 3: the training planner's fastest layout for the same job on the same fabric."""
     from ..errors import BadInput
-    from .plan_sections import planned_layout_section
+    from ..views.plan import planned_layout_section
 
     gpu = o["gpu"] or _GPU_OF_LINK.get(o["intra"], "h100-sxm")
     n = lay.tp * lay.pp * lay.dp

@@ -159,7 +159,7 @@ def build(opts: dict[str, Any]) -> Report:
                     per_gpu_bytes=best.per_gpu_bytes, breakdown=best.breakdown)
     # 5. the planner's layout for a real run: what the fastest layout that fits looks like
     from ..errors import BadInput
-    from .plan_sections import planned_layout_section
+    from ..views.plan import planned_layout_section
 
     try:
         sec5, plan = planned_layout_section(

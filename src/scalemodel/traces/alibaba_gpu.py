@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import BadInput
-from ..sim.cluster.jobs import JobSpec, Reject, Workload, contract_defaults, unreadable
+from .jobs import JobSpec, Reject, Workload, contract_defaults, unreadable
 
 HEADER = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time",
           "scheduled_time")

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import BadInput
+from ...traces.jobs import JobSpec, Reject, Workload
 from .cluster import STRATEGIES, Cluster, FgdContext
-from .jobs import JobSpec, Reject, Workload
 from .policies import PolicySpec
 
 ARRIVE, RELEASE, FINISH = 0, 1, 2

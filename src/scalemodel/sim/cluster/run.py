@@ -18,8 +18,8 @@ from typing import Any
 from ...derive import Derivation
 from ...errors import BadInput
 from ...specs.sources import cite, load_toml
+from ...traces.jobs import Workload, read_jobs_csv
 from .core import SimResult, simulate
-from .jobs import Workload, read_jobs_csv
 from .policies import NAMES, get_policy
 from .workload import generate
 

@@ -12,7 +12,7 @@ import math
 import random
 
 from ...errors import BadInput
-from .jobs import JobSpec, Workload, contract_defaults
+from ...traces.jobs import JobSpec, Workload, contract_defaults
 
 # the source key (sources_scheduler.toml) of every figure of the generator
 SOURCE = "assumption-synthetic"

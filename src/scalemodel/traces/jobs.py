@@ -1,5 +1,9 @@
 """Jobs of the cluster simulator: the input record and the documented CSV format.
 
+The job table is what every trace reader here (our CSV, the Alibaba pod list) produces and what
+the simulator (sim/cluster) replays, so it lives in the lower of the two rooms: traces never
+imports sim.
+
 A :class:`JobSpec` is one gang: ``gpus`` GPUs that start together or not at all, for
 ``duration_s`` seconds of work when placed compactly. Checkpoint terms (interval, cost,
 restore, grace) form the job's preemption contract.
@@ -22,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import BadInput
+from ..errors import BadInput
 
 REQUIRED = ("id", "submit_s", "gpus", "duration_s")
 OPTIONAL = ("priority", "team", "checkpoint_interval_s", "checkpoint_cost_s", "restore_s",
@@ -70,7 +74,7 @@ class Workload:
 
 
 def contract_defaults() -> dict[str, float]:
-    from ...specs.sources import load_toml
+    from ..specs.sources import load_toml
 
     d = load_toml("scheduler.toml")["checkpoint_contract"]
     return {k: float(d[k]["value"]) for k in ("checkpoint_interval_s", "checkpoint_cost_s",

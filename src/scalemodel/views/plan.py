@@ -1,7 +1,9 @@
-"""Report pieces of the training planner, shared by ``plan train`` and the worked answers.
+"""View of the training planner: ``plan train``'s report, shared with the worked answers.
 
-:func:`planned_layout_section` is the hook for answers that end with a planned layout
-(training-memory, fabric-map): it runs the planner and returns one Section plus JSON data.
+:func:`train_report` is the whole report of ``plan train`` (the search result, the framework
+profile it priced with and the best layout's traffic rows); :func:`plan_report` the planner's
+part of it. :func:`planned_layout_section` is the hook for answers that end with a planned
+layout (training-memory, fabric-map): it runs the planner and returns one Section plus JSON data.
 """
 
 from __future__ import annotations
@@ -225,3 +227,39 @@ def planned_layout_section(model: str, gpu: str, gpus: int, *, seq_len: int = 81
                              Headline("memory per GPU", b.values.memory_per_gpu_bytes, "B")),
                   tables=(tier_table(res, b),))
     return sec, plan_data(res)
+
+
+def train_report(res: PlanResult, fw: Any, traffic: Any, export: str | None = None,
+                 export_out: str | None = None) -> Report:
+    """``plan train``'s report: the planner's sections between the framework profile that
+    filled the job's settings and the traffic rows of the best layout (the step model's,
+    analytic/traffic.py step_traffic)."""
+    from dataclasses import replace
+
+    from ..analytic.traffic import traffic_json
+    from .comm import step_traffic_table
+
+    job = res.job
+    rep = plan_report(res, export=export, export_out=export_out)
+    rep.data["framework"] = fw.id
+    rep.data["traffic"] = traffic_json(traffic)
+    head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
+                   text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
+                         f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
+                         f", schedule {job.schedule}, EP overlap "
+                         f"{'on' if job.ep_overlap else 'off'} (flags override the profile; "
+                         "scalemodel specs frameworks lists them)."))
+    tail = Section("Traffic of the best layout", tables=(step_traffic_table(traffic),))
+    return replace(rep, sections=(head, *rep.sections, tail))
+
+
+def batch_report(out: list[dict[str, Any]], path: str) -> Report:
+    """``plan train --layouts FILE``: one row per layout of the file (--json: the rows)."""
+    table = Table(f"{len(out):,} layouts from {path}",
+                  ("row", "model", "GPUs", "layout", "step s", "MFU", "GB per GPU", "fits"),
+                  tuple((d["row"], d["model"], d["gpus"],
+                         ",".join(f"{k}={v}" for k, v in d["layout"].items()),
+                         d["step_time_s"], d["mfu"], d["memory_per_gpu_bytes"] / 1e9,
+                         "yes" if d["fits"] else "no") for d in out))
+    return Report(f"scalemodel plan train --layouts: {len(out):,} layouts",
+                  (Section("", tables=(table,)),), out)
