@@ -405,23 +405,43 @@ def _ranking(fits: np.ndarray, thr: np.ndarray, mem: np.ndarray, cap: np.ndarray
     return order, idx[o[h > before]]
 
 
+def _reportable(fits: np.ndarray, thr: np.ndarray, mem: np.ndarray, cap: np.ndarray,
+                top: int) -> np.ndarray:
+    """A superset of the rows :func:`_ranking` can return, without its two-key sorts: every
+    fitting row whose throughput reaches the ``top`` + 1 best (ties kept), and every fitting row
+    whose headroom is at least that of each row of strictly higher throughput."""
+    idx = np.flatnonzero(fits)
+    if not idx.size:
+        return idx
+    t, h = thr[idx], cap[idx] - mem[idx]
+    k = min(top + 1, idx.size)
+    best = t >= np.partition(t, idx.size - k)[idx.size - k]
+    o = np.argsort(-t)
+    ts, hs = -t[o], h[o]  # ts ascending
+    start = np.searchsorted(ts, ts, side="left")  # where each row's equal-throughput run begins
+    higher = np.where(start > 0, np.maximum.accumulate(hs)[np.maximum(start - 1, 0)], -np.inf)
+    front = np.zeros(idx.size, dtype=bool)
+    front[o] = hs >= higher
+    return idx[best | front]
+
+
 def _evaluate_ranked(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: int) -> _Ranked:
     """Price the grid in chunks of SEARCH_CHUNK rows (the step model is elementwise, so a chunk's
     numbers are the whole grid's) and keep the whole terms only of the rows that can be
-    reported: a row in the best ``top`` + 1 or on the Pareto front of the grid is so in its own
-    chunk, and the smallest memory of the grid is the smallest of its chunk."""
+    reported: a row in the best ``top`` + 1 or on the Pareto front of the grid is so among the
+    rows its chunk keeps (:func:`_reportable`), and the smallest memory of the grid is the
+    smallest of its chunk."""
     n = int(cols["tp"].size)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in _Ranked.__dataclass_fields__
                                           if k != "kept"}
     kept: dict[int, StepTerms] = {}
-    for a in range(0, max(n, 1), SEARCH_CHUNK):
+    for a in range(0, n, SEARCH_CHUNK):
         res = evaluate(job, cl, {k: v[a:a + SEARCH_CHUNK] for k, v in cols.items()})
         for k, lst in parts.items():
             lst.append(np.asarray(getattr(res, k)))
-        order, front = _ranking(res.fits, res.tokens_per_s, res.memory_per_gpu_bytes,
-                                res.capacity_bytes, top)
-        small = np.argmin(res.memory_per_gpu_bytes) if n else None
-        for i in {*order.tolist(), *front.tolist(), *([int(small)] if n else [])}:
+        rows = _reportable(res.fits, res.tokens_per_s, res.memory_per_gpu_bytes,
+                           res.capacity_bytes, top)
+        for i in {*rows.tolist(), int(np.argmin(res.memory_per_gpu_bytes))}:
             kept[a + i] = res.at(i)
     return _Ranked(**{k: np.concatenate(v) for k, v in parts.items()}, kept=kept)
 
@@ -438,8 +458,11 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     fits = res.fits
     if not fits.any():
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
-    order, front = _ranking(res.fits, res.tokens_per_s, res.memory_per_gpu_bytes,
-                            res.capacity_bytes, top)
+    # the ranking of the rows kept is the grid's: they hold its best rows and its Pareto front
+    kept = np.array(sorted(res.kept), dtype=np.int64)
+    order, front = _ranking(res.fits[kept], res.tokens_per_s[kept],
+                            res.memory_per_gpu_bytes[kept], res.capacity_bytes[kept], top)
+    order, front = kept[order], kept[front]
     st = fixed.get("stages")
     rows = [row_at(cols, res, int(i), st) for i in order]
     pareto = [row_at(cols, res, int(i), st) for i in front[:8]]
