@@ -192,7 +192,7 @@ def test_parallelism_traffic_gpus_sets_dp(capsys):
     rc, d, err = _json(capsys, "parallelism-traffic", "--gpus", "64")
     assert rc == 0, err
     # tp 8 x pp 4 = 32 GPUs per replica, so 64 GPUs are 2 data-parallel replicas
-    assert d["traffic"]["layout"]["dp"] == 2 and d["traffic"]["layout"]["world"] == 64
+    assert d["traffic"]["layout"]["dp"] == 2 and d["traffic"]["layout"]["gpus"] == 64
     rc, d16, _ = _json(capsys, "parallelism-traffic")
     assert d16["traffic"]["layout"]["dp"] == 16
 

@@ -21,10 +21,11 @@ def _by_hand(topic, p, d):
     if topic == "ring-allreduce":
         N = p["ranks"]
         return 2 * (N - 1) / N * p["bytes"] / get_link(p["link"]).bytes_per_s_per_direction * 1e3
-    if topic == "fabric-map":
+    if topic == "fabric-map":  # 4 + 6 TP collectives per layer (Korthikanti 2022, with the
+        # weight-gradient inputs re-gathered), each sending 7/8 of one gathered activation
         m = get_model(p["model"])
-        calls = 4 * math.ceil(m.n_layers / p["pp"]) * p["micro_batches"]
-        return 2 * calls * p["seq_len"] * m.hidden * 2 / 1e9
+        calls = 10 * p["layers_slowest_stage"] * p["micro_batches"]
+        return calls * 7 / 8 * p["seq_len"] * m.hidden * 2 / 1e9
     if topic == "nccl-topology":
         n = p["ranks"]
         return p["bytes"] / (p["time_ms"] / 1e3) * 2 * (n - 1) / n / 1e9

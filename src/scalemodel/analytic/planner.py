@@ -241,32 +241,34 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
     rcs = [PLAN_RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
-    names = ("tp", "pp", "cp", "ep", "etp", "zero", "vpp", "rc", "micro_batch")
-    grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in
-                          (tps, pps, cps, eps, etps, zeros, vpps, rcs, mbs)), indexing="ij")
-    c = {k: a.ravel() for k, a in zip(names, grids, strict=True)}
-    # etp 0 stands for the attention's tp; where tp is 1 the two etp choices are one layout
-    once = ~((c["etp"] == 1) & (c["tp"] == 1) & (len(etps) > 1))
-    c = {k: a[once] for k, a in c.items()}
-    c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])
+    keys = dict(tp=tps, pp=pps, cp=cps, ep=eps, etp=etps, zero=zeros, vpp=vpps, rc=rcs,
+                micro_batch=mbs)
+    dt = _grid_dtype(keys, fixed.get("dp", N), job)
+    c = _grid_columns(keys, dt)
     total = int(c["tp"].size)
     rejected: dict[str, int] = {}
     ctx = Context(m, N, job.global_batch_seqs, job.seq_len, job.schedule)
-    pinned_dp = np.full(total, fixed["dp"], dtype=np.int64) if "dp" in fixed else None
+    pinned_dp = np.full(total, fixed["dp"], dtype=dt) if "dp" in fixed else None
     if pinned_dp is not None:
         c["dp"] = pinned_dp
     # dp and the micro-batches follow from the other keys once; the first rule (the GPU count)
     # removes the rows whose division is not exact, the others filter them with the rest
     c = derived(c, ctx)
-    for r in RULES:
-        if not r.applies(ctx) or (r.derived_key is not None and r.derived_key not in fixed):
-            continue
-        ok = np.asarray(r.ok(c, ctx), dtype=bool)
-        bad = int((~ok).sum())
-        if bad:
-            key = r.message(ctx)
-            rejected[key] = rejected.get(key, 0) + bad
-            c = {k: a[ok] for k, a in c.items()}
+    # every rule sees every row and a row counts against the first rule it breaks; the rows
+    # are dropped once at the end (rows an earlier rule removed may divide by a zero dp)
+    alive = np.ones(total, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for r in RULES:
+            if not r.applies(ctx) or (r.derived_key is not None and r.derived_key not in fixed):
+                continue
+            broken = alive & ~np.asarray(r.ok(c, ctx), dtype=bool)
+            bad = int(np.count_nonzero(broken))
+            if bad:
+                key = r.message(ctx)
+                rejected[key] = rejected.get(key, 0) + bad
+                alive &= ~broken
+    if not alive.all():
+        c = {k: a[alive] for k, a in c.items()}
     cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
                                                           "zero", "vpp", "rc", "micro_batch",
                                                           "microbatches")}
@@ -274,6 +276,32 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
             cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
     return Grid(cols, rejected, total)
+
+
+def _grid_dtype(keys: dict[str, list[int]], dp_max: int, job: Job) -> type:
+    """int32 where every product the layout rules form (at most tp pp dp cp, dp micro-batch,
+    pp vpp) and every scalar they compare with fit in it: half the grid's memory; else int64."""
+    top = {k: max(abs(int(x)) for x in v) for k, v in keys.items()}
+    dp_max = abs(int(dp_max))
+    need = max(top["tp"] * top["pp"] * top["cp"] * max(dp_max, 1), dp_max * top["micro_batch"],
+               top["pp"] * top["vpp"], top["tp"] * top["cp"] * max(dp_max, 1) * top["ep"],
+               job.global_batch_seqs, job.seq_len, job.model.n_layers, job.model.n_experts or 1)
+    return np.int32 if need < 2**31 - 1 else np.int64
+
+
+def _grid_columns(keys: dict[str, list[int]], dt: type) -> dict[str, np.ndarray]:
+    """The product of the key choices as flat columns, tp slowest (meshgrid "ij" order), less
+    the duplicates: etp 0 stands for the attention's tp, so where tp is 1 the two etp choices
+    are one layout. Columns are drawn from broadcast views, never the full grid per key."""
+    axes = np.meshgrid(*(np.asarray(v, dtype=dt) for v in keys.values()), indexing="ij",
+                       sparse=True)
+    grid = dict(zip(keys, axes, strict=True))
+    shape = np.broadcast_shapes(*(a.shape for a in axes))
+    once = np.broadcast_to(~((grid["etp"] == 1) & (grid["tp"] == 1) & (len(keys["etp"]) > 1)),
+                           shape)
+    c = {k: np.broadcast_to(a, shape)[once] for k, a in grid.items()}
+    c["etp"] = np.where(c["etp"] == 0, c["tp"], c["etp"])
+    return c
 
 
 # --- the search -----------------------------------------------------------------------------------------
@@ -345,6 +373,79 @@ def _values_at(cols: dict[str, np.ndarray], res: StepTerms, i: int) -> StepTerms
     return vals
 
 
+SEARCH_CHUNK = 1 << 16  # rows the search prices at once (about 1 kB of terms per row alive)
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """A priced grid as the search reads it: the columns it ranks by, for every row, and the
+    whole terms of the rows it may report (:meth:`at`)."""
+
+    fits: np.ndarray
+    tokens_per_s: np.ndarray
+    memory_per_gpu_bytes: np.ndarray
+    capacity_bytes: np.ndarray
+    kept: dict[int, StepTerms]
+
+    def at(self, i: int) -> StepTerms:
+        return self.kept[i]
+
+
+def _ranking(fits: np.ndarray, thr: np.ndarray, mem: np.ndarray, cap: np.ndarray,
+             top: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the ``top`` + 1 best fitting rows: throughput first, then the smaller memory; the
+    Pareto front of throughput against memory headroom, best throughput first)."""
+    idx = np.flatnonzero(fits)
+    order = idx[np.lexsort((mem[idx], -thr[idx]))][: top + 1]
+    head = cap[idx] - mem[idx]
+    o = np.lexsort((-head, -thr[idx]))
+    h = head[o]
+    # a row is on the front when its headroom beats every row of higher throughput
+    before = np.concatenate(([-np.inf], np.maximum.accumulate(h)[:-1])) if h.size else h
+    return order, idx[o[h > before]]
+
+
+def _reportable(fits: np.ndarray, thr: np.ndarray, mem: np.ndarray, cap: np.ndarray,
+                top: int) -> np.ndarray:
+    """A superset of the rows :func:`_ranking` can return, without its two-key sorts: every
+    fitting row whose throughput reaches the ``top`` + 1 best (ties kept), and every fitting row
+    whose headroom is at least that of each row of strictly higher throughput."""
+    idx = np.flatnonzero(fits)
+    if not idx.size:
+        return idx
+    t, h = thr[idx], cap[idx] - mem[idx]
+    k = min(top + 1, idx.size)
+    best = t >= np.partition(t, idx.size - k)[idx.size - k]
+    o = np.argsort(-t)
+    ts, hs = -t[o], h[o]  # ts ascending
+    start = np.searchsorted(ts, ts, side="left")  # where each row's equal-throughput run begins
+    higher = np.where(start > 0, np.maximum.accumulate(hs)[np.maximum(start - 1, 0)], -np.inf)
+    front = np.zeros(idx.size, dtype=bool)
+    front[o] = hs >= higher
+    return idx[best | front]
+
+
+def _evaluate_ranked(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: int) -> _Ranked:
+    """Price the grid in chunks of SEARCH_CHUNK rows (the step model is elementwise, so a chunk's
+    numbers are the whole grid's) and keep the whole terms only of the rows that can be
+    reported: a row in the best ``top`` + 1 or on the Pareto front of the grid is so among the
+    rows its chunk keeps (:func:`_reportable`), and the smallest memory of the grid is the
+    smallest of its chunk."""
+    n = int(cols["tp"].size)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _Ranked.__dataclass_fields__
+                                          if k != "kept"}
+    kept: dict[int, StepTerms] = {}
+    for a in range(0, n, SEARCH_CHUNK):
+        res = evaluate(job, cl, {k: v[a:a + SEARCH_CHUNK] for k, v in cols.items()})
+        for k, lst in parts.items():
+            lst.append(np.asarray(getattr(res, k)))
+        rows = _reportable(res.fits, res.tokens_per_s, res.memory_per_gpu_bytes,
+                           res.capacity_bytes, top)
+        for i in {*rows.tolist(), int(np.argmin(res.memory_per_gpu_bytes))}:
+            kept[a + i] = res.at(i)
+    return _Ranked(**{k: np.concatenate(v) for k, v in parts.items()}, kept=kept)
+
+
 def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int = 5) -> PlanResult:
     """Enumerate, price and rank every valid layout; BadInput when none is valid or fits."""
     fixed = dict(fixed or {})
@@ -353,24 +454,18 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     n_valid = int(cols["tp"].size)
     if n_valid == 0:
         raise BadInput(_nothing_valid(job, cl, fixed, grid))
-    res = evaluate(job, cl, cols)
+    res = _evaluate_ranked(job, cl, cols, top)
     fits = res.fits
     if not fits.any():
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
-    idx = np.flatnonzero(fits)
-    order = idx[np.lexsort((res.memory_per_gpu_bytes[idx], -res.tokens_per_s[idx]))]
+    # the ranking of the rows kept is the grid's: they hold its best rows and its Pareto front
+    kept = np.array(sorted(res.kept), dtype=np.int64)
+    order, front = _ranking(res.fits[kept], res.tokens_per_s[kept],
+                            res.memory_per_gpu_bytes[kept], res.capacity_bytes[kept], top)
+    order, front = kept[order], kept[front]
     st = fixed.get("stages")
-    rows = [row_at(cols, res, int(i), st) for i in order[: top + 1]]
-    # Pareto front: throughput against memory headroom
-    head = res.capacity_bytes[idx] - res.memory_per_gpu_bytes[idx]
-    thr = res.tokens_per_s[idx]
-    o = np.lexsort((-head, -thr))
-    front, best_head = [], -np.inf
-    for j in o:
-        if head[j] > best_head:
-            front.append(int(idx[j]))
-            best_head = head[j]
-    pareto = [row_at(cols, res, i, st) for i in front[:8]]
+    rows = [row_at(cols, res, int(i), st) for i in order]
+    pareto = [row_at(cols, res, int(i), st) for i in front[:8]]
     b = rows[0].layout
     extra = model_shapes(job.model).last_extra_layers
     sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)

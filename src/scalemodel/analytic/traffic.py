@@ -1,254 +1,28 @@
-"""Traffic per parallelism strategy: which collective, bytes per call, calls per step, the tier.
+"""Traffic per parallelism strategy, as the step model prices it: which collective, the bytes
+each GPU sends, calls per step, the tier, seconds with nothing hidden and seconds left exposed.
 
-For a model and a layout (TP, PP, DP, CP, EP, ZeRO stage, sequence parallel) this lists, for one
-GPU and one optimizer step, every communication the layout implies, then prices each call with
-the collectives engine on the tier where its group lands. Ranks are numbered as Megatron-LM does,
-TP fastest, then CP, then DP, then PP: a group of k ranks whose members are ``stride`` apart sits
-min(k, G / stride) to a node of G GPUs.
+One implementation for every reader: ``plan train --json`` ``traffic``, ``comm traffic``, the
+``parallelism-traffic`` and ``fabric-map`` answers and the drills all read :func:`step_traffic`
+on an analytic/layout.py TrainLayout priced by the planner's step model (analytic/step/), so the
+same layout gives the same rows everywhere. :func:`layout_traffic` builds the job and the
+cluster for a layout the way ``comm traffic`` does (the default framework profile, the GPU's own
+links) and prices it.
 
-Sizes follow the nccl-tests convention of :mod:`scalemodel.analytic.collectives` (all-gather S =
-the gathered output, reduce-scatter S = the full input, all-to-all S = the per-rank buffer).
-Recomputation, which repeats forward collectives in the backward pass, is not counted.
+Ranks are numbered as Megatron-LM does, TP fastest, then CP, then DP, then PP; a group's tier
+follows from how many of its members share one NVLink domain (analytic/step/comm.py
+``ranks_per_node``). Bytes are what one GPU sends ((n - 1) / n of a ring collective's buffer per
+call), counted over the slowest pipeline stage's layers, recompute included.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..specs.model import ModelSpec
-from ..specs.sources import cite
-from .collectives import Fabric, collective_cost, make_group
-from .params import count_params, shard_params
 
-DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb default (pytorch-ddp-docs)
-
-
-@dataclass(frozen=True)
-class TrainLayout:
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    cp: int = 1
-    ep: int = 1
-    zero: int = 1  # 0: plain DP all-reduce; 1/2: sharded optimizer (RS + AG); 3: FSDP
-    sequence_parallel: bool = True
-    seq_len: int = 4096
-    micro_batch: int = 1
-    global_batch: int = 1024  # sequences per optimizer step
-    act_bytes: float = 2.0  # bf16 activations
-    grad_bytes: float = 2.0  # bf16 gradients as reduced
-
-    @property
-    def world(self) -> int:
-        return self.tp * self.pp * self.dp * self.cp
-
-    @property
-    def micro_batches(self) -> int:
-        return self.global_batch // (self.dp * self.micro_batch)
-
-
-def validate(m: ModelSpec, lay: TrainLayout) -> None:
-    for name in ("tp", "pp", "dp", "cp", "ep", "seq_len", "micro_batch", "global_batch"):
-        if getattr(lay, name) < 1:
-            raise BadInput(f"--{name.replace('_', '-')} must be at least 1, got {getattr(lay, name)}")
-    if lay.zero not in (0, 1, 2, 3):
-        raise BadInput(f"--zero must be 0, 1, 2 or 3, got {lay.zero}")
-    if lay.global_batch % (lay.dp * lay.micro_batch):
-        raise BadInput(f"--global-batch {lay.global_batch} is not a multiple of dp x micro-batch "
-                       f"= {lay.dp * lay.micro_batch}")
-    if lay.pp > m.n_layers:
-        raise BadInput(f"--pp {lay.pp} exceeds the {m.n_layers} layers of {m.id}")
-    if lay.seq_len % lay.cp:
-        raise BadInput(f"--seq-len {lay.seq_len} is not divisible by --cp {lay.cp}")
-    if lay.ep > 1 and not m.is_moe:
-        raise BadInput(f"--ep {lay.ep}: {m.id} is dense (no experts to spread)")
-    if lay.ep > 1 and (lay.dp * lay.cp) % lay.ep:
-        raise BadInput(f"--ep {lay.ep} must divide dp x cp = {lay.dp * lay.cp} (experts are "
-                       "spread over the data-parallel ranks)")
-    if m.is_moe and lay.ep > m.n_experts:
-        raise BadInput(f"--ep {lay.ep} exceeds the {m.n_experts} experts of {m.id}")
-
-
-def placement(size: int, stride: int, gpus_per_node: int) -> tuple[int, str]:
-    """(ranks of the group per node, tier) for a group of ``size`` ranks ``stride`` apart."""
-    if size <= 1:
-        return 1, "none"
-    per_node = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
-    while size % per_node:  # uneven packing: fall back to the largest divisor
-        per_node -= 1
-    nodes = size // per_node
-    if nodes == 1:
-        return per_node, "scale-up"
-    return per_node, "scale-out" if per_node == 1 else "scale-up+scale-out"
-
-
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    collective: str
-    group_size: int
-    ranks_per_node: int
-    tier: str
-    bytes_per_call: float
-    calls_per_step: int
-    overlappable: bool
-    algorithm: str
-    time_per_call_s: float
-    busbw_bytes_per_s: float
-    latency_share: float  # fraction of the call time that is latency
-    what: str
-    source: str
-
-    @property
-    def bytes_per_step(self) -> float:
-        return self.bytes_per_call * self.calls_per_step
-
-    @property
-    def time_per_step_s(self) -> float:
-        return self.time_per_call_s * self.calls_per_step
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["bytes_per_step"] = self.bytes_per_step
-        d["time_per_step_s"] = self.time_per_step_s
-        return d
-
-
-@dataclass(frozen=True)
-class TrafficReport:
-    model: str
-    layout: TrainLayout
-    fabric: str
-    strategies: tuple[Strategy, ...]
-    notes: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "layout": {k: getattr(self.layout, k) for k in self.layout.__dataclass_fields__}
-            | {"world": self.layout.world, "micro_batches": self.layout.micro_batches},
-            "fabric": self.fabric,
-            "strategies": [s.to_dict() for s in self.strategies],
-            "exposed_time_per_step_s": sum(s.time_per_step_s for s in self.strategies
-                                           if not s.overlappable),
-            "notes": list(self.notes),
-        }
-
-
-def traffic(m: ModelSpec, lay: TrainLayout, fabric: Fabric) -> TrafficReport:
-    """Every communication of one training step, per GPU, priced on its tier."""
-    validate(m, lay)
-    G = fabric.gpus_per_node
-    pc = count_params(m)
-    sh = shard_params(pc, lay.tp, lay.pp, lay.ep)
-    L_stage = math.ceil(m.n_layers / lay.pp)
-    moe_stage = math.ceil(m.n_moe_layers / lay.pp) if m.is_moe else 0
-    mb, s_local = lay.micro_batch, lay.seq_len // lay.cp
-    nm = lay.micro_batches
-    act = mb * s_local * m.hidden * lay.act_bytes  # one hidden-state tensor of a micro-batch
-    out: list[Strategy] = []
-    notes: list[str] = []
-
-    def add(name: str, coll: str, size: int, stride: int, nbytes: float, calls: int,
-            overlap: bool, what: str, src: str) -> None:
-        if size <= 1 or calls <= 0 or nbytes <= 0:
-            return
-        rpn, tier = placement(size, stride, G)
-        if tier != "scale-up" and fabric.inter is None:
-            raise BadInput(f"{name}: a group of {size} ranks spans nodes of {G} GPUs; give "
-                           "--inter LINK")
-        unit = size * lay.act_bytes
-        nb = math.ceil(nbytes / unit) * unit if coll != "send-recv" else nbytes
-        grp = make_group(2 if coll == "send-recv" else size, fabric,
-                         1 if (coll == "send-recv" and tier != "scale-up") else
-                         (2 if coll == "send-recv" else rpn))
-        c = collective_cost(coll, nb, grp, fabric, elem_bytes=lay.act_bytes)
-        out.append(Strategy(name, coll, size, rpn, tier, nb, int(calls), overlap, c.algorithm,
-                            c.time_s, c.busbw_bytes_per_s,
-                            c.latency_s / c.time_s if c.time_s > 0 else 0.0, what, cite(src)))
-
-    # --- data parallel: gradients (and parameters under ZeRO/FSDP) -----------------------
-    dp_group = lay.dp * lay.cp  # CP ranks hold the same weights and join the gradient reduce
-    dense_grad = sh.dense * lay.grad_bytes
-    exp_grad = sh.experts * lay.grad_bytes
-    groups = [("DP", dense_grad, dp_group, lay.tp)]
-    if exp_grad > 0:
-        groups.append(("DP experts", exp_grad, dp_group // lay.ep, lay.tp * lay.cp * lay.ep))
-    for label, gbytes, size, stride in groups:
-        if lay.zero == 0:
-            calls = max(1, math.ceil(gbytes / DDP_BUCKET_BYTES))
-            add(f"{label}: gradient all-reduce", "all-reduce", size, stride, gbytes / calls, calls,
-                True, "gradients summed over the replicas in buckets during the backward pass",
-                "pytorch-ddp-docs")
-        elif lay.zero in (1, 2):
-            calls = max(1, math.ceil(gbytes / DDP_BUCKET_BYTES))
-            add(f"{label}: gradient reduce-scatter (ZeRO-{lay.zero})", "reduce-scatter", size,
-                stride, gbytes / calls, calls, True,
-                "each rank keeps the summed gradient of its optimizer shard", "rajbhandari-2020-zero")
-            add(f"{label}: parameter all-gather (ZeRO-{lay.zero})", "all-gather", size, stride,
-                gbytes / calls * lay.act_bytes / lay.grad_bytes, calls, True,
-                "updated parameter shards gathered after the optimizer step",
-                "rajbhandari-2020-zero")
-        else:
-            per_layer = gbytes / L_stage
-            calls = L_stage * nm
-            add(f"{label}: parameter all-gather, forward (FSDP)", "all-gather", size, stride,
-                per_layer * lay.act_bytes / lay.grad_bytes, calls, True,
-                "each layer's parameters gathered before its forward, per micro-batch",
-                "zhao-2023-fsdp")
-            add(f"{label}: parameter all-gather, backward (FSDP)", "all-gather", size, stride,
-                per_layer * lay.act_bytes / lay.grad_bytes, calls, True,
-                "gathered again for the backward (resharded after forward)", "zhao-2023-fsdp")
-            add(f"{label}: gradient reduce-scatter (FSDP)", "reduce-scatter", size, stride,
-                per_layer, calls, True, "each layer's gradients scattered to their owners",
-                "zhao-2023-fsdp")
-
-    # --- tensor parallel ---------------------------------------------------------------------
-    if lay.tp > 1:
-        calls = 4 * L_stage * nm  # two per layer forward, two backward (Megatron f/g operators)
-        if lay.sequence_parallel:
-            add("TP: all-gather (sequence parallel)", "all-gather", lay.tp, 1, act, calls, False,
-                "before attention and MLP (forward), and their mirror in the backward",
-                "korthikanti-2022")
-            add("TP: reduce-scatter (sequence parallel)", "reduce-scatter", lay.tp, 1, act, calls,
-                False, "after attention and MLP (forward), and their mirror in the backward",
-                "korthikanti-2022")
-        else:
-            add("TP: all-reduce", "all-reduce", lay.tp, 1, act, calls, False,
-                "after attention and after the MLP, forward and backward", "shoeybi-2019-megatron")
-
-    # --- context parallel (ring attention) ----------------------------------------------------
-    if lay.cp > 1:
-        kv_heads_local = max(1, m.n_kv_heads // lay.tp)
-        kv = 2 * mb * s_local * kv_heads_local * m.head_dim * lay.act_bytes
-        add("CP: K/V ring exchange", "send-recv", lay.cp, lay.tp, kv,
-            3 * (lay.cp - 1) * L_stage * nm, True,
-            "K and V blocks passed around the ring (cp-1 hops forward; K, V and their gradients "
-            "backward), hidden behind the attention of the block in hand", "liu-2023-ring-attention")
-
-    # --- expert parallel -------------------------------------------------------------------
-    if lay.ep > 1 and moe_stage:
-        tokens = mb * s_local / (lay.tp if lay.sequence_parallel else 1)
-        buf = tokens * m.top_k * m.hidden * lay.act_bytes
-        add("EP: dispatch + combine all-to-all", "all-to-all", lay.ep, lay.tp * lay.cp, buf,
-            4 * moe_stage * nm, False,
-            "tokens sent to their top-k experts and back, forward and backward",
-            "lepikhin-2020-gshard")
-
-    # --- pipeline parallel -------------------------------------------------------------------
-    if lay.pp > 1:
-        pbytes = act / (lay.tp if lay.sequence_parallel else 1)
-        add("PP: activation send/recv", "send-recv", lay.pp, lay.tp * lay.cp * lay.dp, pbytes,
-            2 * nm, True, "activations forward and their gradients backward at each stage "
-            "boundary, per micro-batch (1F1B overlaps them with other micro-batches)",
-            "narayanan-2021-megatron")
-    notes.append("Per GPU and per optimizer step; activation recomputation (which repeats the "
-                 "forward TP collectives) is not counted.")
-    notes.append(f"{nm} micro-batches of {mb} x {lay.seq_len} tokens per DP rank per step.")
-    return TrafficReport(m.id, lay, fabric.describe(), tuple(out), tuple(notes))
+# the GPU whose scale-up link a fabric names, where an answer gives a link and no GPU
+GPU_OF_LINK = {"nvlink3": "a100-sxm-80gb", "nvlink4": "h100-sxm", "nvlink5": "b200"}
 
 
 # --- the step model's traffic, per strategy (plan train --json traffic, comm traffic) -----------
@@ -368,3 +142,70 @@ def _n_slow(v: Any) -> float:
 
 def traffic_json(rows: tuple[StepTraffic, ...]) -> list[dict[str, Any]]:
     return [r.to_dict() for r in rows]
+
+
+@dataclass(frozen=True)
+class LayoutTraffic:
+    """One layout priced by the step model and its traffic rows, with everything that set them
+    (the job, the cluster, the framework profile)."""
+
+    model: str
+    layout: Any  # analytic/layout.py TrainLayout
+    framework: Any  # specs/frameworks.py Framework
+    job: Any  # planner Job
+    cluster: Any  # planner Cluster
+    row: Any  # planner PlanRow
+    rows: tuple[StepTraffic, ...]
+
+    @property
+    def exposed_s(self) -> float:
+        return sum(r.exposed_s for r in self.rows)
+
+    def get(self, name: str) -> StepTraffic | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``comm traffic --json``: the layout, the job and the rows (``strategies``)."""
+        v, lay, job = self.row.values, self.layout, self.job
+        return {"model": self.model, "layout": lay.as_dict() | {"gpus": lay.gpus},
+                "framework": self.framework.id, "seq_len": job.seq_len,
+                "global_batch": job.global_batch_seqs, "microbatches": int(v.microbatches),
+                "gpu": self.cluster.gpu.id, "strategies": traffic_json(self.rows),
+                "exposed_time_per_step_s": self.exposed_s,
+                "step_time_s": float(v.step_time_s)}
+
+
+def priced(model: str, lay: Any, fw: Any, job: Any, cl: Any) -> LayoutTraffic:
+    """Price ``lay`` (a TrainLayout) for ``job`` on ``cl`` and list its traffic."""
+    from .planner import evaluate_layout
+
+    row = evaluate_layout(job, cl, lay)
+    return LayoutTraffic(model, lay, fw, job, cl, row, step_traffic(job, cl, row))
+
+
+def layout_traffic(m: Any, lay: Any, *, seq_len: int, global_batch: int, gpu: Any = None,
+                   intra: str | None = None, gpus_per_node: int | None = None,
+                   nvlink_domain: int | None = None, inter: str | None = None,
+                   nics_per_gpu: int | None = None, framework: str | None = None
+                   ) -> LayoutTraffic:
+    """``m`` (a ModelSpec) trained with ``lay`` on ``lay.gpus`` GPUs: the job from the framework
+    profile (the default one where ``framework`` is None, as ``comm traffic``), the cluster from
+    ``gpu`` (or the GPU whose scale-up link is ``intra``) with its own NVLink, ``inter`` NICs and
+    ``gpus_per_node`` GPUs per NVLink domain."""
+    from .planner import make_cluster, make_job
+
+    if gpu is None:
+        if intra is not None and intra not in GPU_OF_LINK:
+            raise BadInput(f"--intra {intra}: the step model prices a GPU's own scale-up link; "
+                           f"choose one of {', '.join(GPU_OF_LINK)} or give --gpu")
+        gpu = GPU_OF_LINK.get(intra or "nvlink4")
+    from ..specs import get_gpu
+    from ..specs.frameworks import job_settings
+
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    fw, settings = job_settings(framework, g)
+    job = make_job(m, seq_len=seq_len, global_batch_seqs=global_batch, **settings)
+    cl = make_cluster(g, lay.gpus, gpus_per_node=gpus_per_node,
+                      nvlink_domain=nvlink_domain or gpus_per_node, inter=inter,
+                      nics_per_gpu=nics_per_gpu)
+    return priced(m.id, lay, fw, job, cl)

@@ -87,7 +87,9 @@ def _ring_allreduce(rng: random.Random) -> Drill:
 
 
 def _fabric_map(rng: random.Random) -> Drill:
-    from ..analytic.traffic import TrainLayout, traffic
+    from ..analytic.layout import TrainLayout
+    from ..analytic.step.config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES
+    from ..analytic.traffic import _n_slow, layout_traffic
     from ..specs import get_model
 
     mid = rng.choice(("llama-3-70b", "llama-2-70b", "qwen2.5-72b"))
@@ -95,29 +97,36 @@ def _fabric_map(rng: random.Random) -> Drill:
     pp = rng.choice((2, 4, 8))
     micro = rng.choice((8, 16, 32))
     seq = rng.choice((2048, 4096, 8192))
-    lay = TrainLayout(tp=8, pp=pp, dp=8, seq_len=seq, micro_batch=1, global_batch=8 * micro,
-                      zero=1)
-    r = traffic(m, lay, _fabric("nvlink4"))
-    tp_bytes = sum(s.bytes_per_step for s in r.strategies if s.name.startswith("TP"))
-    d = Derivation(f"TP traffic per GPU per step of {mid} at TP8 PP{pp} (sequence parallel)")
+    lay = TrainLayout(tp=8, pp=pp, dp=8, micro_batch=1, zero=1)
+    # the step model's rows, as comm traffic and the fabric-map answer list them
+    r = layout_traffic(m, lay, seq_len=seq, global_batch=8 * micro, intra="nvlink4",
+                       gpus_per_node=8)
+    tp_bytes = r.get("TP").bytes_per_step
+    n = int(_n_slow(r.row.values))
+    per_layer = TP_FWD_COLLECTIVES + TP_BWD_COLLECTIVES
+    d = Derivation(f"TP bytes one GPU sends per step of {mid} at TP8 PP{pp} (sequence parallel)")
     d.given("sequence length", "s", seq, "token")
     d.given("hidden size", "h", m.hidden, "1", m.source)
     d.given("bytes per bf16 activation", "e", 2, "B")
-    d.given("layers per stage", "L_s", math.ceil(m.n_layers / pp), "1")
+    d.given("TP ranks", "t", 8, "1")
+    d.given("layers on the slowest stage (the planner's split)", "L_s", n, "1")
     d.given("micro-batches per step", "m", micro, "1")
-    d.calc("calls per kind (2 forward + 2 backward per layer)", "c", "4 * L_s * m", "1")
-    tot = d.calc("all-gather + reduce-scatter bytes per step", "T", "2 * c * s * h * e", "B",
-                 check=tp_bytes)
+    d.given("TP collectives per layer (4 forward, 6 backward)", "k", per_layer, "1")
+    d.calc("calls per step", "c", "k * L_s * m", "1")
+    tot = d.calc("bytes sent per step ((t - 1) / t of each gathered activation)", "T",
+                 "c * (t - 1) / t * s * h * e", "B", check=tp_bytes)
     prompt = (f"{mid} ({m.n_layers} layers, hidden {m.hidden}) trains at TP8 with sequence "
-              f"parallelism, PP{pp}, micro-batch 1 of {seq:,} tokens, {micro} micro-batches per "
-              "step, bf16. How many GB of TP collectives (all-gathers and reduce-scatters "
-              "together) does one GPU issue per step?")
+              f"parallelism, PP{pp} (the slowest stage holds {n} layers), micro-batch 1 of "
+              f"{seq:,} tokens, {micro} micro-batches per step, bf16. Each layer issues "
+              f"{TP_FWD_COLLECTIVES} TP collectives forward (2 all-gathers, 2 reduce-scatters) "
+              f"and {TP_BWD_COLLECTIVES} backward, each over one gathered activation. How many "
+              "GB does one GPU of that stage send in TP collectives per step (ring)?")
     return Drill("fabric-map", prompt, {"model": mid, "pp": pp, "micro_batches": micro,
-                                        "seq_len": seq}, tot / 1e9, "GB", 0.05, d,
-                 ("answer", "fabric-map", "--model", mid),
-                 mistakes=(Mistake("one of the two TP collectives (all-gather or reduce-scatter)",
-                                   tot / 2e9),
-                           Mistake("forward pass only", tot / 2e9),
+                                        "seq_len": seq, "layers_slowest_stage": n},
+                 tot / 1e9, "GB", 0.05, d, ("answer", "fabric-map", "--model", mid),
+                 mistakes=(Mistake("the gathered buffers, not the (t - 1) / t a GPU sends",
+                                   tot * 8 / 7 / 1e9),
+                           Mistake("forward pass only", tot * TP_FWD_COLLECTIVES / per_layer / 1e9),
                            Mistake("one micro-batch, not the whole step", tot / micro / 1e9)))
 
 

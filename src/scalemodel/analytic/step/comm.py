@@ -11,7 +11,7 @@ import numpy as np
 
 from ...specs import ModelSpec
 from .attention import AttentionTerms
-from .candidates import Candidates
+from .candidates import Candidates, unique_rows
 from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
 from .layers import LayerCompute
 
@@ -48,11 +48,9 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
     live = (n > 1) & (S > 0)
     out = np.zeros(S.shape)
     if live.any():
-        q = np.stack([S[live], n[live], r[live]], axis=1)
-        uq, inv = np.unique(q, axis=0, return_inverse=True)
-        t = price_best(_ENGINE_NAMES[kind], uq[:, 0], uq[:, 1], uq[:, 2],
-                       fabric=cluster.fabric).time_s
-        out[live] = np.asarray(t)[inv.ravel()]
+        uq, inv = unique_rows((S[live], n[live], r[live]))
+        t = price_best(_ENGINE_NAMES[kind], uq[0], uq[1], uq[2], fabric=cluster.fabric).time_s
+        out[live] = np.asarray(t)[inv]
     return out if out.ndim else float(out)
 
 

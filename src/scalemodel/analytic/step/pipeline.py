@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..memory import stage_partition, stage_shape
-from .candidates import Candidates
+from .candidates import Candidates, unique_rows
 from .comm import LayerTime, collective_time
 from .config import constants
 from .gemm import gemm3_of
@@ -65,12 +65,11 @@ def split(c: Candidates) -> tuple[Any, Any, Any, Any]:
     if c.fixed_split is not None:
         nf, nm, mi, nl = c.fixed_split
         return nf, nm, mi, nl
-    keys = np.stack([c.pp, c.vpp], axis=1).astype(np.int64)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    uniq, inv = unique_rows((c.pp, c.vpp))
     shape = np.array([stage_shape(stage_partition(c.m.n_layers, int(p), vpp=int(v),
                                                   last_extra=c.ms.last_extra_layers))
-                      for p, v in uniq], dtype=np.float64)
-    nf, nm, mi, nl = (shape[inv.ravel(), i] for i in range(4))
+                      for p, v in zip(*uniq, strict=True)], dtype=np.float64)
+    nf, nm, mi, nl = (shape[inv, i] for i in range(4))
     return nf, nm, mi, nl
 
 
