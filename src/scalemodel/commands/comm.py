@@ -42,6 +42,9 @@ def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
                    help="override the stated NVLink/PCIe efficiency (0-1]")
     g.add_argument("--efficiency-inter", type=finite_float, default=None,
                    help="override the stated NIC efficiency (0-1]")
+    g.add_argument("--collnet", action="store_true",
+                   help="the fabric runs NCCL's CollNet (IB SHARP plugin): lets NVLS+SHARP "
+                   "compete across nodes (off by default, as in NCCL)")
 
 
 def register(sub: Any) -> None:
@@ -57,7 +60,8 @@ def register(sub: Any) -> None:
                      "NCCL-like automatic choice, with its reasons).")
     c.add_argument("--collective", default="all-reduce", choices=COLLECTIVE_CHOICES)
     c.add_argument("--algorithm", default="auto",
-                   help="auto, ring, tree, rhd, hierarchical, in-switch, direct, pairwise")
+                   help="auto, ring, tree, rhd, hierarchical, in-switch, nvls-tree, direct, "
+                   "pairwise")
     c.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple (NCCL protocols)")
     c.add_argument("--ranks", type=int, default=None, help="ranks in the group (default 8)")
     c.add_argument("--ranks-per-node", type=int, default=None,
@@ -180,7 +184,8 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
     fab = make_fabric(intra, inter, gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
                       oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
                       efficiency_intra=args.efficiency_intra,
-                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate)
+                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate,
+                      collnet=bool(getattr(args, "collnet", False)))
     return fab, make_group(ranks, fab, rpn)
 
 
@@ -205,8 +210,10 @@ def run_cost(args: argparse.Namespace) -> Any:
         Headline("algorithm / protocol", f"{r.algorithm} / {r.protocol} ({r.chosen_by})"),
     )
     alt = Table("Every algorithm and protocol for this query",
-                ("algorithm", "protocol", "in NCCL", "time (s)", "busbw (B/s)", "why not"),
+                ("algorithm", "protocol", "in NCCL", "NCCL model time (s)", "time (s)",
+                 "busbw (B/s)", "why not"),
                 tuple((a["algorithm"], a["protocol"], "yes" if a["in_nccl"] else "no",
+                       a["nccl_model_time_s"] if a.get("nccl_model_time_s") is not None else "-",
                        a["time_s"] if a["time_s"] is not None else "-",
                        a.get("busbw_bytes_per_s", "-"), a["why_not"]) for a in r.alternatives))
     sizes = [2.0**k for k in range(10, 35, 2)]
