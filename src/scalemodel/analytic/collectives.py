@@ -693,6 +693,11 @@ def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = N
     algorithms = algorithms or NCCL_ALGORITHMS[collective]
     pairs = [(alg, pr) for alg, pr in candidates(collective)
              if alg in algorithms and (not protocols or pr in protocols)]
+    tuned = nccl_tuner.TUNED.get(collective, ())
+    if len(pairs) > 1 and tuned and {a for a, _ in pairs} <= set(tuned):
+        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric)
+    if len(pairs) > 1 and {a for a, _ in pairs} == {"direct"}:
+        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric, p2p=True)
     priced = [price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr)
               for alg, pr in pairs]
     if len(priced) == 1:
@@ -704,6 +709,36 @@ def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = N
         f: np.choose(pick, [getattr(c, f) for c in priced])
         for f in CostArrays.__dataclass_fields__ if f != "collective"
     } | {"time_s": np.choose(pick, list(times))})
+
+
+def _price_tuned(collective: str, pairs: list[tuple[str, str]], nbytes: Any, ranks: Any,
+                 ranks_per_node: Any, fabric: Fabric, p2p: bool = False) -> CostArrays:
+    """NCCL's model picks a pair per query (point-to-point: its LL/Simple size threshold); the
+    physical model then prices each query once, with its pick (queries no pair applies to, one
+    rank, take the first pair: 0 s or inf)."""
+    S, n, p = _query_arrays(nbytes, ranks, ranks_per_node, fabric)
+    shape = S.shape
+    S, n, p = S.ravel(), n.ravel(), p.ravel()
+    if p2p:
+        want = nccl_tuner.p2p_protocol(S / np.maximum(n, 1.0) if collective == "all-to-all"
+                                       else S)
+        key = np.stack([np.where(want == pr, 0.0, np.inf) for _, pr in pairs])
+    else:
+        key = np.stack([np.where(_applicable(collective, a, n, np.maximum(p, 1.0), fabric),
+                                 nccl_tuner.model_time_s(collective, a, pr, S, n, p, fabric),
+                                 np.inf) for a, pr in pairs])
+    pick = np.where(np.isfinite(key).any(axis=0), np.argmin(key, axis=0), 0)
+    fields = [f for f in CostArrays.__dataclass_fields__ if f != "collective"]
+    out: dict[str, np.ndarray] = {f: np.empty(S.shape, dtype=object if f in (
+        "algorithm", "protocol") else (bool if f == "applicable" else float)) for f in fields}
+    for i, (a, pr) in enumerate(pairs):
+        m = pick == i
+        if not m.any():
+            continue
+        c = price(collective, a, S[m], n[m], p[m], fabric=fabric, proto=pr)
+        for f in fields:
+            out[f][m] = getattr(c, f)
+    return CostArrays(collective, **{f: v.reshape(shape) for f, v in out.items()})
 
 
 def _query_arrays(nbytes: Any, ranks: Any, ranks_per_node: Any, fabric: Fabric,

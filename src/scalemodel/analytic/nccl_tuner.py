@@ -134,19 +134,26 @@ def _nic_gbps(fabric: Fabric) -> float:
 
 def _graphs(fabric: Fabric, p: np.ndarray, multi: np.ndarray,
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Ring and NVLS graphs (channels, speed) per row; rows share few (p, multi) pairs."""
+    """Ring and NVLS graphs (channels, speed) per row, looked up by (several nodes, p)."""
     v = link_view(fabric.intra.id)
-    ig, ng = _intra_gbps(fabric), _nic_gbps(fabric)
-    keys, inv = np.unique(np.stack([np.ravel(p), np.ravel(multi).astype(float)], axis=1),
-                          axis=0, return_inverse=True)
-    table = np.ones((len(keys), 4))
-    for i, (pv, mv) in enumerate(keys):
-        nics = max(1, round(fabric.nics_per_gpu * pv)) if mv else 0
-        g = ring_graph(ig, bool(v["sm90_search"]), nics, ng)
-        h = nvls_graph(ig, int(pv), nics, ng)
-        table[i] = g.channels, g.speed, h.channels, h.speed
-    cols = table[np.ravel(inv)]
-    return tuple(cols[:, j].reshape(np.shape(p)) for j in range(4))  # type: ignore[return-value]
+    table = _graph_table(_intra_gbps(fabric), _nic_gbps(fabric), float(fabric.nics_per_gpu),
+                         bool(v["sm90_search"]), int(max(fabric.gpus_per_node, np.max(p, initial=1))))
+    cols = table[np.asarray(multi, dtype=int), np.clip(np.asarray(p, dtype=int), 1, None)]
+    return cols[..., 0], cols[..., 1], cols[..., 2], cols[..., 3]
+
+
+@cache
+def _graph_table(intra_gbps: float, nic_gbps: float, nics_per_gpu: float, sm90: bool,
+                 max_p: int) -> np.ndarray:
+    """[one node / several nodes, ranks per node] -> ring channels, speed, NVLS channels, speed."""
+    table = np.ones((2, max_p + 1, 4))
+    for mv in (0, 1):
+        for pv in range(1, max_p + 1):
+            nics = max(1, round(nics_per_gpu * pv)) if mv else 0
+            g = ring_graph(intra_gbps, sm90, nics, nic_gbps)
+            h = nvls_graph(intra_gbps, pv, nics, nic_gbps)
+            table[mv, pv] = g.channels, g.speed, h.channels, h.speed
+    return table
 
 
 def _log2i(x: np.ndarray) -> np.ndarray:
