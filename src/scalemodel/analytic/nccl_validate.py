@@ -32,6 +32,7 @@ class RowResult:
     predicted: float
     error: float  # predicted / measured - 1
     tolerance: float
+    status: str  # "fit": expected within tolerance; "miss": a reported row that does not fit
     source_url: str
     note: str
 
@@ -95,7 +96,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
     return RowResult(row["id"], row.get("hardware", ""), row["collective"],
                      row.get("algorithm") or "auto", r.algorithm, r.protocol, metric, meas, pred,
                      pred / meas - 1, float(_num(row, "tolerance", 0.15) or 0.15),
-                     row.get("source_url", ""), row.get("note", ""))
+                     (row.get("status") or "fit").strip(), row.get("source_url", ""),
+                     row.get("note", ""))
 
 
 def validate_rows(path: str | Path | None = None) -> list[RowResult]:

@@ -116,6 +116,16 @@ def register(sub: Any) -> None:
     add_output(t)
     t.set_defaults(run=run_traffic)
 
+    v = s.add_parser("validate", help="the collective model against published nccl-tests rows",
+                     description="Predicts every published nccl-tests row (validation/"
+                     "nccl_tests.csv: large-message bus bandwidths and small-message times, "
+                     "each with its issue thread) with NCCL's own algorithm choice and the "
+                     "physical model, and prints the error of each against its tolerance.")
+    v.add_argument("--file", metavar="CSV", default=None,
+                   help="rows CSV (default: the repository's validation/nccl_tests.csv)")
+    add_output(v)
+    v.set_defaults(run=run_validate)
+
     b = s.add_parser("bench", help="time collectives on real torch.distributed ranks",
                      description="Starts N local processes (gloo on CPU, nccl on GPUs), times "
                      "each collective over a range of sizes like nccl-tests, checks a ring "
@@ -187,6 +197,34 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
                       efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate,
                       collnet=bool(getattr(args, "collnet", False)))
     return fab, make_group(ranks, fab, rpn)
+
+
+def run_validate(args: argparse.Namespace) -> Any:
+    from ..analytic.nccl_validate import validate_rows
+    from ..derive import Headline, Report, Section, Table
+
+    res = validate_rows(args.file)
+    fit = [r for r in res if r.status == "fit"]
+    within = sum(r.within for r in res)
+    mean_fit = sum(abs(r.error) for r in fit) / max(len(fit), 1)
+    heads = (Headline("rows", len(res)), Headline("within tolerance", within),
+             Headline("mean |error| of the rows that fit", mean_fit, "1"))
+    unit = {"busbw_GBps": "busbw GB/s", "latency_us": "time us"}
+    table = Table("Published nccl-tests rows",
+                  ("row", "hardware", "collective", "asked", "runs", "metric", "measured",
+                   "predicted", "error (%)", "tolerance (%)", "status", "source"),
+                  tuple((r.id, r.hardware, r.collective, r.asked, f"{r.algorithm}/{r.protocol}",
+                         unit.get(r.metric, r.metric), r.measured, round(r.predicted, 2),
+                         round(100 * r.error, 1), round(100 * r.tolerance), r.status,
+                         r.source_url) for r in res))
+    misses = [f"- {r.id}: {r.note}" for r in res if r.status == "miss"]
+    text = ("NCCL 2.21.5's tuning model picks the algorithm and protocol (or the one the row "
+            "forced, 'asked'); the physical model prices it. Rows marked miss do not fit and "
+            "are reported:\n" + "\n".join(misses))
+    data = {"rows": [r.to_dict() for r in res], "row_count": len(res),
+            "within_tolerance": within, "mean_abs_error_fit": mean_fit}
+    return Report("scalemodel comm validate: nccl-tests rows",
+                  (Section("", text=text, headlines=heads), Section("", tables=(table,))), data)
 
 
 def run_cost(args: argparse.Namespace) -> Any:
