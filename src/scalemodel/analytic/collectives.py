@@ -972,16 +972,18 @@ def collective_cost(collective: str, nbytes: float, group: Group, fabric: Fabric
     size_note = check_size(collective, nbytes, group.ranks, elem_bytes)
     n, p = group.ranks, group.ranks_per_node
     rows = []
+    costs: dict[tuple[str, str], CostArrays] = {}
     for alg, pr in candidates(collective):
         if algorithm != "auto" and alg != algorithm:
             continue
-        if proto != "auto" and pr != proto and alg != "in-switch":
+        if proto != "auto" and pr != proto and alg not in ("in-switch", "nvls-tree"):
             continue
         why = why_not(collective, alg, group, fabric)
         if why:
             rows.append({"algorithm": alg, "protocol": pr, "time_s": None, "why_not": why})
             continue
         c = price(collective, alg, nbytes, n, p, fabric=fabric, proto=pr)
+        costs[(alg, pr)] = c
         nccl_t = (float(nccl_tuner.model_time_s(collective, alg, pr, float(nbytes), n, p, fabric))
                   if alg in nccl_tuner.TUNED.get(collective, ()) else None)
         rows.append({"algorithm": alg, "protocol": pr, "time_s": float(c.time_s),
@@ -995,10 +997,17 @@ def collective_cost(collective: str, nbytes: float, group: Group, fabric: Fabric
     if not priced:
         raise BadInput(f"no algorithm applies to {collective} on {n} ranks with these options")
     pairs = [(r["algorithm"], r["protocol"]) for r in priced]
-    costs = [price(collective, a, nbytes, n, p, fabric=fabric, proto=pr) for a, pr in pairs]
-    key = _selection_key(collective, pairs, costs, float(nbytes), n, p, fabric)
+    tuned = nccl_tuner.TUNED.get(collective, ())
+    if tuned and {a for a, _ in pairs} <= set(tuned):
+        key = np.array([r["nccl_model_time_s"] if r["nccl_model_time_s"] is not None
+                        else np.inf for r in priced])
+        if not np.isfinite(key).any():
+            key = np.array([r["time_s"] for r in priced])
+    else:
+        key = _selection_key(collective, pairs, [costs[q] for q in pairs], float(nbytes), n, p,
+                             fabric)
     best = priced[int(np.argmin(np.ravel(key)))]
-    c = price(collective, best["algorithm"], nbytes, n, p, fabric=fabric, proto=best["protocol"])
+    c = costs[(best["algorithm"], best["protocol"])]
     reasons = _reasons(best, priced, rows, algorithm, proto)
     notes = [size_note] if size_note else []
     if n == 1:
