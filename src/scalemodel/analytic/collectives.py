@@ -17,7 +17,7 @@ Symbols (docs/comm.md, "Symbols"):
             x protocol factor / oversubscription slowdown)
 ``Bs``      in-switch (NVLS) algorithm rate; ``Bso`` in-network (SHARP) algorithm rate
 ``ai, ao``  per-step latency inside a node / across nodes; ``a0`` launch latency per call
-``a_s``     NVLS latency; ``a_so`` SHARP latency; ``g`` reduction seconds per byte
+``L``       NCCL's latency of one call (tuning model); ``g`` reduction seconds per byte
 ``k``       steps; ``W`` bytes sent by the busiest rank; ``Wi``/``Wo`` of them inside/across
 ==========  =====================================================================
 
@@ -569,10 +569,8 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
         nv, sh = in_switch(fabric.intra.id), in_switch(fabric.inter.id) if fabric.inter else None
         env["a0"] = 0.0
         env["Bs"] = (fabric.intra.bytes_per_s_per_direction * nv["algbw_fraction"]) if nv else np.nan
-        env["a_s"] = float(nv["latency_s"]) if nv else np.nan
         env["Bso"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu  # type: ignore[union-attr]
                       * sh["algbw_fraction"]) if sh else np.nan
-        env["a_so"] = float(sh["latency_s"]) if sh else np.nan
     return env
 
 

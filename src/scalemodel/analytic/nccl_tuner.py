@@ -118,12 +118,15 @@ def nvls_graph(intra_gbps: float, ranks: int, nics: int, nic_gbps: float) -> Gra
 
 
 def _intra_gbps(fabric: Fabric) -> float:
-    v = link_view(fabric.intra.id)
+    """NCCL's figure for the GPU's intra-node links, scaled when the GPU runs a reduced rate of
+    the link (H800's NVLink, H100 PCIe's bridge: gpus.toml) as NCCL counts fewer links."""
+    from ..errors import BadInput
     from ..specs.gpu import get_link
 
+    v = link_view(fabric.intra.id)
     try:
         line = get_link(fabric.intra.id).bytes_per_s_per_direction
-    except Exception:  # noqa: BLE001 - a link built by hand: take its rate as NCCL's
+    except BadInput:  # a link built by hand: its rate is taken as NCCL's figure
         line = fabric.intra.bytes_per_s_per_direction
     return float(v["gbps_per_gpu"]) * fabric.intra.bytes_per_s_per_direction / line
 
