@@ -49,3 +49,43 @@ def test_rows_name_a_published_source_and_the_issue_cases_are_in():
 def test_the_algorithm_nccl_runs(rid, algorithm):
     row = next(r for r in ROWS if r["id"] == rid)
     assert predict_row(row).algorithm == algorithm
+
+
+def _cli(capsys, *argv):
+    from scalemodel.cli import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_comm_validate_json(capsys):
+    import json
+
+    rc, out, _ = _cli(capsys, "comm", "validate", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["row_count"] == len(ROWS)
+    row = next(r for r in d["rows"] if r["id"] == "a100-hdr4-2n-100")
+    # nccl-tests#100 measured 91 GB/s busbw; the row's error is the prediction against it
+    assert row["measured"] == 91.0 and row["algorithm"] == "ring"
+    assert row["error"] == pytest.approx(row["predicted"] / 91.0 - 1)
+    assert d["within_tolerance"] == sum(r["within_tolerance"] for r in d["rows"])
+
+
+@pytest.mark.parametrize("text, msg", [
+    (None, "cannot read"),
+    ("a,b\n1,2\n", "is not an nccl-tests rows CSV"),
+    ("id,collective,algorithm,intra,nodes,ranks_per_node,bytes,metric,measured\n"
+     "x,all-reduce,auto,nvlink4,1,8,1024,watts,3\n", "neither busbw_GBps nor latency_us"),
+    ("id,collective,algorithm,intra,nodes,ranks_per_node,bytes,metric,measured\n"
+     "x,all-reduce,auto,nvlink4,1,8,big,busbw_GBps,3\n", "is not a number"),
+])
+def test_comm_validate_bad_files_are_one_line_exit_2(capsys, tmp_path, text, msg):
+    p = tmp_path / "rows.csv"
+    if text is not None:
+        p.write_text(text)
+    rc, _, err = _cli(capsys, "comm", "validate", "--file", str(p))
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1

@@ -1054,10 +1054,15 @@ def _reasons(best: dict[str, Any], priced: list[dict[str, Any]], rows: list[dict
                            f"{fmt_time(r['nccl_model_time_s'])} "
                            f"({r['nccl_model_time_s'] / best['nccl_model_time_s']:.2f}x); "
                            f"physical {fmt_time(r['time_s'])}")
+        elif best["algorithm"] == "direct":
+            th = nccl_tuner.tuner()["p2p_ll_threshold_bytes"]
+            out.append(f"{best['algorithm']}/{best['protocol']}: {fmt_time(best['time_s'])}; "
+                       "NCCL does not tune point-to-point: it sends with LL up to "
+                       f"NCCL_P2P_LL_THRESHOLD ({th:.0f} bytes per peer), Simple above")
         else:
-            out.append(f"{best['algorithm']}/{best['protocol']}: {fmt_time(best['time_s'])} "
-                       "(NCCL does not tune this collective; point-to-point sends use LL up "
-                       "to NCCL_P2P_LL_THRESHOLD, Simple above)")
+            out.append(f"{best['algorithm']}/{best['protocol']} has the lowest predicted time, "
+                       f"{fmt_time(best['time_s'])} (NCCL has no model of the textbook "
+                       "algorithms, so the physical model decides)")
             if others:
                 r = others[0]
                 out.append(f"next {r['algorithm']}/{r['protocol']}: {fmt_time(r['time_s'])} "
