@@ -24,11 +24,14 @@ def test_graphs_follow_the_search_arithmetic():
     assert nt.ring_graph(370.8, True, 0, 0.0) == nt.Graph(12, 30.0)
     # DGX A100: 12 x 20.0 = 240; speed 40 -> 6 channels = 240, doubled (40 >= 25): 12 x 20.
     assert nt.ring_graph(240.0, False, 0, 0.0) == nt.Graph(12, 20.0)
-    # HGX H100 + 8 NDR NICs (50 GB/s each): 48 -> min(7, 8) = 7 (336); 45 -> 8 (360); no
-    # later speed beats 360; 45 < 50 with 8 > 4 channels, so no doubling: 8 x 45.
-    assert nt.ring_graph(370.8, True, 8, 50.0) == nt.Graph(8, 45.0)
-    # HGX A100 + 4 HDR NICs (25 GB/s): 24 -> 4 channels (96); 12 -> 8 (96, tie): 4 x 24.
-    assert nt.ring_graph(240.0, False, 4, 25.0) == nt.Graph(4, 24.0)
+    # (nccl#1197, NCCL 2.19.4 on an H100 NVSwitch system, logs rings of 12 x 30 GB/s.)
+    # HGX H100 + 8 NDR NICs (50 GB/s each) behind PCIe 5.0 (48): speed 48, one channel per NIC,
+    # each GPU forwards 7 of the 8 over NVLink (7 x 48 = 336 <= 370.8): 8 x 48 = 384; no speed
+    # down to 0.49 x 48 beats it; 48 < 50 with 8 > 4 channels, so no doubling.
+    assert nt.ring_graph(370.8, True, 8, 50.0, 8, 48.0) == nt.Graph(8, 48.0)
+    # HGX A100 + 4 HDR NICs (25 GB/s) behind PCIe 4.0 (24): 24 -> 4 channels (96); 12 -> 8
+    # (96, a tie: the faster speed stays): 4 x 24.
+    assert nt.ring_graph(240.0, False, 4, 25.0, 8, 24.0) == nt.Graph(4, 24.0)
     # NVLS on one node pulls from every GPU: 8 channels at the fastest speed with 8 x s <= 370.8
     assert nt.nvls_graph(370.8, 8, 0, 0.0) == nt.Graph(8, 40.0)
 

@@ -79,24 +79,32 @@ def _speeds(sm90: bool, net: bool) -> list[float]:
 
 
 @cache
-def ring_graph(intra_gbps: float, sm90: bool, nics: int, nic_gbps: float) -> Graph:
+def ring_graph(intra_gbps: float, sm90: bool, nics: int, nic_gbps: float, ranks: int = 1,
+               path_gbps: float = math.inf) -> Graph:
     """Ring/tree graph: the most channels x speed the links allow (``nics`` = 0: one node).
 
     Inside a node every channel passes every GPU once, so channels x speed <= the GPU's NCCL
-    link bandwidth; across nodes each channel also leaves through one NIC, so a NIC carries
-    floor(NIC GB/s / speed) channels. Ties keep the faster speed (the search tries it first).
+    link bandwidth. Across nodes each channel enters and leaves the node through a NIC, so a NIC
+    carries floor(NIC GB/s / speed) channels, no channel runs faster than the GPU-NIC PCIe path
+    (NCCL's maxBw), and a GPU forwards over NVLink only the channels that do not leave at it
+    ((ranks - 1) / ranks of them). The search tries speeds from the fastest down to about half
+    the best solution's and keeps the largest total; ties keep the faster speed.
     """
     s = _data()["nccl_search"]
     best = Graph(1, _speeds(sm90, nics > 0)[-1])
+    found = False
     for sp in _speeds(sm90, nics > 0):
-        if sp > intra_gbps or (nics and sp > nic_gbps):
+        if sp > intra_gbps or (nics and sp > min(nic_gbps, path_gbps)):
             continue
-        ch = math.floor(intra_gbps / sp + 1e-9)
+        if found and sp / best.speed <= 0.49:
+            break
+        share = (ranks - 1) / ranks if nics else 1.0
+        ch = math.floor(intra_gbps / (sp * share) + 1e-9) if share > 0 else 10**6
         if nics:
             ch = min(ch, nics * math.floor(nic_gbps / sp + 1e-9))
         ch = min(ch, int(s["max_channels"]))
         if ch >= 1 and ch * sp > best.total + 1e-9:
-            best = Graph(ch, sp)
+            best, found = Graph(ch, sp), True
     # duplication: fast channels are split in two (more CTAs, same total)
     if best.speed < s["dup_min_speed"]:
         return best
@@ -107,13 +115,16 @@ def ring_graph(intra_gbps: float, sm90: bool, nics: int, nic_gbps: float) -> Gra
 
 
 @cache
-def nvls_graph(intra_gbps: float, ranks: int, nics: int, nic_gbps: float) -> Graph:
-    """NVLS graph: one channel per GPU of the node (one node) or per NIC head (several)."""
+def nvls_graph(intra_gbps: float, ranks: int, nics: int, nic_gbps: float,
+               path_gbps: float = math.inf) -> Graph:
+    """NVLS graph: one channel per GPU of the node (one node) or per NIC head (several), at the
+    fastest speed the node's NVLink (one node) or a NIC and its PCIe path (several) allow."""
     if nics == 0:
         sp = next((v for v in _speeds(True, False) if v * ranks <= intra_gbps + 1e-9),
                   _speeds(True, False)[-1])
         return Graph(ranks, sp)
-    sp = next((v for v in _speeds(True, True) if v <= nic_gbps + 1e-9), _speeds(True, True)[-1])
+    lim = min(nic_gbps, path_gbps) + 1e-9
+    sp = next((v for v in _speeds(True, True) if v <= lim), _speeds(True, True)[-1])
     return Graph(min(nics, ranks), sp)
 
 
@@ -140,21 +151,22 @@ def _graphs(fabric: Fabric, p: np.ndarray, multi: np.ndarray,
     """Ring and NVLS graphs (channels, speed) per row, looked up by (several nodes, p)."""
     v = link_view(fabric.intra.id)
     table = _graph_table(_intra_gbps(fabric), _nic_gbps(fabric), float(fabric.nics_per_gpu),
-                         bool(v["sm90_search"]), int(max(fabric.gpus_per_node, np.max(p, initial=1))))
+                         bool(v["sm90_search"]), int(max(fabric.gpus_per_node, np.max(p, initial=1))),
+                         float(v["pcie_gbps"]))
     cols = table[np.asarray(multi, dtype=int), np.clip(np.asarray(p, dtype=int), 1, None)]
     return cols[..., 0], cols[..., 1], cols[..., 2], cols[..., 3]
 
 
 @cache
 def _graph_table(intra_gbps: float, nic_gbps: float, nics_per_gpu: float, sm90: bool,
-                 max_p: int) -> np.ndarray:
+                 max_p: int, path_gbps: float) -> np.ndarray:
     """[one node / several nodes, ranks per node] -> ring channels, speed, NVLS channels, speed."""
     table = np.ones((2, max_p + 1, 4))
     for mv in (0, 1):
         for pv in range(1, max_p + 1):
             nics = max(1, round(nics_per_gpu * pv)) if mv else 0
-            g = ring_graph(intra_gbps, sm90, nics, nic_gbps)
-            h = nvls_graph(intra_gbps, pv, nics, nic_gbps)
+            g = ring_graph(intra_gbps, sm90, nics, nic_gbps, pv, path_gbps)
+            h = nvls_graph(intra_gbps, pv, nics, nic_gbps, path_gbps)
             table[mv, pv] = g.channels, g.speed, h.channels, h.speed
     return table
 
