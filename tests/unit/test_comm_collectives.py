@@ -108,7 +108,7 @@ groups = st.sampled_from([(2, 2), (4, 4), (8, 8), (16, 8), (64, 8), (16, 1), (32
 def test_no_endpoint_algorithm_beats_the_lower_bound(S, grp, coll):
     n, p = grp
     for alg in ALGORITHMS[coll]:
-        if alg == "in-switch":
+        if alg in ("in-switch", "nvls-tree"):  # the switch adds: below the endpoint bound
             continue
         c = price(coll, alg, S, n, p, fabric=FAB)
         if bool(c.applicable):

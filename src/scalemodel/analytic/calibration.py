@@ -50,7 +50,7 @@ def steps_and_wire(model: tuple[str, str], n: float, S: float = 1.0) -> tuple[fl
         return 0.0, 0.0
     steps = FORMULAS[model]["intra"]
     env: dict[str, Any] = {"S": S, "n": n, "p": n, "N": 1.0, "g": 0.0, "Bi": 1.0, "ai": 0.0,
-                           "a0": 0.0}
+                           "a0": 0.0, "L": 0.0}
     for _name, sym, formula, _unit in steps:
         env[sym] = float(np_eval(formula, env))
     return env["k"], env["W"]

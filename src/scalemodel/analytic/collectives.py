@@ -17,7 +17,7 @@ Symbols (docs/comm.md, "Symbols"):
             x protocol factor / oversubscription slowdown)
 ``Bs``      in-switch (NVLS) algorithm rate; ``Bso`` in-network (SHARP) algorithm rate
 ``ai, ao``  per-step latency inside a node / across nodes; ``a0`` launch latency per call
-``a_s``     NVLS latency; ``a_so`` SHARP latency; ``g`` reduction seconds per byte
+``L``       NCCL's latency of one call (tuning model); ``g`` reduction seconds per byte
 ``k``       steps; ``W`` bytes sent by the busiest rank; ``Wi``/``Wo`` of them inside/across
 ==========  =====================================================================
 
@@ -42,12 +42,13 @@ from ..derive import Derivation
 from ..errors import BadInput, close_matches
 from ..specs.gpu import LinkSpec, get_link
 from ..specs.sources import cite, load_toml
+from . import nccl_tuner
 
 COLLECTIVES: tuple[str, ...] = (
     "all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all", "send-recv",
 )
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all-reduce": ("ring", "tree", "rhd", "hierarchical", "in-switch"),
+    "all-reduce": ("ring", "tree", "rhd", "hierarchical", "in-switch", "nvls-tree"),
     "reduce-scatter": ("ring", "rhd"),
     "all-gather": ("ring", "rhd"),
     "broadcast": ("ring", "tree"),
@@ -61,14 +62,16 @@ ALGORITHM_LABELS = {
     "rhd": "recursive halving/doubling (Rabenseifner; nearest partners first)",
     "hierarchical": "hierarchical 2-D (inside the node, then across nodes on each rail)",
     "in-switch": "in-switch reduction (NVLS inside the NVLink domain, SHARP across nodes)",
+    "nvls-tree": "NVLS tree (NVLS inside each node, a tree between the nodes' NIC heads)",
     "direct": "direct (all messages posted at once)",
     "pairwise": "pairwise exchange (n-1 rounds)",
 }
 PROTOCOLS: tuple[str, ...] = ("ll", "ll128", "simple")
-# what NCCL itself implements (ring, tree, NVLS/CollNet for all-reduce; rings elsewhere; grouped
-# send/recv for all-to-all): the "auto" choice picks among these, the others are shown beside
+# what NCCL itself implements (ring, tree, NVLS, NVLS-tree, NVLS+CollNet for all-reduce; rings
+# elsewhere; grouped send/recv for all-to-all): the "auto" choice picks among these with NCCL's
+# own tuning model (analytic/nccl_tuner.py); the others are shown beside
 NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all-reduce": ("ring", "tree", "in-switch"),
+    "all-reduce": ("ring", "tree", "in-switch", "nvls-tree"),
     "reduce-scatter": ("ring",),
     "all-gather": ("ring",),
     "broadcast": ("ring",),
@@ -112,14 +115,14 @@ def _ring_like(k: str, w: str, red: str, *, inter_k: str) -> dict[str, _Steps]:
     return {
         "intra": (
             ("steps", "k", k, "1"),
-            ("latency", "t_lat", "a0 + k * ai", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by each rank", "W", w, "B"),
             ("transfer time", "t_bw", "W / Bi", "s"),
             ("reduction time", "t_red", red, "s"),
         ),
         "inter": (
             ("steps", "k", k, "1"),
-            ("latency", "t_lat", "a0 + k * ao", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by each rank", "W", w, "B"),
             ("transfer time", "t_bw", "W / Bo", "s"),
             ("reduction time", "t_red", red, "s"),
@@ -127,7 +130,7 @@ def _ring_like(k: str, w: str, red: str, *, inter_k: str) -> dict[str, _Steps]:
         "mixed": (
             ("steps", "k", k, "1"),
             ("steps that cross nodes", "k_o", inter_k, "1"),
-            ("latency", "t_lat", "a0 + (k - k_o) * ai + k_o * ao", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by each rank", "W", w, "B"),
             ("of them inside the node", "Wi", "W * (p - 1) / p", "B"),
             ("leaving the node, per GPU", "Wo", "W / p", "B"),
@@ -172,14 +175,14 @@ FORMULAS: dict[tuple[str, str], dict[str, _Steps]] = {
     ("all-reduce", "tree"): {
         "intra": (
             ("steps (a chain inside the node: up, then down)", "k", "2 * (n - 1)", "1"),
-            ("latency", "t_lat", "a0 + k * ai", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by a middle rank of the chain", "W", "S * min(2, n - 1)", "B"),
             ("transfer time", "t_bw", "W / Bi", "s"),
             ("reduction time", "t_red", "S * g", "s"),
         ),
         "inter": (
             ("steps (two trees of depth log2 n, up and down)", "k", "2 * ceil(log2(n))", "1"),
-            ("latency", "t_lat", "a0 + k * ao", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by the busiest rank (inner in one tree, leaf in the other)", "W",
              "S * min(2, n / 2)", "B"),
             ("transfer time", "t_bw", "W / Bo", "s"),
@@ -187,7 +190,7 @@ FORMULAS: dict[tuple[str, str], dict[str, _Steps]] = {
         ),
         "mixed": (
             ("steps", "k", "2 * (p - 1) + 2 * ceil(log2(N))", "1"),
-            ("latency", "t_lat", "a0 + 2 * (p - 1) * ai + 2 * ceil(log2(N)) * ao", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes a GPU sends along the chain inside its node", "Wi", "S * min(2, p - 1)", "B"),
             ("bytes a node sends to other nodes (both trees)", "Wn", "S * min(2, N / 2)", "B"),
             ("of them through each GPU's NIC", "Wo", "Wn / p", "B"),
@@ -218,21 +221,21 @@ FORMULAS: dict[tuple[str, str], dict[str, _Steps]] = {
     ("all-reduce", "in-switch"): {
         "intra": (
             ("steps (to the switch and back)", "k", "2", "1"),
-            ("latency", "t_lat", "a0 + a_s", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by each rank", "W", "S", "B"),
             ("transfer time", "t_bw", "S / Bs", "s"),
             ("reduction time (done in the switch)", "t_red", "0", "s"),
         ),
         "inter": (
             ("steps (to the switch tree and back)", "k", "2", "1"),
-            ("latency", "t_lat", "a0 + a_so", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent by each rank", "W", "S", "B"),
             ("transfer time", "t_bw", "S / Bso", "s"),
             ("reduction time (done in the switches)", "t_red", "0", "s"),
         ),
         "mixed": (
             ("steps", "k", "4", "1"),
-            ("latency", "t_lat", "a0 + a_s + a_so", "s"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
             ("bytes sent inside the node", "Wi", "S", "B"),
             ("bytes sent across nodes (S/p per GPU through SHARP)", "Wo", "S / p", "B"),
             ("bytes sent by each rank", "W", "Wi + Wo", "B"),
@@ -240,9 +243,22 @@ FORMULAS: dict[tuple[str, str], dict[str, _Steps]] = {
             ("reduction time (done in the switches)", "t_red", "0", "s"),
         ),
     },
+    ("all-reduce", "nvls-tree"): {
+        "mixed": (
+            ("steps (to the switch and back, then up and down the tree of nodes)", "k",
+             "2 + 2 * floor(log2(N))", "1"),
+            ("latency (NCCL's tuning model)", "t_lat", "L", "s"),
+            ("bytes each GPU sends to the NVLink switch", "Wi", "S", "B"),
+            ("bytes a node sends to other nodes (both trees)", "Wn", "S * min(2, N / 2)", "B"),
+            ("of them through each GPU's NIC", "Wo", "Wn / p", "B"),
+            ("bytes sent by each rank", "W", "Wi + Wo", "B"),
+            ("transfer time (pipelined: the slower tier)", "t_bw", "max(S / Bs, Wo / Bo)", "s"),
+            ("reduction time (done in the switch)", "t_red", "0", "s"),
+        ),
+    },
     ("reduce-scatter", "ring"): _ring_like("n - 1", "(n - 1) / n * S", "(n - 1) / n * S * g",
-                                           inter_k="N"),
-    ("all-gather", "ring"): _ring_like("n - 1", "(n - 1) / n * S", "0", inter_k="N"),
+                                           inter_k="N - 1"),
+    ("all-gather", "ring"): _ring_like("n - 1", "(n - 1) / n * S", "0", inter_k="N - 1"),
     ("reduce-scatter", "rhd"): _phased(
         "ceil(log2(p))", "ceil(log2(N))", "(p - 1) / p * S", f"(N - 1) / N * S / p + {_E} * S",
         "(n - 1) / n * S * g", "ceil(log2(n))", f"(n - 1) / n * S + {_E} * S"),
@@ -413,6 +429,9 @@ class Fabric:
     efficiency_intra: float | None = None  # None: the stated value for the link kind
     efficiency_inter: float | None = None
     reduce_bytes_per_s: float | None = None
+    # NCCL's CollNet (IB SHARP plugin) loaded and enabled: off by default, as in NCCL, so
+    # multi-node NVLS+SHARP is only considered when a user says the fabric runs it
+    collnet: bool = False
 
     @property
     def eff_intra(self) -> float:
@@ -441,7 +460,7 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
                 nics_per_gpu: float = 1.0, oversubscription: float | None = None,
                 nodes_per_leaf: int | None = None, efficiency_intra: float | None = None,
                 efficiency_inter: float | None = None,
-                intra_bytes_per_s: float | None = None) -> Fabric:
+                intra_bytes_per_s: float | None = None, collnet: bool = False) -> Fabric:
     """A fabric from link ids of links.toml (BadInput for unknown ids or nonsense values).
 
     ``intra_bytes_per_s`` replaces the intra link's per-direction rate for GPUs that run a
@@ -470,6 +489,7 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
         inter=_get_link(inter, "--inter") if inter else None,
         gpus_per_node=gpus_per_node, nics_per_gpu=nics_per_gpu, oversubscription=osub,
         nodes_per_leaf=npl, efficiency_intra=efficiency_intra, efficiency_inter=efficiency_inter,
+        collnet=collnet,
     )
 
 
@@ -526,28 +546,31 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
         else:
             c = np.where(N > L, 1.0 / L, 0.0)
     slow = np.maximum(1.0, fabric.oversubscription * c)
+    tuned = alg in nccl_tuner.TUNED.get(coll, ())
+    f = (nccl_tuner.relative_rate(coll, alg, proto, S, n, p, fabric) if tuned
+         else pr["bandwidth_factor"])
     env: dict[str, Any] = {
-        "S": S, "n": n, "p": p, "N": N, "g": fabric.gamma_s_per_byte,
-        "Bi": fabric.intra.bytes_per_s_per_direction * fabric.eff_intra * pr["bandwidth_factor"],
+        "S": S, "n": n, "p": p, "N": N, "g": fabric.gamma_s_per_byte, "f_proto": f,
+        "Bi": fabric.intra.bytes_per_s_per_direction * fabric.eff_intra * f,
         "ai": float(pr[f"{fam}_step_s"][ki]),
         "a0": float(pr["base_s"][fam]),
         "slow": slow,
     }
     if fabric.inter is not None:
         env["Bo"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu
-                     * fabric.eff_inter * pr["bandwidth_factor"]) / slow
+                     * fabric.eff_inter * f) / slow
         env["ao"] = float(pr[f"{fam}_step_s"]["scale-out"])
     else:
         env["Bo"] = np.nan
         env["ao"] = np.nan
-    if alg == "in-switch":
+    if tuned:
+        env["L"] = nccl_tuner.latency_us(coll, alg, proto, S, n, np.maximum(p, 1.0), fabric) * 1e-6
+    if alg in ("in-switch", "nvls-tree"):
         nv, sh = in_switch(fabric.intra.id), in_switch(fabric.inter.id) if fabric.inter else None
         env["a0"] = 0.0
         env["Bs"] = (fabric.intra.bytes_per_s_per_direction * nv["algbw_fraction"]) if nv else np.nan
-        env["a_s"] = float(nv["latency_s"]) if nv else np.nan
         env["Bso"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu  # type: ignore[union-attr]
                       * sh["algbw_fraction"]) if sh else np.nan
-        env["a_so"] = float(sh["latency_s"]) if sh else np.nan
     return env
 
 
@@ -570,8 +593,10 @@ def _applicable(coll: str, alg: str, n: np.ndarray, p: np.ndarray, fabric: Fabri
         ok &= np.where(intra, bool(nv) and True, True)
         if nv:
             ok &= np.where(intra, n >= nv["min_ranks"], True)
-        ok &= np.where(inter | mixed, bool(sh), True)
+        ok &= np.where(inter | mixed, bool(sh) and fabric.collnet, True)
         ok &= np.where(mixed, bool(nv), True)
+    if alg == "nvls-tree":
+        ok &= bool(in_switch(fabric.intra.id))
     return ok
 
 
@@ -584,7 +609,7 @@ def price(collective: str, algorithm: str, nbytes: Any, ranks: Any, ranks_per_no
     an infinite time. One rank costs nothing.
     """
     _check_names(collective, algorithm)
-    if algorithm == "in-switch":
+    if algorithm in ("in-switch", "nvls-tree"):
         proto = "simple"  # NVLS and SHARP run the Simple protocol only
     S, n = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(ranks, dtype=float))
     if ranks_per_node is None:
@@ -647,7 +672,7 @@ def candidates(collective: str) -> list[tuple[str, str]]:
     """(algorithm, protocol) pairs the auto choice compares for a collective."""
     out = []
     for alg in ALGORITHMS[collective]:
-        for pr in (("simple",) if alg == "in-switch" else PROTOCOLS):
+        for pr in (("simple",) if alg in ("in-switch", "nvls-tree") else PROTOCOLS):
             out.append((alg, pr))
     return out
 
@@ -655,23 +680,96 @@ def candidates(collective: str) -> list[tuple[str, str]]:
 def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = None, *,
                fabric: Fabric, algorithms: tuple[str, ...] | None = None,
                protocols: tuple[str, ...] | None = None) -> CostArrays:
-    """The NCCL-like choice: the fastest predicted (algorithm, protocol) for every query.
+    """NCCL's choice for every query, priced by the physical model.
 
-    ``algorithms`` defaults to what NCCL implements; pass ``ALGORITHMS[collective]`` to let the
-    textbook algorithms (recursive halving/doubling, hierarchical, pairwise) compete too.
+    The (algorithm, protocol) is the one NCCL's own tuning model (analytic/nccl_tuner.py)
+    predicts fastest, as NCCL picks it; point-to-point collectives take NCCL's size threshold
+    between LL and Simple. ``algorithms`` defaults to what NCCL implements; a tuple naming
+    textbook algorithms (recursive halving/doubling, hierarchical, pairwise) lets them compete
+    on the physical model's times instead, since NCCL has no model of them.
     """
     algorithms = algorithms or NCCL_ALGORITHMS[collective]
+    pairs = [(alg, pr) for alg, pr in candidates(collective)
+             if alg in algorithms and (not protocols or pr in protocols)]
+    tuned = nccl_tuner.TUNED.get(collective, ())
+    if len(pairs) > 1 and tuned and {a for a, _ in pairs} <= set(tuned):
+        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric)
+    if len(pairs) > 1 and {a for a, _ in pairs} == {"direct"}:
+        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric, p2p=True)
     priced = [price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr)
-              for alg, pr in candidates(collective)
-              if alg in algorithms and (not protocols or pr in protocols)]
+              for alg, pr in pairs]
     if len(priced) == 1:
         return priced[0]
     times = np.stack([c.time_s for c in priced])
-    pick = np.argmin(times, axis=0)  # first minimum wins ties, in candidate order
+    key = _selection_key(collective, pairs, priced, nbytes, ranks, ranks_per_node, fabric)
+    pick = np.argmin(key, axis=0)  # first minimum wins ties, in candidate order
     return CostArrays(collective, **{
         f: np.choose(pick, [getattr(c, f) for c in priced])
         for f in CostArrays.__dataclass_fields__ if f != "collective"
-    })
+    } | {"time_s": np.choose(pick, list(times))})
+
+
+def _price_tuned(collective: str, pairs: list[tuple[str, str]], nbytes: Any, ranks: Any,
+                 ranks_per_node: Any, fabric: Fabric, p2p: bool = False) -> CostArrays:
+    """NCCL's model picks a pair per query (point-to-point: its LL/Simple size threshold); the
+    physical model then prices each query once, with its pick (queries no pair applies to, one
+    rank, take the first pair: 0 s or inf)."""
+    S, n, p = _query_arrays(nbytes, ranks, ranks_per_node, fabric)
+    shape = S.shape
+    S, n, p = S.ravel(), n.ravel(), p.ravel()
+    if p2p:
+        want = nccl_tuner.p2p_protocol(S / np.maximum(n, 1.0) if collective == "all-to-all"
+                                       else S)
+        key = np.stack([np.where(want == pr, 0.0, np.inf) for _, pr in pairs])
+    else:
+        key = np.stack([np.where(_applicable(collective, a, n, np.maximum(p, 1.0), fabric),
+                                 nccl_tuner.model_time_s(collective, a, pr, S, n, p, fabric),
+                                 np.inf) for a, pr in pairs])
+    pick = np.where(np.isfinite(key).any(axis=0), np.argmin(key, axis=0), 0)
+    fields = [f for f in CostArrays.__dataclass_fields__ if f != "collective"]
+    out: dict[str, np.ndarray] = {f: np.empty(S.shape, dtype=object if f in (
+        "algorithm", "protocol") else (bool if f == "applicable" else float)) for f in fields}
+    for i, (a, pr) in enumerate(pairs):
+        m = pick == i
+        if not m.any():
+            continue
+        c = price(collective, a, S[m], n[m], p[m], fabric=fabric, proto=pr)
+        for f in fields:
+            out[f][m] = getattr(c, f)
+    return CostArrays(collective, **{f: v.reshape(shape) for f, v in out.items()})
+
+
+def _query_arrays(nbytes: Any, ranks: Any, ranks_per_node: Any, fabric: Fabric,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    S, n = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(ranks, dtype=float))
+    p = (np.minimum(n, float(fabric.gpus_per_node)) if ranks_per_node is None
+         else np.asarray(ranks_per_node, dtype=float))
+    S, n, p = (np.array(x, dtype=float) for x in np.broadcast_arrays(S, n, p))
+    return S, n, p
+
+
+def _selection_key(collective: str, pairs: list[tuple[str, str]], priced: list[CostArrays],
+                   nbytes: Any, ranks: Any, ranks_per_node: Any, fabric: Fabric) -> np.ndarray:
+    """What the choice minimises, per candidate and query: NCCL's model time where NCCL tunes
+    the collective, NCCL's protocol threshold for point-to-point, else the physical time."""
+    phys = np.stack([c.time_s for c in priced])
+    algs = {a for a, _ in pairs}
+    tuned = nccl_tuner.TUNED.get(collective, ())
+    if tuned and algs <= set(tuned):
+        S, n, p = _query_arrays(nbytes, ranks, ranks_per_node, fabric)
+        key = np.stack([np.where(c.applicable, nccl_tuner.model_time_s(
+            collective, a, pr, S, n, p, fabric), np.inf) for (a, pr), c in zip(pairs, priced,
+                                                                              strict=True)])
+        none = ~np.isfinite(key).any(axis=0)
+        return np.where(none, phys, key)
+    if algs == {"direct"} and collective in ("all-to-all", "send-recv"):
+        S, n, _ = _query_arrays(nbytes, ranks, ranks_per_node, fabric)
+        per_peer = S / np.maximum(n, 1.0) if collective == "all-to-all" else S
+        want = nccl_tuner.p2p_protocol(per_peer)
+        key = np.stack([np.where(want == pr, phys[i], np.inf) for i, (_, pr) in enumerate(pairs)])
+        none = ~np.isfinite(key).any(axis=0)
+        return np.where(none, phys, key)
+    return phys
 
 
 def price_many(collectives: Any, nbytes: Any, ranks: Any, ranks_per_node: Any = None, *,
@@ -789,6 +887,11 @@ def why_not(collective: str, algorithm: str, group: Group, fabric: Fabric) -> st
         if case in ("inter", "mixed") and not sh:
             name = fabric.inter.id if fabric.inter else "no inter link"
             return f"{name} has no in-network reduction (SHARP is InfiniBand only)"
+        if case in ("inter", "mixed") and not fabric.collnet:
+            return ("across nodes NVLS needs NCCL's CollNet (IB SHARP plugin), off by default "
+                    "(--collnet turns it on)")
+    if algorithm == "nvls-tree" and not in_switch(fabric.intra.id):
+        return f"{fabric.intra.id} has no NVLS (NVLS-tree needs NVSwitch3 or later)"
     return ""
 
 
@@ -867,31 +970,47 @@ def collective_cost(collective: str, nbytes: float, group: Group, fabric: Fabric
     size_note = check_size(collective, nbytes, group.ranks, elem_bytes)
     n, p = group.ranks, group.ranks_per_node
     rows = []
+    costs: dict[tuple[str, str], CostArrays] = {}
     for alg, pr in candidates(collective):
         if algorithm != "auto" and alg != algorithm:
             continue
-        if proto != "auto" and pr != proto and alg != "in-switch":
+        if proto != "auto" and pr != proto and alg not in ("in-switch", "nvls-tree"):
             continue
         why = why_not(collective, alg, group, fabric)
         if why:
             rows.append({"algorithm": alg, "protocol": pr, "time_s": None, "why_not": why})
             continue
         c = price(collective, alg, nbytes, n, p, fabric=fabric, proto=pr)
+        costs[(alg, pr)] = c
+        nccl_t = (float(nccl_tuner.model_time_s(collective, alg, pr, float(nbytes), n, p, fabric))
+                  if alg in nccl_tuner.TUNED.get(collective, ()) else None)
         rows.append({"algorithm": alg, "protocol": pr, "time_s": float(c.time_s),
-                     "busbw_bytes_per_s": float(c.busbw_bytes_per_s), "why_not": ""})
+                     "busbw_bytes_per_s": float(c.busbw_bytes_per_s), "why_not": "",
+                     "nccl_model_time_s": nccl_t if nccl_t is None or math.isfinite(nccl_t)
+                     else None})
     for r in rows:
         r["in_nccl"] = r["algorithm"] in NCCL_ALGORITHMS[collective]
     priced = [r for r in rows if r["time_s"] is not None
               and (algorithm != "auto" or r["in_nccl"])]
     if not priced:
         raise BadInput(f"no algorithm applies to {collective} on {n} ranks with these options")
-    best = min(priced, key=lambda r: r["time_s"])
-    c = price(collective, best["algorithm"], nbytes, n, p, fabric=fabric, proto=best["protocol"])
+    pairs = [(r["algorithm"], r["protocol"]) for r in priced]
+    tuned = nccl_tuner.TUNED.get(collective, ())
+    if tuned and {a for a, _ in pairs} <= set(tuned):
+        key = np.array([r["nccl_model_time_s"] if r["nccl_model_time_s"] is not None
+                        else np.inf for r in priced])
+        if not np.isfinite(key).any():
+            key = np.array([r["time_s"] for r in priced])
+    else:
+        key = _selection_key(collective, pairs, [costs[q] for q in pairs], float(nbytes), n, p,
+                             fabric)
+    best = priced[int(np.argmin(np.ravel(key)))]
+    c = costs[(best["algorithm"], best["protocol"])]
     reasons = _reasons(best, priced, rows, algorithm, proto)
     notes = [size_note] if size_note else []
     if n == 1:
         notes.append("one rank has nothing to exchange: the collective is a local copy (0 s here)")
-    if collective == "all-reduce" and best["algorithm"] == "in-switch":
+    if collective == "all-reduce" and best["algorithm"] in ("in-switch", "nvls-tree"):
         notes.append("the switch adds the data, so each rank sends S once: busbw can exceed the "
                      "line rate and the 2(n-1)/n lower bound does not bind (nccl-tests#212)")
     lbt = lower_bound_time(collective, nbytes, group, fabric)
@@ -921,12 +1040,33 @@ def _reasons(best: dict[str, Any], priced: list[dict[str, Any]], rows: list[dict
     out = []
     if algorithm == "auto" or proto == "auto":
         others = sorted((r for r in priced if r is not best), key=lambda r: r["time_s"])
-        out.append(f"{best['algorithm']}/{best['protocol']} has the lowest predicted time, "
-                   f"{fmt_time(best['time_s'])}, as NCCL's tuner picks the minimum of its model")
-        if others:
-            r = others[0]
-            out.append(f"runner-up {r['algorithm']}/{r['protocol']}: {fmt_time(r['time_s'])} "
-                       f"({r['time_s'] / best['time_s']:.2f}x)")
+        tuned = [r for r in priced if r.get("nccl_model_time_s") is not None]
+        if best.get("nccl_model_time_s") is not None:
+            out.append(f"{best['algorithm']}/{best['protocol']} has the least time in NCCL "
+                       f"{nccl_tuner.tuner()['version']}'s own tuning model, "
+                       f"{fmt_time(best['nccl_model_time_s'])}, so NCCL runs it; the physical "
+                       f"model prices it at {fmt_time(best['time_s'])}")
+            others = sorted((r for r in tuned if r is not best),
+                            key=lambda r: r["nccl_model_time_s"])
+            if others:
+                r = others[0]
+                out.append(f"runner-up in NCCL's model {r['algorithm']}/{r['protocol']}: "
+                           f"{fmt_time(r['nccl_model_time_s'])} "
+                           f"({r['nccl_model_time_s'] / best['nccl_model_time_s']:.2f}x); "
+                           f"physical {fmt_time(r['time_s'])}")
+        elif best["algorithm"] == "direct":
+            th = nccl_tuner.tuner()["p2p_ll_threshold_bytes"]
+            out.append(f"{best['algorithm']}/{best['protocol']}: {fmt_time(best['time_s'])}; "
+                       "NCCL does not tune point-to-point: it sends with LL up to "
+                       f"NCCL_P2P_LL_THRESHOLD ({th:.0f} bytes per peer), Simple above")
+        else:
+            out.append(f"{best['algorithm']}/{best['protocol']} has the lowest predicted time, "
+                       f"{fmt_time(best['time_s'])} (NCCL has no model of the textbook "
+                       "algorithms, so the physical model decides)")
+            if others:
+                r = others[0]
+                out.append(f"next {r['algorithm']}/{r['protocol']}: {fmt_time(r['time_s'])} "
+                           f"({r['time_s'] / best['time_s']:.2f}x)")
         for r in rows:
             if r["why_not"] and r["protocol"] in ("simple",):
                 out.append(f"{r['algorithm']} not considered: {r['why_not']}")
@@ -954,27 +1094,30 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
         d.note("one rank: nothing crosses a link, the time is zero")
         return d
     case = group.case
+    tuned = algorithm in nccl_tuner.TUNED.get(collective, ())
+    f_src = cite("nccl-2-21-5-tuning") if tuned else cite(pr["source"])
+    f_note = ("NCCL's bus bandwidth for this algorithm and protocol over its ring/Simple one "
+              "(protocol factor, LL and per-channel caps, tree size correction)") if tuned else ""
     if case in ("intra", "mixed") or algorithm == "in-switch":
         lk = fabric.intra
         d.given(f"{lk.id} line rate per GPU, one direction", "Bline_i",
                 lk.bytes_per_s_per_direction, "B/s", source=lk.source_of("bytes_per_s_per_direction"))
-        if algorithm == "in-switch" and case != "inter":
+        if algorithm in ("in-switch", "nvls-tree") and case != "inter":
             nv = in_switch(lk.id)
             d.given(f"{nv['mechanism']} algorithm bandwidth / line rate", "f_s",
                     nv["algbw_fraction"], "1", source=cite(nv["source"]), note=nv.get("note", ""))
             d.calc("in-switch rate", "Bs", "Bline_i * f_s", "B/s")
-            d.given("NVLS latency (tuning.cc hwLat)", "a_s", nv["latency_s"], "s",
-                    source=cite("nccl-tuning-cc"))
         else:
             eff, src = efficiency(_link_kind(lk))
             d.given(f"efficiency of {lk.kind} links (Simple protocol)", "e_i", fabric.eff_intra,
                     "1", source=src if fabric.efficiency_intra is None else "user")
-            d.given(f"{proto} protocol bandwidth factor", "f_proto", pr["bandwidth_factor"], "1",
-                    source=cite(pr["source"]))
+            d.given(f"{proto} protocol bandwidth factor", "f_proto", float(env["f_proto"]), "1",
+                    source=f_src, note=f_note)
             d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto", "B/s",
                    check=float(env["Bi"]))
-            d.given(f"per-step latency on {lk.kind} ({proto})", "ai", env["ai"], "s",
-                    source=cite("nccl-tuning-cc"))
+            if not tuned:
+                d.given(f"per-step latency on {lk.kind} ({proto})", "ai", env["ai"], "s",
+                        source=cite("nccl-tuning-cc"))
     if case in ("inter", "mixed"):
         lk = fabric.inter  # type: ignore[assignment]
         d.given(f"{lk.id} line rate per NIC, one direction", "Bline_o",
@@ -985,30 +1128,35 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
             d.given(f"{sh['mechanism']} algorithm bandwidth / line rate", "f_so",
                     sh["algbw_fraction"], "1", source=cite(sh["source"]), note=sh.get("note", ""))
             d.calc("in-network rate per GPU", "Bso", "Bline_o * r * f_so", "B/s")
-            d.given("SHARP latency (tuning.cc CollNet hwLat)", "a_so", sh["latency_s"], "s",
-                    source=cite("nccl-tuning-cc"))
         else:
             eff, src = efficiency("scale-out")
             d.given("efficiency of scale-out links (Simple protocol)", "e_o", fabric.eff_inter, "1",
                     source=src if fabric.efficiency_inter is None else "user")
             if "f_proto" not in d.env:
-                d.given(f"{proto} protocol bandwidth factor", "f_proto", pr["bandwidth_factor"],
-                        "1", source=cite(pr["source"]))
+                d.given(f"{proto} protocol bandwidth factor", "f_proto", float(env["f_proto"]),
+                        "1", source=f_src, note=f_note)
             d.given("oversubscription slowdown for this pattern", "slow", float(env["slow"]), "1",
                     note=f"leaf-spine {fabric.oversubscription:g}:1, {fabric.nodes_per_leaf} "
                          "nodes per leaf")
             d.calc("effective rate across nodes, per GPU", "Bo",
                    "Bline_o * r * e_o * f_proto / slow", "B/s", check=float(env["Bo"]))
-            d.given(f"per-step latency on the network ({proto})", "ao", env["ao"], "s",
-                    source=cite("nccl-tuning-cc"))
-    d.given("launch latency per call", "a0", env["a0"], "s", source=cite("nccl-tuning-cc"))
+            if not tuned:
+                d.given(f"per-step latency on the network ({proto})", "ao", env["ao"], "s",
+                        source=cite("nccl-tuning-cc"))
+    if tuned:
+        d.given(f"latency of one call in NCCL {nccl_tuner.tuner()['version']}'s tuning model",
+                "L", float(env["L"]), "s", source=cite("nccl-2-21-5-tuning"),
+                note="base latency + hops x per-hop latency of each link type (ring: 1.4x "
+                     "across nodes for Simple all-reduce; NVLS: one switch hop)")
+    else:
+        d.given("launch latency per call", "a0", env["a0"], "s", source=cite("nccl-tuning-cc"))
     if collective in REDUCING:
         d.given("reduction time per byte (1 / reduce rate)", "g", fabric.gamma_s_per_byte, "s/B",
                 source=cite(_consts()["reduction"]["source"]), note=_consts()["reduction"]["note"])
     else:
         d.given("no reduction in this collective", "g", 0.0, "s/B")
     src = {"all-reduce": "thakur-2005-mpich"}.get(collective, "thakur-2005-mpich")
-    if algorithm == "tree":
+    if algorithm in ("tree", "nvls-tree"):
         src = "sanders-2009-two-tree"
     for name, sym, formula, unit in FORMULAS[(collective, algorithm)][case]:
         chk = {"k": check.steps, "W": check.bytes_sent_per_rank, "t_lat": check.latency_s,

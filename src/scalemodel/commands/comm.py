@@ -42,6 +42,9 @@ def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
                    help="override the stated NVLink/PCIe efficiency (0-1]")
     g.add_argument("--efficiency-inter", type=finite_float, default=None,
                    help="override the stated NIC efficiency (0-1]")
+    g.add_argument("--collnet", action="store_true",
+                   help="the fabric runs NCCL's CollNet (IB SHARP plugin): lets NVLS+SHARP "
+                   "compete across nodes (off by default, as in NCCL)")
 
 
 def register(sub: Any) -> None:
@@ -57,7 +60,8 @@ def register(sub: Any) -> None:
                      "NCCL-like automatic choice, with its reasons).")
     c.add_argument("--collective", default="all-reduce", choices=COLLECTIVE_CHOICES)
     c.add_argument("--algorithm", default="auto",
-                   help="auto, ring, tree, rhd, hierarchical, in-switch, direct, pairwise")
+                   help="auto, ring, tree, rhd, hierarchical, in-switch, nvls-tree, direct, "
+                   "pairwise")
     c.add_argument("--protocol", default="auto", help="auto, ll, ll128, simple (NCCL protocols)")
     c.add_argument("--ranks", type=int, default=None, help="ranks in the group (default 8)")
     c.add_argument("--ranks-per-node", type=int, default=None,
@@ -111,6 +115,16 @@ def register(sub: Any) -> None:
     add_framework(t)
     add_output(t)
     t.set_defaults(run=run_traffic)
+
+    v = s.add_parser("validate", help="the collective model against published nccl-tests rows",
+                     description="Predicts every published nccl-tests row (validation/"
+                     "nccl_tests.csv: large-message bus bandwidths and small-message times, "
+                     "each with its issue thread) with NCCL's own algorithm choice and the "
+                     "physical model, and prints the error of each against its tolerance.")
+    v.add_argument("--file", metavar="CSV", default=None,
+                   help="rows CSV (default: the repository's validation/nccl_tests.csv)")
+    add_output(v)
+    v.set_defaults(run=run_validate)
 
     b = s.add_parser("bench", help="time collectives on real torch.distributed ranks",
                      description="Starts N local processes (gloo on CPU, nccl on GPUs), times "
@@ -180,8 +194,16 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
     fab = make_fabric(intra, inter, gpus_per_node=gpn, nics_per_gpu=args.nics_per_gpu,
                       oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
                       efficiency_intra=args.efficiency_intra,
-                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate)
+                      efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate,
+                      collnet=bool(getattr(args, "collnet", False)))
     return fab, make_group(ranks, fab, rpn)
+
+
+def run_validate(args: argparse.Namespace) -> Any:
+    from ..analytic.nccl_validate import validate_rows
+    from ..views.collective import validate_report
+
+    return validate_report(validate_rows(args.file))
 
 
 def run_cost(args: argparse.Namespace) -> Any:

@@ -23,8 +23,10 @@ def cost_report(r: Any, grp: Any, fab: Any, el: int, *, plot: bool = False) -> A
         Headline("algorithm / protocol", f"{r.algorithm} / {r.protocol} ({r.chosen_by})"),
     )
     alt = Table("Every algorithm and protocol for this query",
-                ("algorithm", "protocol", "in NCCL", "time (s)", "busbw (B/s)", "why not"),
+                ("algorithm", "protocol", "in NCCL", "NCCL model time (s)", "time (s)",
+                 "busbw (B/s)", "why not"),
                 tuple((a["algorithm"], a["protocol"], "yes" if a["in_nccl"] else "no",
+                       a["nccl_model_time_s"] if a.get("nccl_model_time_s") is not None else "-",
                        a["time_s"] if a["time_s"] is not None else "-",
                        a.get("busbw_bytes_per_s", "-"), a["why_not"]) for a in r.alternatives))
     sizes = [2.0**k for k in range(10, 35, 2)]
@@ -132,3 +134,30 @@ def bench_report(backend: str, world: int, rows: list[dict[str, Any]],
             "profile": profile}
     return Report(f"scalemodel comm bench: {backend} x {world}",
                   (Section("Measured", text=note, tables=(tab, fits)), ring_sec), data)
+
+
+def validate_report(res: Any) -> Any:
+    """``comm validate``: every published nccl-tests row against the collective model."""
+    from ..derive import Headline, Report, Section, Table
+
+    fit = [r for r in res if r.status == "fit"]
+    within = sum(r.within for r in res)
+    mean_fit = sum(abs(r.error) for r in fit) / max(len(fit), 1)
+    heads = (Headline("rows", len(res)), Headline("within tolerance", within),
+             Headline("mean |error| of the rows that fit", mean_fit, "1"))
+    unit = {"busbw_GBps": "busbw GB/s", "latency_us": "time us"}
+    table = Table("Published nccl-tests rows",
+                  ("row", "hardware", "collective", "asked", "runs", "metric", "measured",
+                   "predicted", "error (%)", "tolerance (%)", "status", "source"),
+                  tuple((r.id, r.hardware, r.collective, r.asked, f"{r.algorithm}/{r.protocol}",
+                         unit.get(r.metric, r.metric), r.measured, round(r.predicted, 2),
+                         round(100 * r.error, 1), round(100 * r.tolerance), r.status,
+                         r.source_url) for r in res))
+    misses = [f"- {r.id}: {r.note}" for r in res if r.status == "miss"]
+    text = ("NCCL 2.21.5's tuning model picks the algorithm and protocol (or the one the row "
+            "forced, 'asked'); the physical model prices it. Rows marked miss do not fit and "
+            "are reported:\n" + "\n".join(misses))
+    data = {"rows": [r.to_dict() for r in res], "row_count": len(res),
+            "within_tolerance": within, "mean_abs_error_fit": mean_fit}
+    return Report("scalemodel comm validate: nccl-tests rows",
+                  (Section("", text=text, headlines=heads), Section("", tables=(table,))), data)
