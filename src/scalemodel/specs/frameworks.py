@@ -207,4 +207,5 @@ def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework,
     for k in ("grad_accum_fusion", "schedule", "ep_overlap"):
         v = explicit.get(k)
         out[k] = fw.get(k) if v is None else v
+    out["framework_id"] = fw.id  # the step model reads the profile's overlap fields through it
     return fw, out

@@ -12,7 +12,7 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms
 from .candidates import Candidates
-from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
+from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants, profile_value
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -175,6 +175,32 @@ class LayerTime:
         return self.compute + self.tp + self.cp + self.ep
 
 
+def _overlapped(comm: Any, gemm: Any, splits: Any) -> Any:
+    """Exposed seconds of one collective split in ``splits`` chunks and pipelined with the GEMM
+    that consumes or produces it: max(comm, gemm) + min(comm, gemm) / splits - gemm (the first
+    chunk's transfer, or the last chunk's GEMM, cannot overlap; a bulk overlap has no chunks)."""
+    return np.maximum(comm - gemm, 0.0) + np.minimum(comm, gemm) / splits
+
+
+def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tuple[Any, Any]:
+    """(forward, backward) TP seconds left exposed per layer where the framework overlaps them
+    (Transformer Engine userbuffers, module/base.py initialize_ub at v1.11): forward the QKV and
+    MLP-in all-gathers by ring exchange in tp chunks, the output-projection and MLP-out
+    reduce-scatters pipelined in 4; backward the gradient all-gathers of the output projection
+    and MLP-out by ring exchange beside their dgrad GEMM (half the backward GEMMs), the QKV and
+    MLP-in reduce-scatter and input re-gather in bulk beside that block's dgrad + wgrad. An MoE
+    layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5)."""
+    one, tp = cm.tp_one, c.tp
+    mlp = 2 * k_tp - 1  # 1 with the MLP's collectives, 0 without
+    g, gb = lc.tp_gemm_f, lc.tp_gemm_b
+    pipe = float(constants()["overlap"]["tp_pipeline_splits"])
+    f = (_overlapped(one, g[0], tp) + _overlapped(one, g[1], pipe)
+         + mlp * (_overlapped(one, g[2], tp) + _overlapped(one, g[3], pipe)))
+    b = (_overlapped(2 * one, gb[0], np.inf) + _overlapped(one, 0.5 * gb[1], tp)
+         + mlp * (_overlapped(2 * one, gb[2], np.inf) + _overlapped(one, 0.5 * gb[3], tp)))
+    return f, b
+
+
 def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
     """Combine a layer's compute with its collectives: TP and EP hidden by the framework's
     overlap shares (planner.toml [overlap]), CP behind the attention kernel, EP behind another
@@ -186,6 +212,11 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     e_b = cm.ep_b_raw if moe else 0.0
     k_tp = cm.moe_tp_keep if moe else 1.0
     tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
+    if profile_value(c.job, "tp_overlap", False):
+        xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp)
+        xt_rc = np.where(rc == 2, xt_f, np.where(rc == 3, 0.5 * xt_f, 0.0))
+    else:
+        xt_f, xt_b, xt_rc = tp_exp * tp_f, tp_exp * tp_b, tp_exp * tp_rc
     rc_ep = np.where(rc == 2, e_f, 0.0)
     rc_cp = np.where(rc == 2, cm.cp_f, 0.0)
     if moe and c.job.ep_overlap:
@@ -198,12 +229,12 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + np.where(rc == 2, cm.cp_f_raw, 0.0)
     return LayerTime(
         compute=fw + bw + rcx,
-        tp=tp_exp * (tp_f + tp_b + tp_rc),
+        tp=xt_f + xt_b + xt_rc,
         cp=cm.cp_f + cm.cp_b + rc_cp,
         ep=x_f + x_b,
-        fwd=fw + tp_exp * tp_f + cm.cp_f + x_f,
-        bwd=bw + rcx + tp_exp * (tp_b + tp_rc) + cm.cp_b + rc_cp + x_b,
+        fwd=fw + xt_f + cm.cp_f + x_f,
+        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
-        hidden=(1 - tp_exp) * (tp_f + tp_b + tp_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
+        hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
         + (e_f + e_b + rc_ep) - x_f - x_b,
         attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad)

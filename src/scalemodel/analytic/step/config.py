@@ -26,3 +26,21 @@ STAGE_COLS = ("n_first", "n_mid", "mid_index", "n_last")  # a fixed split, as st
 @cache
 def constants() -> dict[str, Any]:
     return load_toml("planner.toml")
+
+
+@cache
+def _profile_values(fid: str | None) -> dict[str, Any]:
+    from ...errors import BadInput
+    from ...specs.frameworks import get_framework
+
+    try:
+        return dict(get_framework(fid).values)
+    except BadInput:  # a profile from a user file: its id is not bundled; the default's fields
+        return dict(get_framework(None).values)
+
+
+def profile_value(job: Any, key: str, default: Any = None) -> Any:
+    """A field of the job's framework profile (frameworks.toml; the default profile where the
+    job names none): the overlaps and the dispatcher the step model prices by framework."""
+    v = _profile_values(getattr(job, "framework_id", None)).get(key)
+    return default if v is None else v

@@ -24,6 +24,10 @@ class LayerCompute:
     wgrad: Any  # the weight-gradient GEMMs (the forward GEMMs' FLOPs; DualPipe's W)
     attention: Any  # attention kernels, forward + backward + recompute
     nongemm: Any  # memory-bound kernels, forward + backward + recompute
+    # the GEMMs the four forward TP collectives sit beside (QKV, output projection, MLP in,
+    # MLP out) and the same GEMMs' backward (dgrad + wgrad): what TP overlap hides them behind
+    tp_gemm_f: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
+    tp_gemm_b: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
 
 
 def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
@@ -46,13 +50,18 @@ def _attention_share(c: Candidates, a: AttentionTerms) -> Any:
 
 def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     """A dense layer: attention block and the MLP split over the TP ranks."""
-    df_, db_ = mlp(c, c.T, c.ms.ffn)
+    ms = c.ms
+    up_f, up_b = gemm3(c, c.T, ms.up_k * ms.ffn / c.tp, c.h)
+    dn_f, dn_b = gemm3(c, c.T, c.h, ms.ffn / c.tp)
+    df_, db_ = up_f + dn_f, up_b + dn_b
     ng_f, ng_b = nongemm_time(c, c.ms.ffn)
     fwd = a.proj_f + a.core_f + df_ + ng_f
     bwd = a.proj_b + a.core_b + db_ + ng_b
     return LayerCompute(fwd=fwd, bwd=bwd, recompute=_rc_dense(c, a, fwd, ng_f),
                         wgrad=a.proj_f + df_, attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0))
+                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0),
+                        tp_gemm_f=(a.in_proj_f, a.out_proj_f, up_f, dn_f),
+                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, up_b, dn_b))
 
 
 def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
@@ -73,6 +82,10 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
     bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
     rc = np.where(c.rc == 2, fwd, np.where(c.rc == 1, a.core_f, 0.0))
+    # without EP the MLP's TP collectives sit beside the experts (half each way)
+    mf, mb_ = 0.5 * (ef + sf), 0.5 * (eb + sb)
     return LayerCompute(fwd=fwd, bwd=bwd, recompute=rc, wgrad=a.proj_f + ef + sf + rf,
                         attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0))
+                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0),
+                        tp_gemm_f=(a.in_proj_f, a.out_proj_f, mf, mf),
+                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_))
