@@ -132,6 +132,17 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
     return raw, raw
 
 
+def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
+    """Ring-attention transfer time the attention calls do not hide, step by step (Transformer
+    Engine AttnFuncWithCPAndKVP2P): the cp - 1 K/V transfers each run beside one call, the
+    first beside the diagonal call, the others beside the off-diagonal ones; a transfer longer
+    than its call stalls the ring by the difference. Backward each step sends K, V and the
+    accumulated dK, dV (``t_step`` doubled by the caller)."""
+    diag, off = blocks
+    return np.where(cp > 1, np.maximum(0.0, t_step - diag)
+                    + np.maximum(cp - 2, 0.0) * np.maximum(0.0, t_step - off), 0.0)
+
+
 def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     """The in-layer collectives of every candidate."""
     m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
@@ -146,7 +157,7 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
         kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw,
-        cp_f=np.maximum(0.0, cp_f_raw - a.core_f), cp_b=np.maximum(0.0, cp_b_raw - a.core_b),
+        cp_f=_ring_exposed(cp, cp_step, a.blk_f), cp_b=_ring_exposed(cp, 2 * cp_step, a.blk_b),
         ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
