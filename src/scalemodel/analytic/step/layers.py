@@ -64,6 +64,28 @@ def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
                         tp_gemm_b=(a.in_proj_b, a.out_proj_b, up_b, dn_b))
 
 
+def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the token permutation around the experts, as HBM traffic
+    of 16-bit rows h wide (Megatron-Core 0.16 moe_utils.permute / unpermute, fused in Transformer
+    Engine, and the all-to-all dispatcher's sort_chunks_by_idxs):
+
+    * permute: read each of the t tokens a rank dispatches, write its C = t top_k copies:
+      2h (t + C) bytes; unpermute: read the C expert outputs, write the t merged tokens (the
+      routing probabilities applied on the way): 2h (C + t);
+    * with more than one local expert the received copies are sorted by expert after the
+      dispatch and back before the combine: read and write 2h each, twice, 4h C;
+    * backward: each pass's mirror (the same bytes), and the probabilities' gradient reads the
+      C permuted copies once more: 2h C.
+
+    t = T / sp_div tokens (sequence parallel); C = t top_k etp (the expert-TP gather)."""
+    t = c.T / c.sp_div
+    C = t * c.m.top_k * c.etp
+    h, e = c.h, c.e_a
+    sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C, 0.0)
+    fwd = 2 * e * h * (t + C) + sort
+    return fwd / c.hbm, (fwd + e * h * C) / c.hbm
+
+
 def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     """An MoE layer: attention block, the local experts, shared experts and the router.
 
@@ -79,6 +101,8 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     width = m.top_k * ms.moe_ffn + ms.shared_ffn
     # the routed copies a rank casts: T top_k etp / tp tokens enter its experts
     ng_f, ng_b = nongemm_time(c, width, m.top_k * etp / tp + (1 if ms.shared_ffn else 0))
+    pf, pb = permute_time(c, n_local)
+    ng_f, ng_b = ng_f + pf, ng_b + pb
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
     bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
     rc = np.where(c.rc == 2, fwd, np.where(c.rc == 1, a.core_f, 0.0))
