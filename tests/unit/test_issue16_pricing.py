@@ -33,7 +33,7 @@ def test_ring_exposure_step_by_step():
 
 
 def test_permutation_bytes():
-    # t = 4096 / 1 tokens, top_k 8, etp 1, h 2048, 16-bit rows, HBM 1e12 B/s, 16 local experts:
+    # t = 4096 / 1 tokens, top_k 8, etp 1 (R = C), h 2048, 16-bit rows, HBM 1e12 B/s, 16 local experts:
     # forward 2 x 2 x 2048 x (4096 + 32768) + 4 x 2 x 2048 x 32768 = 301,989,888 + 536,870,912
     # = 838,860,800 B; backward + 2 x 2048 x 32768 = 134,217,728 B more
     c = SimpleNamespace(T=4096.0, sp_div=1.0, m=SimpleNamespace(top_k=8), etp=1.0, h=2048.0,
@@ -83,3 +83,33 @@ def test_2021_megatron_exposes_the_dp_all_reduce():
     # train_step all-reduces after the backward: nothing hidden
     assert np.isclose(float(old.dp_s), float(old.dp_raw_s))
     assert float(out["megatron-core"].dp_s) < float(out["megatron-core"].dp_raw_s)
+
+
+def test_groups_a_token_reaches():
+    from math import comb
+
+    from scalemodel.analytic.step.comm import reached
+
+    # DeepSeek-V3's 256 experts, top-8, over 8 nodes of 32 experts: a node is missed with
+    # probability C(224, 8) / C(256, 8) (all 8 experts among the other 224)
+    want = 8 * (1 - comb(224, 8) / comb(256, 8))
+    assert np.isclose(float(reached(256.0, 8.0, 8.0)), want)
+    # one group: always reached; as many groups as experts: every expert its own, k reached
+    assert np.isclose(float(reached(256.0, 8.0, 1.0)), 1.0)
+    assert np.isclose(float(reached(256.0, 8.0, 256.0)), 8.0)
+
+
+def test_ep_overlap_by_sub_module():
+    from scalemodel.analytic.step.comm import _ep_overlapped
+
+    # attention 1 s forward, 2 s backward; MLP 2 s forward, 4 s backward; 4 s of all-to-all
+    # each way (dispatch 2 + combine 2). Phases: combine_bwd 2 beside attn_fwd 1 -> 1 exposed;
+    # dispatch_fwd + dispatch_bwd 4 beside mlp_bwd + mlp_fwd 6 -> 0; combine_fwd 2 beside
+    # attn_bwd 2 -> 0. A whole-pass comparison (4 against 6 and 3) would expose 1 as well, but
+    # at the forward, not here at the backward's start.
+    lc = SimpleNamespace(attn_f=1.0, attn_b=2.0, fwd=3.0, bwd=6.0)
+    x_f, x_b = _ep_overlapped(lc, 4.0, 4.0, 0.0)
+    assert (float(x_f), float(x_b)) == (0.0, 1.0)
+    # all-to-all longer than everything: the excess over the whole pair, 20 - 9 = 11
+    x_f, x_b = _ep_overlapped(lc, 10.0, 10.0, 0.0)
+    assert np.isclose(float(x_f + x_b), 20.0 - 9.0)

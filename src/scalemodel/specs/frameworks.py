@@ -34,6 +34,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "grad_reduce_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per reduced gradient)"),
     "dp_bucket_params": (lambda v: isinstance(v, int) and v > 0, "a whole number of parameters"),
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
+    "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
+                    "per_expert or per_destination"),
     "cp_impl": (lambda v: isinstance(v, str), "text"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(x in ("none", "selective", "full", "op") for x in v),

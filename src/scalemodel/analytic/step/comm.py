@@ -113,6 +113,36 @@ def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
     return act_bytes, tp_one, tp_f, tp_b, tp_rc
 
 
+def reached(n_experts: float, top_k: float, groups: Any) -> Any:
+    """Expected number of ``groups`` equal groups of experts (GPUs or nodes) that a token's
+    ``top_k`` distinct experts reach, routing uniform: groups x (1 - P(a group gets none)),
+    P = prod_{i<k} (E - E/groups - i) / (E - i)."""
+    g = np.asarray(groups, dtype=np.float64)
+    miss = np.ones_like(g)
+    for i in range(int(top_k)):
+        miss = miss * np.clip((n_experts - n_experts / g - i) / (n_experts - i), 0.0, 1.0)
+    return g * (1.0 - miss)
+
+
+def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
+    """One dispatch as DeepEP-class kernels send it (frameworks.toml ep_dispatch =
+    per_destination): a token crosses the network once per node its experts reach (to the GPU of
+    the same in-node index) and NVLink once per GPU its experts reach; the two stages pipeline, so
+    the longer sets the time. Node-limited routing caps the nodes at groups_per_token. Each stage
+    is priced as an all-to-all by the collectives engine: over the n = ep / r nodes with one rank
+    per node, and over the r ranks of a node."""
+    m = c.m
+    t_bytes = c.e_a * (c.T / c.sp_div) * c.h
+    n_nodes = np.maximum(c.ep / r_ep, 1.0)
+    nodes = reached(float(m.n_experts), float(m.top_k), n_nodes)
+    if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
+        nodes = np.minimum(nodes, float(m.groups_per_token))
+    gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
+    rdma = collective_time("all_to_all", t_bytes * nodes, n_nodes, 1.0, c.cl)
+    nvl = collective_time("all_to_all", t_bytes * gpus / n_nodes, r_ep, r_ep, c.cl)
+    return np.maximum(rdma, nvl)
+
+
 def _ep_terms(c: Candidates) -> tuple[Any, Any]:
     """With sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
     only those; experts split over etp ranks then gather the tokens an EP rank received across
@@ -122,8 +152,11 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
         z = np.zeros_like(c.tp)
         return z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
-    a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div) * dispatch_copies(m, c.ep, r_ep)
-                          * c.h, c.ep, r_ep, c.cl)
+    if profile_value(c.job, "ep_dispatch", "per_expert") == "per_destination":
+        a2a = _dedup_dispatch(c, r_ep)
+    else:
+        a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div)
+                              * dispatch_copies(m, c.ep, r_ep) * c.h, c.ep, r_ep, c.cl)
     e_gather = np.where(c.ep > 1, collective_time("all_gather",
                                                   c.e_a * c.T * c.etp / c.tp * m.top_k * c.h,
                                                   c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
@@ -212,6 +245,27 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tu
     return f, b
 
 
+def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any, Any]:
+    """(forward, backward) all-to-all seconds left exposed where a forward layer of one
+    micro-batch runs beside a backward layer of another, sub-module by sub-module as
+    Megatron-Core 0.16 schedules it (models/common/model_chunk_schedule_plan.py
+    TransformerLayerSchedulePlan.run; the DeepSeek-V3 report's Fig. 4 pairs the same parts):
+
+        comm stream: combine_bwd | dispatch_fwd, dispatch_bwd | combine_fwd
+        comp stream: attn_fwd    | mlp_bwd, mlp_bwd_dw, mlp_fwd | attn_bwd
+
+    each phase lasts as long as its longer stream. Dispatch and combine are half of each
+    direction's all-to-all traffic (``e_f``, ``e_b``: the all-to-all and the expert-TP gather,
+    the backward with what full recompute repeats); the middle phase's excess is split evenly."""
+    attn_f, attn_b = lc.attn_f, lc.attn_b
+    mlp_f = lc.fwd - attn_f
+    mlp_b = lc.bwd + rcx - attn_b
+    p1 = np.maximum(0.0, 0.5 * e_b - attn_f)
+    p2 = np.maximum(0.0, 0.5 * (e_f + e_b) - (mlp_f + mlp_b))
+    p3 = np.maximum(0.0, 0.5 * e_f - attn_b)
+    return p3 + 0.5 * p2, p1 + 0.5 * p2
+
+
 def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
     """Combine a layer's compute with its collectives: TP and EP hidden by the framework's
     overlap shares (planner.toml [overlap]), CP behind the attention kernel, EP behind another
@@ -231,10 +285,7 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     rc_ep = np.where(rc == 2, e_f, 0.0)
     rc_cp = np.where(rc == 2, cm.cp_f, 0.0)
     if moe and c.job.ep_overlap:
-        # a forward chunk of one micro-batch runs beside a backward chunk of another, so each
-        # layer's all-to-alls hide behind the other chunk's compute
-        x_f = np.maximum(0.0, e_f - bw)
-        x_b = np.maximum(0.0, e_b + rc_ep - fw)
+        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + np.where(rc == 2, cm.cp_f_raw, 0.0)

@@ -28,6 +28,8 @@ class LayerCompute:
     # MLP out) and the same GEMMs' backward (dgrad + wgrad): what TP overlap hides them behind
     tp_gemm_f: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
     tp_gemm_b: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
+    attn_f: Any = 0.0  # the attention block (projections and core), forward; the rest is the MLP
+    attn_b: Any = 0.0
 
 
 def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
@@ -72,16 +74,17 @@ def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
     * permute: read each of the t tokens a rank dispatches, write its C = t top_k copies:
       2h (t + C) bytes; unpermute: read the C expert outputs, write the t merged tokens (the
       routing probabilities applied on the way): 2h (C + t);
-    * with more than one local expert the received copies are sorted by expert after the
-      dispatch and back before the combine: read and write 2h each, twice, 4h C;
+    * with more than one local expert the R copies a rank receives (R = C etp after the
+      expert-TP gather) are sorted by expert after the dispatch and back before the combine:
+      read and write 2h each, twice, 4h R;
     * backward: each pass's mirror (the same bytes), and the probabilities' gradient reads the
       C permuted copies once more: 2h C.
 
-    t = T / sp_div tokens (sequence parallel); C = t top_k etp (the expert-TP gather)."""
+    t = T / sp_div tokens (sequence parallel)."""
     t = c.T / c.sp_div
-    C = t * c.m.top_k * c.etp
+    C = t * c.m.top_k
     h, e = c.h, c.e_a
-    sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C, 0.0)
+    sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C * c.etp, 0.0)
     fwd = 2 * e * h * (t + C) + sort
     return fwd / c.hbm, (fwd + e * h * C) / c.hbm
 
@@ -112,4 +115,5 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
                         attention=_attention_share(c, a),
                         nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0),
                         tp_gemm_f=(a.in_proj_f, a.out_proj_f, mf, mf),
-                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_))
+                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_),
+                        attn_f=a.proj_f + a.core_f, attn_b=a.proj_b + a.core_b)
