@@ -11,7 +11,7 @@ import numpy as np
 from .attention import AttentionTerms
 from .candidates import Candidates
 from .elementwise import nongemm_time
-from .gemm import gemm3, gemm3_of, mlp
+from .gemm import expert_mlp, gemm3, gemm3_of, mlp
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     m, ms, tp, etp = c.m, c.ms, c.tp, c.etp
     n_local = m.n_experts / c.ep
     Me = c.T * m.top_k * etp / (tp * n_local)
-    ef, eb = mlp(c, Me, ms.moe_ffn, n_local, etp)
+    ef, eb = expert_mlp(c, Me, ms.moe_ffn, n_local, etp)
     sf, sb = mlp(c, c.T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
     rf, rb = gemm3_of(c, "router", c.T, float(m.n_experts), c.h)
     width = m.top_k * ms.moe_ffn + ms.shared_ffn
