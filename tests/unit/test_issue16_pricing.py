@@ -129,3 +129,26 @@ def test_grouped_gemm_launch_cost_from_the_benchmark():
     assert np.isclose(grouped_overhead("hopper"), per_expert - model)
     assert 0.3 * per_expert < grouped_overhead("hopper") < per_expert
     assert grouped_overhead("blackwell") == grouped_overhead("hopper")  # borrowed
+
+
+def _cp_run(fid: str):
+    _, s = job_settings(fid, "h100-sxm")
+    m = get_model("llama-3-8b")
+    job = make_job(m, seq_len=32768, global_batch_seqs=8, **s)
+    lay = {"tp": 1, "pp": 1, "dp": 2, "cp": 4, "ep": 1, "zero": 3, "vpp": 1,
+           "micro_batch": 1, "recompute": "full"}
+    return m, search(job, make_cluster("h100-sxm", 8), lay, top=0).best.values
+
+
+def test_cp_exchange_by_framework():
+    # DeepSpeed-Ulysses: per layer and micro-batch two all-to-alls' worth (forward, backward) of
+    # Q, K, V and the output, each rank sending (cp - 1) / cp of its T = 32768 / 4 tokens'
+    # 2 B x (q 4096 + k, v 2 x 1024 + out 4096) = 20,480 B; 32 layers, 4 micro-batches (8 / dp 2)
+    m, ul = _cp_run("deepspeed")
+    per = 2 * 3 / 4 * 2 * (32768 / 4) * (4096 + 2 * 1024 + 4096)
+    assert np.isclose(float(ul.cp_bytes), 4 * 32 * per)
+    # ring and all-gather send (cp - 1) chunks of K, V forward and twice that backward:
+    # 3 x 3 x 2 B x 8192 x 2048 per layer
+    for fid in ("megatron-core", "torchtitan"):
+        _, v = _cp_run(fid)
+        assert np.isclose(float(v.cp_bytes), 4 * 32 * 3 * 3 * 2 * 8192 * 2048)

@@ -37,6 +37,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),
     "cp_impl": (lambda v: isinstance(v, str), "text"),
+    "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
+                    "ring, all_gather or all_to_all"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(x in ("none", "selective", "full", "op") for x in v),
                           "a list of none, selective, full, op"),

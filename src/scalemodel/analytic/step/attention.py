@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import BadInput
 from ...specs import GPUSpec
 from .candidates import Candidates
-from .config import FUSED_ATTENTION, constants
+from .config import FUSED_ATTENTION, constants, profile_value
 from .gemm import gemm3, gemm3_of
 
 
@@ -198,6 +198,9 @@ def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
     result forward and accumulates dq, dk, dv backward (online-softmax merge)."""
     ms, S, cp, tp = c.ms, c.S, c.cp, c.tp
     core_flops = 2 * c.b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
+    if profile_value(c.job, "cp_exchange", "ring") == "all_to_all":
+        # Ulysses: each rank runs the whole sequence's causal call on cp times fewer heads
+        cp = np.ones_like(cp)
     d_f, o_f, d_b, o_b = cp_blocks(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
                                    ms.qk_dim / c.m.n_heads)
     merge = float(constants()["attention"]["cp_merge_bytes"]) * c.T / tp  # per extra call

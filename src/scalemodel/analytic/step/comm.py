@@ -95,6 +95,7 @@ class LayerComm:
     cp_b_raw: Any
     cp_f: Any  # ring-attention traffic the attention kernel does not hide
     cp_b: Any
+    cp_sent: Any  # bytes the CP exchange sends per layer and micro-batch (forward + backward)
     ep_f_raw: Any  # all-to-all dispatch and combine and the expert-TP gather, forward
     ep_b_raw: Any
     moe_tp_keep: Any  # share of an MoE layer's TP collectives left with EP (the attention's)
@@ -176,22 +177,49 @@ def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
                     + np.maximum(cp - 2, 0.0) * np.maximum(0.0, t_step - off), 0.0)
 
 
-def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
-    """The in-layer collectives of every candidate."""
+def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...]:
+    """(K/V bytes of one chunk, forward raw, backward raw, forward exposed, backward exposed,
+    bytes sent per layer) of the CP exchange the framework runs (frameworks.toml cp_exchange):
+
+    * ring (Transformer Engine p2p): cp - 1 K/V transfers, each beside one attention call
+      (:func:`_ring_exposed`); backward K, V and the travelling dK, dV;
+    * all_gather (torchtitan's default rotate method, Llama 3's CP): every chunk's K/V gathered
+      while the local (diagonal) call runs; backward the gather again and a reduce-scatter of
+      dK, dV beside the diagonal backward call;
+    * all_to_all (DeepSpeed Ulysses): Q, K, V re-split from sequence to heads before the
+      attention and the output back after it, and the mirror in the backward, none of it beside
+      compute (each waits on its data)."""
     m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
-    act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
-    cp_intra = tp * cp <= c.dom
     kv_bytes = c.e_a * c.b * (c.S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else c.e_a * c.b * (c.S / cp) * ms.kv_dim
-    cp_step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
-    cp_f_raw = (cp - 1) * cp_step
-    cp_b_raw = 2 * cp_f_raw  # K, V and their gradients travel back
+    mode = profile_value(c.job, "cp_exchange", "ring")
+    r_cp = ranks_per_node(tp, cp, c.dom)
+    if mode == "all_to_all":
+        width = (ms.qk_dim + ms.kv_dim + ms.v_dim) / tp
+        f = collective_time("all_to_all", c.e_a * c.T * width, cp, r_cp, c.cl)
+        sent = 2 * (cp - 1) / cp * c.e_a * c.T * width
+        return kv_bytes, f, f, f, f, sent
+    if mode == "all_gather":
+        ag = collective_time("all_gather", kv_bytes * cp, cp, r_cp, c.cl)
+        f_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_f[0]), 0.0)
+        b_exp = np.where(cp > 1, np.maximum(0.0, 2 * ag - a.blk_b[0]), 0.0)
+        return kv_bytes, ag, 2 * ag, f_exp, b_exp, 3 * (cp - 1) * kv_bytes
+    step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
+    return (kv_bytes, (cp - 1) * step, 2 * (cp - 1) * step, _ring_exposed(cp, step, a.blk_f),
+            _ring_exposed(cp, 2 * step, a.blk_b), 3 * (cp - 1) * kv_bytes)
+
+
+def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
+    """The in-layer collectives of every candidate."""
+    tp, cp = c.tp, c.cp
+    act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
+    cp_intra = tp * cp <= c.dom
+    kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
     ep_f_raw, ep_b_raw = _ep_terms(c)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
-        kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw,
-        cp_f=_ring_exposed(cp, cp_step, a.blk_f), cp_b=_ring_exposed(cp, 2 * cp_step, a.blk_b),
-        ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
+        kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
+        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),

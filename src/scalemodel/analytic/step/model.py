@@ -119,7 +119,7 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
               * dispatch_copies(c.m, c.ep, ranks_per_node(ep_stride(c), c.ep, c.dom)))
     else:
         ep = np.zeros_like(mb)
-    return {"tp_bytes": tp, "cp_bytes": mb * n * 3 * (c.cp - 1) * cm.kv_bytes, "ep_bytes": ep,
+    return {"tp_bytes": tp, "cp_bytes": mb * n * cm.cp_sent, "ep_bytes": ep,
             "pp_bytes": np.where(c.pp > 1, 2 * c.vpp * mb * pc.msg_bytes, 0.0)}
 
 
