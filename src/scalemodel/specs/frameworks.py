@@ -28,6 +28,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "param_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "a2a_overlap": (lambda v: isinstance(v, bool), "true or false"),

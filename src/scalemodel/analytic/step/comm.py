@@ -12,7 +12,7 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms
 from .candidates import Candidates
-from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants, profile_value
+from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
     act_bytes = c.e_a * c.T * c.h
     tp_one = collective_time("all_gather", act_bytes, c.tp, ranks_per_node(1, c.tp, c.dom), c.cl)
     tp_f = TP_FWD_COLLECTIVES * tp_one
-    tp_b = TP_BWD_COLLECTIVES * tp_one
+    tp_b = tp_bwd_collectives(c.job) * tp_one
     # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
     tp_rc = np.where(c.rc == 2, tp_f, np.where(c.rc == 3, 0.5 * tp_f, 0.0))
     return act_bytes, tp_one, tp_f, tp_b, tp_rc
