@@ -28,13 +28,18 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "param_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "a2a_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "grad_reduce_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per reduced gradient)"),
     "dp_bucket_params": (lambda v: isinstance(v, int) and v > 0, "a whole number of parameters"),
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
+    "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
+                    "per_expert or per_destination"),
     "cp_impl": (lambda v: isinstance(v, str), "text"),
+    "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
+                    "ring, all_gather or all_to_all"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(x in ("none", "selective", "full", "op") for x in v),
                           "a list of none, selective, full, op"),
@@ -207,4 +212,5 @@ def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework,
     for k in ("grad_accum_fusion", "schedule", "ep_overlap"):
         v = explicit.get(k)
         out[k] = fw.get(k) if v is None else v
+    out["framework_id"] = fw.id  # the step model reads the profile's overlap fields through it
     return fw, out

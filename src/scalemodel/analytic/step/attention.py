@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import BadInput
 from ...specs import GPUSpec
 from .candidates import Candidates
-from .config import FUSED_ATTENTION, constants
+from .config import FUSED_ATTENTION, constants, profile_value
 from .gemm import gemm3, gemm3_of
 
 
@@ -129,31 +129,43 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
     return out if out.ndim else float(out)
 
 
-def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
-                        gpu: GPUSpec, kind: str = "flash",
-                        head_dim: float = 128.0) -> tuple[Any, Any]:
-    """(forward, backward) seconds of the fused attention calls of one layer on one rank.
+def cp_blocks(flops_fwd: Any, S: float, cp: Any, peak16: float, gpu: GPUSpec,
+              kind: str = "flash", head_dim: float = 128.0) -> tuple[Any, Any, Any, Any]:
+    """(diagonal forward, one off-diagonal forward, diagonal backward, one off-diagonal
+    backward) seconds of the attention calls a rank runs per layer under load-balanced CP.
 
-    ``flops_fwd`` are the executed (causal half) forward FLOPs. Without CP it is one causal call
-    of S tokens. With load-balanced CP (2 cp chunks) a rank runs one causal call of S/cp tokens
-    (1/cp of the FLOPs) and cp - 1 unmasked calls of half that size (the rest), read at the
+    ``flops_fwd`` are the executed (causal half) forward FLOPs. With 2 cp chunks (rank r holds
+    chunks r and 2cp-1-r) a rank runs one causal call of S/cp tokens against themselves (1/cp of
+    the FLOPs) and cp - 1 unmasked calls of half that work each (the rest), read at the
     geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
     (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
-    ``kind`` chooses the kernel family's curve (kernels.toml).
-    """
+    ``kind`` chooses the kernel family's curve (kernels.toml). Without CP the diagonal call is the
+    whole causal call of S tokens and there are no other calls."""
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
     off_l = S / (cp * math.sqrt(2.0))
     share = 1.0 / cp
+    n_off = np.maximum(cp - 1, 1.0)
+    k_b = constants()["attention"]["backward_flop_factor"]
 
     def eff(length: Any, **kw: Any) -> Any:
         return attention_efficiency(gpu, length, kind=kind, head_dim=head_dim, **kw)
 
-    f = flops_fwd * share / eff(diag_l) + flops_fwd * (1 - share) / eff(off_l, causal=False)
-    b = constants()["attention"]["backward_flop_factor"] * (
-        flops_fwd * share / eff(diag_l, backward=True)
-        + flops_fwd * (1 - share) / eff(off_l, causal=False, backward=True))
-    return f / peak16, b / peak16
+    d_f = flops_fwd * share / eff(diag_l) / peak16
+    o_f = flops_fwd * (1 - share) / n_off / eff(off_l, causal=False) / peak16
+    d_b = k_b * flops_fwd * share / eff(diag_l, backward=True) / peak16
+    o_b = k_b * flops_fwd * (1 - share) / n_off / eff(off_l, causal=False, backward=True) / peak16
+    return d_f, o_f, d_b, o_b
+
+
+def attention_core_time(flops_fwd: Any, S: float, cp: Any, peak16: float,
+                        gpu: GPUSpec, kind: str = "flash",
+                        head_dim: float = 128.0) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the fused attention calls of one layer on one rank: the
+    diagonal call and the cp - 1 off-diagonal ones of :func:`cp_blocks`."""
+    d_f, o_f, d_b, o_b = cp_blocks(flops_fwd, S, cp, peak16, gpu, kind, head_dim)
+    n_off = np.asarray(cp, dtype=np.float64) - 1
+    return d_f + n_off * o_f, d_b + n_off * o_b
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,10 @@ class AttentionTerms:
     out_proj_b: Any
     core_f: Any  # the attention kernel(s), with the ring-attention merges under CP
     core_b: Any
+    # under CP: the first (diagonal) call and one of the cp - 1 others, forward and backward
+    # (what each ring step's K/V transfer runs beside); unfused attention: the whole core
+    blk_f: tuple[Any, Any] = (0.0, 0.0)
+    blk_b: tuple[Any, Any] = (0.0, 0.0)
 
     @property
     def proj_f(self) -> Any:
@@ -176,17 +192,21 @@ class AttentionTerms:
         return self.in_proj_b + self.out_proj_b
 
 
-def _fused_core(c: Candidates) -> tuple[Any, Any]:
+def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
     """FlashAttention-class kernel: causal half executed, backward backward_flop_factor x the
     forward; under CP each of the cp - 1 extra calls merges its partial output into the running
     result forward and accumulates dq, dk, dv backward (online-softmax merge)."""
     ms, S, cp, tp = c.ms, c.S, c.cp, c.tp
     core_flops = 2 * c.b * (S / cp) * S * (ms.qk_dim + ms.v_dim) / tp * 0.5
-    core_f, core_b = attention_core_time(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
-                                         ms.qk_dim / c.m.n_heads)
-    merge = float(constants()["attention"]["cp_merge_bytes"]) * (cp - 1) * c.T / tp
-    return (core_f + merge * ms.v_dim / c.hbm,
-            core_b + merge * (ms.qk_dim + ms.kv_dim) / c.hbm)
+    if profile_value(c.job, "cp_exchange", "ring") == "all_to_all":
+        # Ulysses: each rank runs the whole sequence's causal call on cp times fewer heads
+        cp = np.ones_like(cp)
+    d_f, o_f, d_b, o_b = cp_blocks(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
+                                   ms.qk_dim / c.m.n_heads)
+    merge = float(constants()["attention"]["cp_merge_bytes"]) * c.T / tp  # per extra call
+    m_f, m_b = merge * ms.v_dim / c.hbm, merge * (ms.qk_dim + ms.kv_dim) / c.hbm
+    o_f, o_b = o_f + m_f, o_b + m_b
+    return d_f + (cp - 1) * o_f, d_b + (cp - 1) * o_b, (d_f, o_f), (d_b, o_b)
 
 
 def _unfused_core(c: Candidates) -> tuple[Any, Any]:
@@ -212,5 +232,10 @@ def attention_terms(c: Candidates) -> AttentionTerms:
     """The attention block's GEMMs and core for every candidate."""
     af1, ab1 = gemm3(c, c.T, c.ms.attn_in_n / c.tp, c.h)
     af2, ab2 = gemm3(c, c.T, c.h, c.ms.attn_out_k / c.tp)
-    core_f, core_b = (_fused_core(c) if c.job.attention in FUSED_ATTENTION else _unfused_core(c))
-    return AttentionTerms(af1, ab1, af2, ab2, core_f, core_b)
+    if c.job.attention in FUSED_ATTENTION:
+        core_f, core_b, blk_f, blk_b = _fused_core(c)
+    else:
+        core_f, core_b = _unfused_core(c)
+        n = np.maximum(c.cp, 1.0)
+        blk_f, blk_b = (core_f / n, core_f / n), (core_b / n, core_b / n)
+    return AttentionTerms(af1, ab1, af2, ab2, core_f, core_b, blk_f, blk_b)

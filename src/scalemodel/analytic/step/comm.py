@@ -12,7 +12,7 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms
 from .candidates import Candidates, unique_rows
-from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
+from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ class LayerComm:
     cp_b_raw: Any
     cp_f: Any  # ring-attention traffic the attention kernel does not hide
     cp_b: Any
+    cp_sent: Any  # bytes the CP exchange sends per layer and micro-batch (forward + backward)
     ep_f_raw: Any  # all-to-all dispatch and combine and the expert-TP gather, forward
     ep_b_raw: Any
     moe_tp_keep: Any  # share of an MoE layer's TP collectives left with EP (the attention's)
@@ -105,10 +106,40 @@ def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
     act_bytes = c.e_a * c.T * c.h
     tp_one = collective_time("all_gather", act_bytes, c.tp, ranks_per_node(1, c.tp, c.dom), c.cl)
     tp_f = TP_FWD_COLLECTIVES * tp_one
-    tp_b = TP_BWD_COLLECTIVES * tp_one
+    tp_b = tp_bwd_collectives(c.job) * tp_one
     # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
     tp_rc = np.where(c.rc == 2, tp_f, np.where(c.rc == 3, 0.5 * tp_f, 0.0))
     return act_bytes, tp_one, tp_f, tp_b, tp_rc
+
+
+def reached(n_experts: float, top_k: float, groups: Any) -> Any:
+    """Expected number of ``groups`` equal groups of experts (GPUs or nodes) that a token's
+    ``top_k`` distinct experts reach, routing uniform: groups x (1 - P(a group gets none)),
+    P = prod_{i<k} (E - E/groups - i) / (E - i)."""
+    g = np.asarray(groups, dtype=np.float64)
+    miss = np.ones_like(g)
+    for i in range(int(top_k)):
+        miss = miss * np.clip((n_experts - n_experts / g - i) / (n_experts - i), 0.0, 1.0)
+    return g * (1.0 - miss)
+
+
+def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
+    """One dispatch as DeepEP-class kernels send it (frameworks.toml ep_dispatch =
+    per_destination): a token crosses the network once per node its experts reach (to the GPU of
+    the same in-node index) and NVLink once per GPU its experts reach; the two stages pipeline, so
+    the longer sets the time. Node-limited routing caps the nodes at groups_per_token. Each stage
+    is priced as an all-to-all by the collectives engine: over the n = ep / r nodes with one rank
+    per node, and over the r ranks of a node."""
+    m = c.m
+    t_bytes = c.e_a * (c.T / c.sp_div) * c.h
+    n_nodes = np.maximum(c.ep / r_ep, 1.0)
+    nodes = reached(float(m.n_experts), float(m.top_k), n_nodes)
+    if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
+        nodes = np.minimum(nodes, float(m.groups_per_token))
+    gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
+    rdma = collective_time("all_to_all", t_bytes * nodes, n_nodes, 1.0, c.cl)
+    nvl = collective_time("all_to_all", t_bytes * gpus / n_nodes, r_ep, r_ep, c.cl)
+    return np.maximum(rdma, nvl)
 
 
 def _ep_terms(c: Candidates) -> tuple[Any, Any]:
@@ -120,8 +151,11 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
         z = np.zeros_like(c.tp)
         return z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
-    a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div) * dispatch_copies(m, c.ep, r_ep)
-                          * c.h, c.ep, r_ep, c.cl)
+    if profile_value(c.job, "ep_dispatch", "per_expert") == "per_destination":
+        a2a = _dedup_dispatch(c, r_ep)
+    else:
+        a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div)
+                              * dispatch_copies(m, c.ep, r_ep) * c.h, c.ep, r_ep, c.cl)
     e_gather = np.where(c.ep > 1, collective_time("all_gather",
                                                   c.e_a * c.T * c.etp / c.tp * m.top_k * c.h,
                                                   c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
@@ -130,22 +164,60 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
     return raw, raw
 
 
-def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
-    """The in-layer collectives of every candidate."""
+def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
+    """Ring-attention transfer time the attention calls do not hide, step by step (Transformer
+    Engine AttnFuncWithCPAndKVP2P): the cp - 1 K/V transfers each run beside one call, the
+    first beside the diagonal call, the others beside the off-diagonal ones; a transfer longer
+    than its call stalls the ring by the difference. Backward each step sends K, V and the
+    accumulated dK, dV (``t_step`` doubled by the caller)."""
+    diag, off = blocks
+    return np.where(cp > 1, np.maximum(0.0, t_step - diag)
+                    + np.maximum(cp - 2, 0.0) * np.maximum(0.0, t_step - off), 0.0)
+
+
+def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...]:
+    """(K/V bytes of one chunk, forward raw, backward raw, forward exposed, backward exposed,
+    bytes sent per layer) of the CP exchange the framework runs (frameworks.toml cp_exchange):
+
+    * ring (Transformer Engine p2p): cp - 1 K/V transfers, each beside one attention call
+      (:func:`_ring_exposed`); backward K, V and the travelling dK, dV;
+    * all_gather (torchtitan's default rotate method, Llama 3's CP): every chunk's K/V gathered
+      while the local (diagonal) call runs; backward the gather again and a reduce-scatter of
+      dK, dV beside the diagonal backward call;
+    * all_to_all (DeepSpeed Ulysses): Q, K, V re-split from sequence to heads before the
+      attention and the output back after it, and the mirror in the backward, none of it beside
+      compute (each waits on its data)."""
     m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
-    act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
-    cp_intra = tp * cp <= c.dom
     kv_bytes = c.e_a * c.b * (c.S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else c.e_a * c.b * (c.S / cp) * ms.kv_dim
-    cp_step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
-    cp_f_raw = (cp - 1) * cp_step
-    cp_b_raw = 2 * cp_f_raw  # K, V and their gradients travel back
+    mode = profile_value(c.job, "cp_exchange", "ring")
+    r_cp = ranks_per_node(tp, cp, c.dom)
+    if mode == "all_to_all":
+        width = (ms.qk_dim + ms.kv_dim + ms.v_dim) / tp
+        f = collective_time("all_to_all", c.e_a * c.T * width, cp, r_cp, c.cl)
+        sent = 2 * (cp - 1) / cp * c.e_a * c.T * width
+        return kv_bytes, f, f, f, f, sent
+    if mode == "all_gather":
+        ag = collective_time("all_gather", kv_bytes * cp, cp, r_cp, c.cl)
+        f_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_f[0]), 0.0)
+        b_exp = np.where(cp > 1, np.maximum(0.0, 2 * ag - a.blk_b[0]), 0.0)
+        return kv_bytes, ag, 2 * ag, f_exp, b_exp, 3 * (cp - 1) * kv_bytes
+    step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
+    return (kv_bytes, (cp - 1) * step, 2 * (cp - 1) * step, _ring_exposed(cp, step, a.blk_f),
+            _ring_exposed(cp, 2 * step, a.blk_b), 3 * (cp - 1) * kv_bytes)
+
+
+def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
+    """The in-layer collectives of every candidate."""
+    tp, cp = c.tp, c.cp
+    act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
+    cp_intra = tp * cp <= c.dom
+    kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
     ep_f_raw, ep_b_raw = _ep_terms(c)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
-        kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw,
-        cp_f=np.maximum(0.0, cp_f_raw - a.core_f), cp_b=np.maximum(0.0, cp_b_raw - a.core_b),
-        ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
+        kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
+        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
@@ -173,6 +245,53 @@ class LayerTime:
         return self.compute + self.tp + self.cp + self.ep
 
 
+def _overlapped(comm: Any, gemm: Any, splits: Any) -> Any:
+    """Exposed seconds of one collective split in ``splits`` chunks and pipelined with the GEMM
+    that consumes or produces it: max(comm, gemm) + min(comm, gemm) / splits - gemm (the first
+    chunk's transfer, or the last chunk's GEMM, cannot overlap; a bulk overlap has no chunks)."""
+    return np.maximum(comm - gemm, 0.0) + np.minimum(comm, gemm) / splits
+
+
+def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tuple[Any, Any]:
+    """(forward, backward) TP seconds left exposed per layer where the framework overlaps them
+    (Transformer Engine userbuffers, module/base.py initialize_ub at v1.11): forward the QKV and
+    MLP-in all-gathers by ring exchange in tp chunks, the output-projection and MLP-out
+    reduce-scatters pipelined in 4; backward the gradient all-gathers of the output projection
+    and MLP-out by ring exchange beside their dgrad GEMM (half the backward GEMMs), the QKV and
+    MLP-in reduce-scatter and input re-gather in bulk beside that block's dgrad + wgrad. An MoE
+    layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5)."""
+    one, tp = cm.tp_one, c.tp
+    mlp = 2 * k_tp - 1  # 1 with the MLP's collectives, 0 without
+    g, gb = lc.tp_gemm_f, lc.tp_gemm_b
+    pipe = float(constants()["overlap"]["tp_pipeline_splits"])
+    f = (_overlapped(one, g[0], tp) + _overlapped(one, g[1], pipe)
+         + mlp * (_overlapped(one, g[2], tp) + _overlapped(one, g[3], pipe)))
+    b = (_overlapped(2 * one, gb[0], np.inf) + _overlapped(one, 0.5 * gb[1], tp)
+         + mlp * (_overlapped(2 * one, gb[2], np.inf) + _overlapped(one, 0.5 * gb[3], tp)))
+    return f, b
+
+
+def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any, Any]:
+    """(forward, backward) all-to-all seconds left exposed where a forward layer of one
+    micro-batch runs beside a backward layer of another, sub-module by sub-module as
+    Megatron-Core 0.16 schedules it (models/common/model_chunk_schedule_plan.py
+    TransformerLayerSchedulePlan.run; the DeepSeek-V3 report's Fig. 4 pairs the same parts):
+
+        comm stream: combine_bwd | dispatch_fwd, dispatch_bwd | combine_fwd
+        comp stream: attn_fwd    | mlp_bwd, mlp_bwd_dw, mlp_fwd | attn_bwd
+
+    each phase lasts as long as its longer stream. Dispatch and combine are half of each
+    direction's all-to-all traffic (``e_f``, ``e_b``: the all-to-all and the expert-TP gather,
+    the backward with what full recompute repeats); the middle phase's excess is split evenly."""
+    attn_f, attn_b = lc.attn_f, lc.attn_b
+    mlp_f = lc.fwd - attn_f
+    mlp_b = lc.bwd + rcx - attn_b
+    p1 = np.maximum(0.0, 0.5 * e_b - attn_f)
+    p2 = np.maximum(0.0, 0.5 * (e_f + e_b) - (mlp_f + mlp_b))
+    p3 = np.maximum(0.0, 0.5 * e_f - attn_b)
+    return p3 + 0.5 * p2, p1 + 0.5 * p2
+
+
 def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
     """Combine a layer's compute with its collectives: TP and EP hidden by the framework's
     overlap shares (planner.toml [overlap]), CP behind the attention kernel, EP behind another
@@ -184,24 +303,26 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     e_b = cm.ep_b_raw if moe else 0.0
     k_tp = cm.moe_tp_keep if moe else 1.0
     tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
+    if profile_value(c.job, "tp_overlap", False):
+        xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp)
+        xt_rc = np.where(rc == 2, xt_f, np.where(rc == 3, 0.5 * xt_f, 0.0))
+    else:
+        xt_f, xt_b, xt_rc = tp_exp * tp_f, tp_exp * tp_b, tp_exp * tp_rc
     rc_ep = np.where(rc == 2, e_f, 0.0)
     rc_cp = np.where(rc == 2, cm.cp_f, 0.0)
     if moe and c.job.ep_overlap:
-        # a forward chunk of one micro-batch runs beside a backward chunk of another, so each
-        # layer's all-to-alls hide behind the other chunk's compute
-        x_f = np.maximum(0.0, e_f - bw)
-        x_b = np.maximum(0.0, e_b + rc_ep - fw)
+        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + np.where(rc == 2, cm.cp_f_raw, 0.0)
     return LayerTime(
         compute=fw + bw + rcx,
-        tp=tp_exp * (tp_f + tp_b + tp_rc),
+        tp=xt_f + xt_b + xt_rc,
         cp=cm.cp_f + cm.cp_b + rc_cp,
         ep=x_f + x_b,
-        fwd=fw + tp_exp * tp_f + cm.cp_f + x_f,
-        bwd=bw + rcx + tp_exp * (tp_b + tp_rc) + cm.cp_b + rc_cp + x_b,
+        fwd=fw + xt_f + cm.cp_f + x_f,
+        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
-        hidden=(1 - tp_exp) * (tp_f + tp_b + tp_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
+        hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
         + (e_f + e_b + rc_ep) - x_f - x_b,
         attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad)

@@ -26,3 +26,36 @@ STAGE_COLS = ("n_first", "n_mid", "mid_index", "n_last")  # a fixed split, as st
 @cache
 def constants() -> dict[str, Any]:
     return load_toml("planner.toml")
+
+
+@cache
+def _profile_values(fid: str | None) -> dict[str, Any]:
+    from ...errors import BadInput
+    from ...specs.frameworks import get_framework
+
+    try:
+        return dict(get_framework(fid).values)
+    except BadInput:  # a profile from a user file: its id is not bundled; the default's fields
+        return dict(get_framework(None).values)
+
+
+def profile_value(job: Any, key: str, default: Any = None) -> Any:
+    """A field of the job's framework profile (frameworks.toml; the default profile where the
+    job names none): the overlaps and the dispatcher the step model prices by framework."""
+    v = _profile_values(getattr(job, "framework_id", None)).get(key)
+    return default if v is None else v
+
+
+def sp_split(c: Any) -> Any:
+    """The split of norm, dropout and residual work over the TP ranks: tp with sequence
+    parallelism (Korthikanti et al. 2022, every current profile), 1 where the framework predates
+    it (frameworks.toml sequence_parallel = false: each TP rank repeats that work on the whole
+    micro-batch)."""
+    return c.sp_div if profile_value(c.job, "sequence_parallel", True) else 1.0
+
+
+def tp_bwd_collectives(job: Any) -> int:
+    """TP collectives of a layer's backward: with sequence parallelism the mirror 4 plus the 2
+    re-gathers for the weight gradients; without it the 2 all-reduces of the input gradients,
+    each a reduce-scatter and an all-gather (4 in all-gather units)."""
+    return TP_BWD_COLLECTIVES if profile_value(job, "sequence_parallel", True) else 4

@@ -11,7 +11,7 @@ import numpy as np
 
 from .candidates import Candidates
 from .comm import collective_time, ranks_per_node
-from .config import constants
+from .config import constants, profile_value
 from .memory_terms import E_W
 from .pipeline import StageTerms
 
@@ -65,6 +65,12 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     and backward and a reduce-scatter every micro-batch. The last bucket and any excess over
     the compute stay exposed."""
     zero, mb, fwd, bwd = c.zero, c.mb, st.fwd_mb, st.bwd_mb
+    # a framework that does not overlap them (frameworks.toml dp_overlap, param_gather_overlap:
+    # the 2021 Megatron-LM all-reduces after the backward) hides nothing behind that pass
+    if not profile_value(c.job, "dp_overlap", True):
+        bwd = 0.0 * bwd
+    if not profile_value(c.job, "param_gather_overlap", True):
+        fwd = 0.0 * fwd
     ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
     grad_sync = np.where(zero == 0, ar, rs)
     n_sync = np.where(zero == 2, mb, 1.0)
@@ -92,7 +98,9 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     egroup = tp * group / (etp * ep)
     r_dp = ranks_per_node(tp, group, dom)
     r_edp = ranks_per_node(np.where(etp == tp, tp, etp * ep), egroup, dom)
-    e_red = float(ov["grad_reduce_bytes"])
+    # bytes per reduced gradient: the profile's (fp32 main grads in Megatron-Core with bf16;
+    # the training dtype in DeepSpeed and in the 2021 fp16 Megatron-LM), else planner.toml's
+    e_red = float(profile_value(c.job, "grad_reduce_bytes", ov["grad_reduce_bytes"]))
     g_bytes, ge_bytes = loc.dense * e_red, loc.expert * e_red
     rs = (collective_time("reduce_scatter", g_bytes, group, r_dp, cl)
           + collective_time("reduce_scatter", ge_bytes, egroup, r_edp, cl))

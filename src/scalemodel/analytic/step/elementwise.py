@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .candidates import Candidates
-from .config import constants
+from .config import constants, sp_split
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ElementwiseBytes:
 def _fused_bytes(c: Candidates, width: float) -> Any:
     m, ms, tp, h = c.m, c.ms, c.tp, c.h
     qkn_w = float(ms.qk_dim + m.kv_dim) if m.qk_norm else 0.0  # QK-norm (Qwen3)
-    return c.e_a * c.T * ((2 * 2 * h + 2 * 3 * h) / c.sp_div
+    return c.e_a * c.T * ((2 * 2 * h + 2 * 3 * h) / sp_split(c)
                           + (3 if ms.up_k == 2 else 2) * width / tp
                           + 2 * (ms.qk_dim + ms.v_dim) / tp
                           + 2 * qkn_w / tp)
@@ -75,12 +75,12 @@ def _eager_bytes(c: Candidates, width: float) -> tuple[Any, Any]:
         return 0.0, 0.0
     ng, ms, tp, h = constants()["nongemm"], c.ms, c.tp, c.h
     rms_n, rope_w, rep_w = _eager_widths(c)
-    f = (rms_n * (ng["eager_rmsnorm_fwd"] - ng["fused_norm_fwd"]) * h / c.sp_div
+    f = (rms_n * (ng["eager_rmsnorm_fwd"] - ng["fused_norm_fwd"]) * h / sp_split(c)
          + rope_w * (ng["eager_rope_fwd"] - ng["fused_rope_fwd"]) / tp
          + (ng["eager_swiglu_fwd"] - ng["fused_swiglu_fwd"]) * width / tp * (ms.up_k == 2)
          + ng["eager_repeat_kv"] * rep_w / tp
          + ng["eager_attn_out_copy"] * ms.v_dim / tp)
-    b_ = (rms_n * (ng["eager_rmsnorm_bwd"] - 2 * ng["fused_norm_fwd"]) * h / c.sp_div
+    b_ = (rms_n * (ng["eager_rmsnorm_bwd"] - 2 * ng["fused_norm_fwd"]) * h / sp_split(c)
           + rope_w * (ng["eager_rope_bwd"] - 2 * ng["fused_rope_fwd"]) / tp
           + (ng["eager_swiglu_bwd"] - 2 * ng["fused_swiglu_fwd"]) * width / tp * (ms.up_k == 2)
           + ng["eager_repeat_kv"] * rep_w / tp
@@ -92,7 +92,7 @@ def elementwise_bytes(c: Candidates, width: float, copies: float = 1.0) -> Eleme
     """The memory-bound traffic of a layer whose MLP is ``width`` wide (all experts a token
     visits), ``copies`` token copies entering it."""
     ng = constants()["nongemm"]
-    mask = float(ng["dropout_mask_bytes"]) * 2 * c.T * c.h / c.sp_div if c.m.dropout else 0.0
+    mask = float(ng["dropout_mask_bytes"]) * 2 * c.T * c.h / sp_split(c) if c.m.dropout else 0.0
     cf, cb = _cast_bytes(c, width, copies)
     xf, xb = _eager_bytes(c, width)
     return ElementwiseBytes(_fused_bytes(c, width), mask, cf, cb, xf, xb)

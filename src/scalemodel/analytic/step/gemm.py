@@ -97,6 +97,21 @@ def gemm3_of(c: Candidates, module: str, Mx: Any, Nx: Any, Kx: Any,
     return fw, bw
 
 
+@cache
+def grouped_overhead(arch: str) -> float:
+    """Seconds per expert GEMM launch beyond the shape model (kernels.toml [grouped_gemm]): the
+    measured grouped GEMM's time per expert less :func:`gemm_time` of one expert's shape on the
+    measured GPU, never below zero."""
+    from ...specs.kernels import kernels, resolve
+
+    d = resolve(kernels()["grouped_gemm"], arch, "grouped_gemm").data
+    g = get_gpu(d["gpu"])
+    M, N, K, E = (float(d[k]) for k in ("m_per_expert", "n", "k", "experts"))
+    measured = 2.0 * M * N * K * E / (float(d["tflops"]) * 1e12) / E
+    model = float(gemm_time(M, N, K, g, g.peak_flop_per_s("bf16"), 2.0))
+    return max(0.0, measured - model)
+
+
 def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
         split: Any = None) -> tuple[Any, Any]:
     """An MLP's GEMMs (forward, backward), its width split over ``split`` ranks (the tp unless
@@ -105,3 +120,12 @@ def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
     uf, ub = gemm3(c, Mx, c.ms.up_k * width / k, c.h)
     df, db = gemm3(c, Mx, c.h, width / k)
     return count * (uf + df), count * (ub + db)
+
+
+def expert_mlp(c: Candidates, Mx: Any, width: float, count: Any, split: Any) -> tuple[Any, Any]:
+    """``count`` experts' MLPs as a grouped GEMM runs them: each expert's GEMMs at their shape
+    plus the measured per-launch cost (:func:`grouped_overhead`) for the 2 forward GEMMs and the
+    4 backward ones (dgrad and wgrad of each)."""
+    f, b = mlp(c, Mx, width, count, split)
+    t0 = grouped_overhead(c.gpu.arch)
+    return f + 2.0 * count * t0, b + 4.0 * count * t0

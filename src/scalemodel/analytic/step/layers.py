@@ -11,7 +11,7 @@ import numpy as np
 from .attention import AttentionTerms
 from .candidates import Candidates
 from .elementwise import nongemm_time
-from .gemm import gemm3, gemm3_of, mlp
+from .gemm import expert_mlp, gemm3, gemm3_of, mlp
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,12 @@ class LayerCompute:
     wgrad: Any  # the weight-gradient GEMMs (the forward GEMMs' FLOPs; DualPipe's W)
     attention: Any  # attention kernels, forward + backward + recompute
     nongemm: Any  # memory-bound kernels, forward + backward + recompute
+    # the GEMMs the four forward TP collectives sit beside (QKV, output projection, MLP in,
+    # MLP out) and the same GEMMs' backward (dgrad + wgrad): what TP overlap hides them behind
+    tp_gemm_f: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
+    tp_gemm_b: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
+    attn_f: Any = 0.0  # the attention block (projections and core), forward; the rest is the MLP
+    attn_b: Any = 0.0
 
 
 def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
@@ -46,13 +52,41 @@ def _attention_share(c: Candidates, a: AttentionTerms) -> Any:
 
 def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     """A dense layer: attention block and the MLP split over the TP ranks."""
-    df_, db_ = mlp(c, c.T, c.ms.ffn)
+    ms = c.ms
+    up_f, up_b = gemm3(c, c.T, ms.up_k * ms.ffn / c.tp, c.h)
+    dn_f, dn_b = gemm3(c, c.T, c.h, ms.ffn / c.tp)
+    df_, db_ = up_f + dn_f, up_b + dn_b
     ng_f, ng_b = nongemm_time(c, c.ms.ffn)
     fwd = a.proj_f + a.core_f + df_ + ng_f
     bwd = a.proj_b + a.core_b + db_ + ng_b
     return LayerCompute(fwd=fwd, bwd=bwd, recompute=_rc_dense(c, a, fwd, ng_f),
                         wgrad=a.proj_f + df_, attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0))
+                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0),
+                        tp_gemm_f=(a.in_proj_f, a.out_proj_f, up_f, dn_f),
+                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, up_b, dn_b))
+
+
+def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the token permutation around the experts, as HBM traffic
+    of 16-bit rows h wide (Megatron-Core 0.16 moe_utils.permute / unpermute, fused in Transformer
+    Engine, and the all-to-all dispatcher's sort_chunks_by_idxs):
+
+    * permute: read each of the t tokens a rank dispatches, write its C = t top_k copies:
+      2h (t + C) bytes; unpermute: read the C expert outputs, write the t merged tokens (the
+      routing probabilities applied on the way): 2h (C + t);
+    * with more than one local expert the R copies a rank receives (R = C etp after the
+      expert-TP gather) are sorted by expert after the dispatch and back before the combine:
+      read and write 2h each, twice, 4h R;
+    * backward: each pass's mirror (the same bytes), and the probabilities' gradient reads the
+      C permuted copies once more: 2h C.
+
+    t = T / sp_div tokens (sequence parallel)."""
+    t = c.T / c.sp_div
+    C = t * c.m.top_k
+    h, e = c.h, c.e_a
+    sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C * c.etp, 0.0)
+    fwd = 2 * e * h * (t + C) + sort
+    return fwd / c.hbm, (fwd + e * h * C) / c.hbm
 
 
 def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
@@ -64,15 +98,22 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     m, ms, tp, etp = c.m, c.ms, c.tp, c.etp
     n_local = m.n_experts / c.ep
     Me = c.T * m.top_k * etp / (tp * n_local)
-    ef, eb = mlp(c, Me, ms.moe_ffn, n_local, etp)
+    ef, eb = expert_mlp(c, Me, ms.moe_ffn, n_local, etp)
     sf, sb = mlp(c, c.T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
     rf, rb = gemm3_of(c, "router", c.T, float(m.n_experts), c.h)
     width = m.top_k * ms.moe_ffn + ms.shared_ffn
     # the routed copies a rank casts: T top_k etp / tp tokens enter its experts
     ng_f, ng_b = nongemm_time(c, width, m.top_k * etp / tp + (1 if ms.shared_ffn else 0))
+    pf, pb = permute_time(c, n_local)
+    ng_f, ng_b = ng_f + pf, ng_b + pb
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
     bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
     rc = np.where(c.rc == 2, fwd, np.where(c.rc == 1, a.core_f, 0.0))
+    # without EP the MLP's TP collectives sit beside the experts (half each way)
+    mf, mb_ = 0.5 * (ef + sf), 0.5 * (eb + sb)
     return LayerCompute(fwd=fwd, bwd=bwd, recompute=rc, wgrad=a.proj_f + ef + sf + rf,
                         attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0))
+                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0),
+                        tp_gemm_f=(a.in_proj_f, a.out_proj_f, mf, mf),
+                        tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_),
+                        attn_f=a.proj_f + a.core_f, attn_b=a.proj_b + a.core_b)

@@ -21,7 +21,7 @@ from .comm import (
     layer_time,
     ranks_per_node,
 )
-from .config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES, constants
+from .config import TP_FWD_COLLECTIVES, constants, tp_bwd_collectives
 from .data_parallel import DPTerms, dp_terms, local_params
 from .layers import dense_layer, moe_layer
 from .memory_terms import memory_terms
@@ -113,13 +113,13 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
     """Bytes each strategy sends per GPU per step (the slowest stage's layers)."""
     mb, rc, n = c.mb, c.rc, st.n_slow
     tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + (rc == 2) + 0.5 * (rc == 3))
-                            + TP_BWD_COLLECTIVES) * (c.tp - 1) / c.tp * cm.act_bytes)
+                            + tp_bwd_collectives(c.job)) * (c.tp - 1) / c.tp * cm.act_bytes)
     if c.m.is_moe:
         ep = (mb * n * (4 + 2 * (rc == 2)) * (c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
               * dispatch_copies(c.m, c.ep, ranks_per_node(ep_stride(c), c.ep, c.dom)))
     else:
         ep = np.zeros_like(mb)
-    return {"tp_bytes": tp, "cp_bytes": mb * n * 3 * (c.cp - 1) * cm.kv_bytes, "ep_bytes": ep,
+    return {"tp_bytes": tp, "cp_bytes": mb * n * cm.cp_sent, "ep_bytes": ep,
             "pp_bytes": np.where(c.pp > 1, 2 * c.vpp * mb * pc.msg_bytes, 0.0)}
 
 
