@@ -211,7 +211,6 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     from ..analytic.layout import Context, check
     from ..analytic.memory import memory_report, stage_partition
     from ..analytic.planner import (
-        FUSED_ATTENTION,
         evaluate_layout,
         make_cluster,
         make_job,
@@ -229,11 +228,10 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     if stages is None and lay.pp > 1 and not fit:
         stages = stage_partition(m.n_layers, lay.pp, vpp=lay.vpp,
                                  last_extra=model_shapes(m).last_extra_layers)
-    fused = kern["attention"] in FUSED_ATTENTION
     r = memory_report(m, lay.with_(stages=stages), seq_len=args.seq_len, microbatches=n_mb,
                       gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
                       grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,
-                      fused_attention=fused)
+                      attention=kern["attention"], kernels=kern["kernels"])
     out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
            "global_batch": B, "microbatches": n_mb, "framework": fw, **kern}
     bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"
