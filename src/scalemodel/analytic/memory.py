@@ -38,6 +38,7 @@ import numpy as np
 from ..derive import Derivation, Table
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
+from ..specs.frameworks import get_framework
 from ..specs.saved_tensors import KernelSaves, kernel_saves
 from ..specs.sources import cite
 from .kv import check_tp
@@ -489,6 +490,58 @@ def training_bytes(
     }
 
 
+# --- what a step may fill -----------------------------------------------------------------------
+
+
+def communicators(tp: Any, pp: Any, dp: Any, cp: Any = 1, ep: Any = 1) -> Any:
+    """NCCL communicators a step uses: one per parallel group of more than one rank (TP, PP,
+    the DP / ZeRO group over dp x cp, CP, EP)."""
+    tp, pp, dp, cp, ep = (np.asarray(x) for x in (tp, pp, dp, cp, ep))
+    return ((tp > 1).astype(np.float64) + (pp > 1) + (dp * cp > 1) + (cp > 1) + (ep > 1))
+
+
+def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
+                  memory_fraction: float | None = None) -> Any:
+    """Bytes the training step's tensors may fill on one GPU: the HBM less the framework's
+    reserve (CUDA context, NCCL buffers per communicator), shared with the caching allocator's
+    slack: (M_hbm - R - n_comm x R_nccl) / (1 + f). A ``memory_fraction`` (--mem-fraction)
+    replaces it with M_hbm x u."""
+    if memory_fraction is not None:
+        return np.asarray(n_comms, dtype=np.float64) * 0.0 + hbm_bytes * memory_fraction
+    fw = get_framework(framework)
+    reserve = float(fw.get("reserved_bytes") or 0.0)
+    per_comm = float(fw.get("nccl_comm_bytes") or 0.0)
+    slack = float(fw.get("allocator_slack") or 0.0)
+    return (hbm_bytes - reserve - np.asarray(n_comms, dtype=np.float64) * per_comm) / (1 + slack)
+
+
+def _capacity_steps(d: Derivation, gpu: GPUSpec, lay: TrainLayout, framework: str | None,
+                    memory_fraction: float | None) -> float:
+    d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
+    if memory_fraction is not None:
+        d.given("fraction planned for the step", "u", memory_fraction, "1", "--mem-fraction")
+        return d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
+    fw = get_framework(framework)
+
+    def src(k: str) -> str:
+        return cite(fw.sources.get(k, ""))
+
+    n = float(communicators(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep))
+    d.given(f"{fw.id}: CUDA context and loaded kernels", "R", float(fw.get("reserved_bytes") or 0),
+            "B", src("reserved_bytes"), note=fw.notes.get("reserved_bytes", ""))
+    d.given(f"{fw.id}: NCCL buffers per communicator", "R_nccl",
+            float(fw.get("nccl_comm_bytes") or 0), "B", src("nccl_comm_bytes"),
+            note=fw.notes.get("nccl_comm_bytes", ""))
+    d.given("communicators in use (groups of more than one rank)", "n_comm", n, "1",
+            note="TP, PP, DP x CP, CP, EP")
+    d.given(f"{fw.id}: caching-allocator slack (share of the peak)", "f",
+            float(fw.get("allocator_slack") or 0), "1", src("allocator_slack"),
+            note=fw.notes.get("allocator_slack", ""))
+    cap = d.calc("usable memory per GPU", "M_cap", "(M_hbm - R - n_comm * R_nccl) / (1 + f)", "B",
+                 check=float(usable_memory(gpu.hbm_bytes, n, framework)), rel_tol=1e-9)
+    return cap
+
+
 # --- one layout, with its derivation -----------------------------------------------------------------
 
 
@@ -555,10 +608,12 @@ def memory_report(
     memory_fraction: float | None = None,
     attention: str = "unfused",
     kernels: str = "fused",
+    framework: str | None = None,
 ) -> MemoryReport:
     """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
     kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
-    defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM)."""
+    defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
+    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`)."""
     validate_layout(m, lay, seq_len, microbatches)
     ks = kernel_saves(kernels, attention)
     warnings: list[str] = []
@@ -661,12 +716,7 @@ def memory_report(
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
     if gpu is not None:
-        fa = assumption("training_memory_fraction")
-        frac = fa.value if memory_fraction is None else memory_fraction
-        d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
-        d.given("fraction planned for the step", "u", frac, "1",
-                fa.source if memory_fraction is None else "--mem-fraction", note=fa.note)
-        cap = d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
+        cap = _capacity_steps(d, gpu, lay, framework, memory_fraction)
         fits = bool(total <= cap)
     return MemoryReport(
         model=m.id, gpu=gpu.id if gpu else None, layout=lay, seq_len=seq_len,
@@ -874,6 +924,9 @@ def find_min_gpus(
     memory_fraction: float | None = None,
     whole_nodes: bool = True,
     exact: bool = False,
+    framework: str | None = None,
+    attention: str = "unfused",
+    kernels: str = "fused",
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
     stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
@@ -885,10 +938,8 @@ def find_min_gpus(
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
-    frac = assumption("training_memory_fraction").value if memory_fraction is None else memory_fraction
-    cap = gpu.hbm_bytes * frac
     node = int(assumption("gpus_per_node").value)
-    sm = static_model(m)
+    sm = static_model(m, kernel_saves(kernels, attention))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]
@@ -909,6 +960,7 @@ def find_min_gpus(
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=True,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
                          k_opt=opt.bytes_per_param)
+    cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
     fits = res["total"] <= cap
     rows_evaluated = int(T.size)
     if not fits.any():
@@ -935,5 +987,7 @@ def find_min_gpus(
     )
     table = Table("Smallest layouts that fit, by GPU count",
                   ("GPUs", "layout", "GB per GPU"), rows,
-                  note=f"usable memory per GPU {cap / 1e9:.1f} GB ({frac:g} x {gpu.id} HBM)")
+                  note=f"usable memory per GPU of the smallest layout {float(cap[best]) / 1e9:.1f} GB "
+                       f"({gpu.id} HBM less the framework's reserve"
+                       + (")" if memory_fraction is None else f", or {memory_fraction:g} x HBM)"))
     return FitResult(int(n[best]), lay, float(res["total"][best]), rows_evaluated, table)

@@ -152,6 +152,9 @@ class Job:
     # bidirectional, a forward and a backward chunk overlapped; bubble (p/2 - 1)(F&B + B - 3W),
     # two copies of the parameters, p + 1 micro-batches of activations)
     schedule: str = "1f1b"
+    # the framework profile (frameworks.toml) whose memory reserve the capacity leaves free
+    # (None: the default profile)
+    framework: str | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -163,7 +166,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              optimizer_id: str = "adam", memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
              kernels: str = "fused", grad_accum_fusion: bool = True,
-             schedule: str = "1f1b") -> Job:
+             schedule: str = "1f1b", framework: str | None = None) -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
     if attention not in ATTENTION_KINDS:
@@ -188,7 +191,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
                memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion),
-               schedule)
+               schedule, framework)
 
 
 # --- the grid of layouts -------------------------------------------------------------------------------

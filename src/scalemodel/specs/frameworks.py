@@ -43,6 +43,9 @@ FIELDS: dict[str, tuple[Any, str]] = {
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
+    "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
+    "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
+                        "a fraction in [0, 1)"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
 
@@ -199,11 +202,12 @@ def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
 
 def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework, dict[str, Any]]:
     """Every make_job setting the profile gives (attention, kernels, grad_accum_fusion,
-    schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes); entries of ``explicit`` that are
+    schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes, and the profile id for its memory
+    reserve); entries of ``explicit`` that are
     not None override it."""
     fw, kern = job_kernels(fid, gpu, attention=explicit.get("attention"),
                            kernels=explicit.get("kernels"))
-    out: dict[str, Any] = dict(kern)
+    out: dict[str, Any] = dict(kern, framework=fw.id)
     for k in ("grad_accum_fusion", "schedule", "ep_overlap"):
         v = explicit.get(k)
         out[k] = fw.get(k) if v is None else v

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ...specs import assumption, optimizer
+from ...specs import optimizer
 from ...specs.saved_tensors import kernel_saves
-from ..memory import training_bytes, with_kernels
+from ..memory import communicators, training_bytes, usable_memory, with_kernels
 from .candidates import Candidates
 from .pipeline import StageTerms, dualpipe
 
@@ -27,7 +27,7 @@ class MemoryTerms:
     optimizer: Any
     activations: Any
     total: Any
-    capacity: Any  # what a step may fill (HBM x the memory fraction)
+    capacity: Any  # what a step may fill (HBM less the framework's reserve; memory.usable_memory)
 
     @property
     def fits(self) -> Any:
@@ -50,7 +50,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
         total = total + np.where(dual, params + acts / np.maximum(c.pp, 1), 0.0)
         params, acts = (np.where(dual, 2 * params, params),
                         np.where(dual, acts * (c.pp + 1) / c.pp, acts))
-    frac = job.memory_fraction or assumption("training_memory_fraction").value
-    cap = np.full_like(total, c.gpu.hbm_bytes * frac, dtype=np.float64)
+    n_comm = communicators(c.tp, c.pp, c.dp, c.cp, c.ep)
+    cap = np.broadcast_to(usable_memory(c.gpu.hbm_bytes, n_comm, job.framework,
+                                        job.memory_fraction), np.shape(total)).astype(np.float64)
     return MemoryTerms(params, np.asarray(mem["grads"]), np.asarray(mem["optimizer"]), acts,
                        total, cap)
