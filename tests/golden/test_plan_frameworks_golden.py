@@ -205,8 +205,8 @@ def test_op_level_recompute_keeps_every_other_matmul():
 
     m = get_model("llama-3-8b")
     c = layer_act_coeffs(m, False)
-    per_token = float(act_per_layer(c, 4096, 1, m.n_heads, m.n_kv_heads, 1, True, 3, False,
-                                    fused_attention=True)) / 4096
+    per_token = float(act_per_layer(c, 4096, 1, m.n_heads, m.n_kv_heads, 1, True, 3,
+                                    False)) / 4096
     assert per_token == 63_488
     v = _values(layout=dict(LAYOUT, zero=3, recompute="op"))
     v0 = _values(layout=dict(LAYOUT, zero=3, recompute="none"))

@@ -98,19 +98,27 @@ def test_memory_uneven_stages_match_planner():
       activations, full recompute with SP: the layer input only, 2 B * s * h / TP =
       2 * 8192 * 16384 / 8 = 33,554,432 B per layer and micro-batch
       micro-batches in flight (1F1B): first stage pp = 16, second stage pp - 1 = 15
-    first  = (7 P_l + 262,668,288) * 4.09375 + 7 * 16 * 33,554,432
-    middle = 8 P_l * 4.09375 + 8 * 15 * 33,554,432
+      the layer being recomputed (its no-recompute set, fused kernels and FlashAttention, less
+      the stored input it keeps again), per token with SP over TP 8:
+        2 norms (2h + 4 B rstd) + the attention and MLP inputs 2h + 2h -> (8h + 8) / 8 = 16,385
+        Q and output 2 (h + h), SwiGLU 6 ffn, fp32 log-sum-exp 4 x 128 heads -> 385,536 / 8
+        = 48,192; K and V 2 (1024 + 1024) / min(8, 8 KV heads) = 512; less the input 2h / 8
+        = 4,096 -> 60,993 B per token x 8192 = 499,654,656 B, once per GPU
+    first  = (7 P_l + 262,668,288) * 4.09375 + 7 * 16 * 33,554,432 + W
+    middle = 8 P_l * 4.09375 + 8 * 15 * 33,554,432 + W
     """
     m = get_model("llama-3-405b")
     sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
     lay = TrainLayout(tp=8, pp=16, dp=128, zero=1, recompute="full", stages=sl)
-    r = memory_report(m, lay, seq_len=8192, microbatches=16, fused_attention=True)
+    r = memory_report(m, lay, seq_len=8192, microbatches=16, attention="flash")
 
     p_layer = (2 * 16384**2 + 2 * 16384 * 8 * 128 + 3 * 16384 * 53248) / 8 + 2 * 16384
     per_param = 2 + 2 + 12 / 128
     act_layer = 2 * 8192 * 16384 / 8
-    first = (7 * p_layer + 128256 * 16384 / 8) * per_param + 7 * 16 * act_layer
-    middle = 8 * p_layer * per_param + 8 * 15 * act_layer
+    w = (16_385 + 48_192 + 512 - 4_096) * 8192
+    assert w == 499_654_656
+    first = (7 * p_layer + 128256 * 16384 / 8) * per_param + 7 * 16 * act_layer + w
+    middle = 8 * p_layer * per_param + 8 * 15 * act_layer + w
     assert p_layer == 398_491_648
     assert first < middle
     assert r.heaviest_stage == "middle"

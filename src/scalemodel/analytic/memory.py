@@ -30,7 +30,7 @@ The vectorised function :func:`training_bytes` evaluates many layouts at once fo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,9 @@ import numpy as np
 from ..derive import Derivation, Table
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
+from ..specs.frameworks import get_framework
+from ..specs.saved_tensors import KernelSaves, kernel_saves
+from ..specs.sources import cite
 from .kv import check_tp
 from .layout import TrainLayout
 from .params import ParamCount, count_params
@@ -82,7 +85,7 @@ def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
         check_stages(lay.stages, lay.pp, m)
 
 
-# --- per-layer activation coefficients (model-only) ------------------------------------------------
+# --- per-layer activation coefficients (model and kernels) ---------------------------------------
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,10 @@ class ActCoeffs:
     """Per-layer activation bytes divided by (s b): TP-replicated and TP-split parts, and scores.
 
     ``rep`` and ``split`` multiply s*b; ``scores`` multiplies a*s^2*b. ``kv`` is the K and V part
-    of ``split`` (split by min(t, h_kv) rather than t). ``full`` is what full recompute keeps.
+    (split by min(t, h_kv) rather than t). ``lse`` is the fused attention's per-token statistic
+    (TP-split), dropped with the scores by selective recompute. ``full`` is what full recompute
+    keeps, ``overlap`` the part of it that the layer's own first kernel keeps too (the layer
+    input, when the norm keeps its 16-bit input).
     """
 
     rep: float
@@ -99,61 +105,119 @@ class ActCoeffs:
     scores: float
     full: float
     op: float = 0.0  # TP-split bytes per token kept by the op-level policy (dense, no MLA)
+    lse: float = 0.0
+    overlap: float = 0.0
 
 
-def layer_act_coeffs(m: ModelSpec, moe_layer: bool) -> ActCoeffs:
-    h = m.hidden
-    drop = 1 if m.dropout else 0
-    rep = 4 * h + 2 * h + 2 * h + 2 * h * drop  # norm inputs, attn/MLP inputs, dropout masks
+def _norm_bytes(m: ModelSpec, ks: KernelSaves) -> tuple[float, float, float]:
+    """(bytes per element of h, fp32 statistics bytes per token, 16-bit input kept per element)
+    of one of the model's norms under the kernels ``ks``."""
+    if m.norm == "layer":  # one native kernel in every mode: input, mean and rstd
+        return ks.layer_norm_input, 2 * ks.norm_stats, ks.layer_norm_input
+    return ks.norm_input + ks.norm_upcast, ks.norm_stats, ks.norm_input
+
+
+def _attention_widths(m: ModelSpec) -> tuple[int, int, int, int]:
+    """Per-token widths of Q, K, V and the attention output over all heads."""
     if m.kv_lora_rank:
         q = m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        k = q
-        v = o = m.n_heads * m.v_head_dim
+        return q, q, m.n_heads * m.v_head_dim, m.n_heads * m.v_head_dim
+    return m.q_dim, m.kv_dim, m.kv_dim, m.q_dim
+
+
+def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = None) -> ActCoeffs:
+    """Bytes per token one layer keeps for its backward, term by term, under the kernels
+    ``saves`` (default: fused kernels and unfused attention, the accounting of Korthikanti et al.
+    2022). 16-bit activations; see specs/data/saved_tensors.toml for each kernel's figure."""
+    ks = saves or kernel_saves("fused", "unfused")
+    h = m.hidden
+    drop = 1 if m.dropout else 0
+    n_norm = m.norms_per_layer
+    norm_b, stats, keep_in = _norm_bytes(m, ks)
+    # norms, the attention and MLP inputs (the norms' outputs), dropout masks after o and fc2
+    rep = n_norm * (norm_b * h + stats) + 2 * h * min(n_norm, 2) + ks.dropout_mask * 2 * h * drop
+    q, k, v, o = _attention_widths(m)
+    mla = bool(m.kv_lora_rank)
+    if mla:
         rep += 2 * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents
-    else:
-        q = o = m.q_dim
-        k = v = m.kv_dim
     split = 2 * (q + o)
     kv = 2 * (k + v)
-    mlp_k = 6 if m.gated_mlp else 4
+    if ks.kv_repeat and not mla and m.n_kv_heads < m.n_heads:
+        split += 2 * 2 * m.q_dim  # repeat_kv: K and V kept at the query heads' width
+        kv = 0.0
+    if not mla and m.rope:  # eager rotary keeps its inputs (fused: nothing)
+        split += ks.rotary * q
+        kv += ks.rotary * k
+    if not mla and (m.qk_norm or m.qk_norm_full):  # an RMSNorm over q and k before rotary
+        qk_stats = ks.norm_stats * (1 if m.qk_norm_full else m.n_heads)
+        kv_stats = ks.norm_stats * (1 if m.qk_norm_full else m.n_kv_heads)
+        split += (ks.norm_input + ks.norm_upcast) * q + qk_stats
+        kv += (ks.norm_input + ks.norm_upcast) * k + kv_stats
+    mlp_k = ks.swiglu if m.gated_mlp else 4
     if moe_layer:
         shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
-        split += m.top_k * (2 * h + mlp_k * m.moe_ffn) + mlp_k * shared
+        # per routed copy: the dispatched input, the expert MLP, and the expert output kept by
+        # the multiply with its routing weight (Megatron's unpermute)
+        split += m.top_k * (2 * h + mlp_k * m.moe_ffn + 2 * h) + mlp_k * shared
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
         split += mlp_k * m.ffn
+    if ks.scores:  # softmax output, then dropout mask + output or the 16-bit cast of fp32 probs
+        scores = ks.softmax + (ks.dropout_mask + 2 if drop else (2 if ks.softmax != 2 else 0))
+        lse = 0.0
+    else:
+        scores, lse = 0.0, ks.lse * m.n_heads
     # op-level policy (torchtitan selective_ac_option "op"): of a block's matmuls in call order
     # (q, k, v, o, then gate, up, down or up, down) the 1st, 3rd, 5th and 7th outputs are kept,
     # with the attention kernel's output; 16-bit, per token
     op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
-    return ActCoeffs(rep=rep, split=split, kv=kv, scores=2 + 3 * drop, full=2 * h, op=op)
+    return ActCoeffs(rep=rep, split=split, kv=kv, scores=scores, full=2 * h, op=op, lse=lse,
+                     overlap=keep_in * h)
 
 
-def _layer_coeffs(m: ModelSpec) -> tuple[ActCoeffs, ActCoeffs | None, int]:
-    dense = layer_act_coeffs(m, False)
-    moe = layer_act_coeffs(m, True) if m.is_moe else None
+def _layer_coeffs(m: ModelSpec, saves: KernelSaves | None = None
+                  ) -> tuple[ActCoeffs, ActCoeffs | None, int]:
+    dense = layer_act_coeffs(m, False, saves)
+    moe = layer_act_coeffs(m, True, saves) if m.is_moe else None
     return dense, moe, m.n_moe_layers
+
+
+def _act_parts(c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, mla: bool
+               ) -> tuple[Any, Any, Any, Any, Any]:
+    """(selective set, no-recompute set, full-recompute set, op-level set, what full recompute's
+    re-run shares with the stored input), bytes of one layer per micro-batch."""
+    sb = s * b
+    rep_div = np.where(sp, tp, 1)
+    kv_div = tp if mla else np.minimum(tp, n_kv)
+    sel = c.rep * sb / rep_div + c.split * sb / tp + c.kv * sb / kv_div
+    none = sel + c.scores * a * s * s * b / tp + c.lse * sb / tp
+    full = c.full * sb / rep_div
+    return sel, none, full, full + c.op * sb / tp, c.overlap * sb / rep_div
 
 
 def act_per_layer(
     c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
-    fused_attention: bool = False,
 ) -> Any:
     """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2/3;
     3 = the op-level policy: the layer input and the kept matmul / attention outputs).
 
-    ``fused_attention`` (FlashAttention) never stores the a s^2 scores: its backward recomputes
-    them inside the kernel, so "none" then keeps what "selective" keeps.
-    """
-    sb = s * b
-    rep_div = np.where(sp, tp, 1)
-    kv_div = tp if mla else np.minimum(tp, n_kv)
-    none_sel = c.rep * sb / rep_div + c.split * sb / tp + c.kv * sb / kv_div
-    scores = 0.0 if fused_attention else c.scores * a * s * s * b / tp
-    full = c.full * sb / rep_div
-    op = full + c.op * sb / tp
-    return np.where(rc == 0, none_sel + scores,
-                    np.where(rc == 1, none_sel, np.where(rc == 3, op, full)))
+    A fused attention kernel (FlashAttention) never stores the a s^2 scores (``c.scores`` is 0
+    and ``c.lse`` its per-token statistic), so "none" then keeps what "selective" keeps plus
+    that statistic."""
+    sel, none, full, op, _ = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
+    return np.where(rc == 0, none, np.where(rc == 1, sel, np.where(rc == 3, op, full)))
+
+
+def act_working_set(
+    c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
+) -> Any:
+    """Bytes the layer being recomputed holds on top of what is stored, during its backward:
+    full recompute re-runs the layer's forward (its no-recompute set, less the stored input the
+    re-run keeps again), selective the attention core (the scores), the op-level policy the
+    dropped matmul outputs. 0 without recompute."""
+    sel, none, full, op, overlap = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
+    return np.where(rc == 0, 0.0, np.where(rc == 1, none - sel, np.where(
+        rc == 3, np.maximum(none - op, 0.0), none - overlap)))
 
 
 def zero_state_bytes(
@@ -264,11 +328,12 @@ class StaticModel:
     sum_split: float
     sum_rep: float
     sum_exp: float
+    saves: KernelSaves | None = None  # the kernels the activation coefficients were read for
 
 
-def static_model(m: ModelSpec) -> StaticModel:
+def static_model(m: ModelSpec, saves: KernelSaves | None = None) -> StaticModel:
     pc = count_params(m)
-    dense, moe, n_moe = _layer_coeffs(m)
+    dense, moe, n_moe = _layer_coeffs(m, saves)
     big = pc.max_layer
     return StaticModel(
         pc=pc, dense=dense, moe=moe, n_moe_layers=n_moe, n_layers=m.n_layers,
@@ -278,8 +343,17 @@ def static_model(m: ModelSpec) -> StaticModel:
         big_exp=big.experts,
         sum_split=sum(lp.attention + lp.dense_mlp + lp.shared for lp in pc.layers),
         sum_rep=sum(lp.replicated for lp in pc.layers),
-        sum_exp=sum(lp.experts for lp in pc.layers),
+        sum_exp=sum(lp.experts for lp in pc.layers), saves=saves,
     )
+
+
+def with_kernels(sm: StaticModel, m: ModelSpec, saves: KernelSaves) -> StaticModel:
+    """``sm`` with its activation coefficients read for the kernels ``saves`` (the parameter
+    counts are kept)."""
+    if sm.saves == saves:
+        return sm
+    dense, moe, _ = _layer_coeffs(m, saves)
+    return replace(sm, dense=dense, moe=moe, saves=saves)
 
 
 def training_bytes(
@@ -305,7 +379,6 @@ def training_bytes(
     n_mid: Any = None,
     mid_index: Any = 1,
     n_last: Any = None,
-    fused_attention: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -316,6 +389,10 @@ def training_bytes(
 
     Routed experts are split over ``etp`` ranks (default: the tp) and ``ep`` expert groups; the
     ranks holding the same expert shard number tp x dp x cp / (etp x ep).
+
+    Activations are the stored ones of the micro-batches in flight plus, under recompute, the
+    working set of the one layer being recomputed (:func:`act_working_set`); the kernels are
+    those ``sm`` was read for (:func:`with_kernels`).
 
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
     boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
@@ -362,11 +439,12 @@ def training_bytes(
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
-    a_dense = act_per_layer(sm.dense, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla,
-                            fused_attention)
+    args = (s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
+    a_dense = act_per_layer(sm.dense, *args)
+    ws = act_working_set(sm.dense, *args)
     if sm.moe is not None:
-        a_moe = act_per_layer(sm.moe, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla,
-                              fused_attention)
+        a_moe = act_per_layer(sm.moe, *args)
+        ws = np.maximum(ws, act_working_set(sm.moe, *args))
         n_dense = L - sm.n_moe_layers
         a_big = np.maximum(a_dense, a_moe)
         stage_layers_act = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe, nf * a_big)
@@ -381,12 +459,12 @@ def training_bytes(
     in_flight = m_eff * interleave
     rep_div = np.where(sp, tp, 1)
     out_act = 4 * s * b * sm.hidden / rep_div + 4 * s * b * sm.vocab / tp  # norm/head input + fp32 logits
-    first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0)
-    last_a = last_layers_act + out_act
+    first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0) + ws
+    last_a = last_layers_act + out_act + ws
     mid_flight = np.maximum(pp - np.asarray(mid_index, dtype=np.float64), 1.0)
     if microbatches is not None:
         mid_flight = np.minimum(mid_flight, np.asarray(microbatches))
-    mid_a = mid_layers_act * mid_flight * interleave
+    mid_a = mid_layers_act * mid_flight * interleave + ws
 
     fp, fg, fo = states(first_p)
     lp_, lg, lo = states(last_p, experts(nl))
@@ -410,6 +488,58 @@ def training_bytes(
         "first_is_heaviest": heaviest == 0,
         "heaviest": heaviest,
     }
+
+
+# --- what a step may fill -----------------------------------------------------------------------
+
+
+def communicators(tp: Any, pp: Any, dp: Any, cp: Any = 1, ep: Any = 1) -> Any:
+    """NCCL communicators a step uses: one per parallel group of more than one rank (TP, PP,
+    the DP / ZeRO group over dp x cp, CP, EP)."""
+    tp, pp, dp, cp, ep = (np.asarray(x) for x in (tp, pp, dp, cp, ep))
+    return ((tp > 1).astype(np.float64) + (pp > 1) + (dp * cp > 1) + (cp > 1) + (ep > 1))
+
+
+def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
+                  memory_fraction: float | None = None) -> Any:
+    """Bytes the training step's tensors may fill on one GPU: the HBM less the framework's
+    reserve (CUDA context, NCCL buffers per communicator), shared with the caching allocator's
+    slack: (M_hbm - R - n_comm x R_nccl) / (1 + f). A ``memory_fraction`` (--mem-fraction)
+    replaces it with M_hbm x u."""
+    if memory_fraction is not None:
+        return np.asarray(n_comms, dtype=np.float64) * 0.0 + hbm_bytes * memory_fraction
+    fw = get_framework(framework)
+    reserve = float(fw.get("reserved_bytes") or 0.0)
+    per_comm = float(fw.get("nccl_comm_bytes") or 0.0)
+    slack = float(fw.get("allocator_slack") or 0.0)
+    return (hbm_bytes - reserve - np.asarray(n_comms, dtype=np.float64) * per_comm) / (1 + slack)
+
+
+def _capacity_steps(d: Derivation, gpu: GPUSpec, lay: TrainLayout, framework: str | None,
+                    memory_fraction: float | None) -> float:
+    d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
+    if memory_fraction is not None:
+        d.given("fraction planned for the step", "u", memory_fraction, "1", "--mem-fraction")
+        return d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
+    fw = get_framework(framework)
+
+    def src(k: str) -> str:
+        return cite(fw.sources.get(k, ""))
+
+    n = float(communicators(lay.tp, lay.pp, lay.dp, lay.cp, lay.ep))
+    d.given(f"{fw.id}: CUDA context and loaded kernels", "R", float(fw.get("reserved_bytes") or 0),
+            "B", src("reserved_bytes"), note=fw.notes.get("reserved_bytes", ""))
+    d.given(f"{fw.id}: NCCL buffers per communicator", "R_nccl",
+            float(fw.get("nccl_comm_bytes") or 0), "B", src("nccl_comm_bytes"),
+            note=fw.notes.get("nccl_comm_bytes", ""))
+    d.given("communicators in use (groups of more than one rank)", "n_comm", n, "1",
+            note="TP, PP, DP x CP, CP, EP")
+    d.given(f"{fw.id}: caching-allocator slack (share of the peak)", "f",
+            float(fw.get("allocator_slack") or 0), "1", src("allocator_slack"),
+            note=fw.notes.get("allocator_slack", ""))
+    cap = d.calc("usable memory per GPU", "M_cap", "(M_hbm - R - n_comm * R_nccl) / (1 + f)", "B",
+                 check=float(usable_memory(gpu.hbm_bytes, n, framework)), rel_tol=1e-9)
+    return cap
 
 
 # --- one layout, with its derivation -----------------------------------------------------------------
@@ -476,9 +606,16 @@ def memory_report(
     weight_dtype: str = "bf16",
     grad_dtype: str | None = None,
     memory_fraction: float | None = None,
-    fused_attention: bool = False,
+    attention: str = "unfused",
+    kernels: str = "fused",
+    framework: str | None = None,
 ) -> MemoryReport:
+    """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
+    kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
+    defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
+    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`)."""
     validate_layout(m, lay, seq_len, microbatches)
+    ks = kernel_saves(kernels, attention)
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
@@ -488,7 +625,7 @@ def memory_report(
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
-    sm = static_model(m)
+    sm = static_model(m, ks)
     rc_code = PLAN_RECOMPUTE.index(lay.recompute)
     sp = lay.sp and lay.tp > 1
     etp = lay.expert_tp
@@ -500,7 +637,7 @@ def memory_report(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, sp=sp, micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
-        fused_attention=fused_attention, **shape,
+        **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -574,17 +711,12 @@ def memory_report(
 
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
-                              shape.get("mid_index", 1), fused_attention, seq_len, microbatches)
+                              shape.get("mid_index", 1), seq_len, microbatches)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
     if gpu is not None:
-        fa = assumption("training_memory_fraction")
-        frac = fa.value if memory_fraction is None else memory_fraction
-        d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
-        d.given("fraction planned for the step", "u", frac, "1",
-                fa.source if memory_fraction is None else "--mem-fraction", note=fa.note)
-        cap = d.calc("usable memory per GPU", "M_cap", "M_hbm * u", "B")
+        cap = _capacity_steps(d, gpu, lay, framework, memory_fraction)
         fits = bool(total <= cap)
     return MemoryReport(
         model=m.id, gpu=gpu.id if gpu else None, layout=lay, seq_len=seq_len,
@@ -597,12 +729,89 @@ def memory_report(
     )
 
 
+def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
+    """What the kernels keep, in words, for the derivation."""
+    norm_b, stats, _ = _norm_bytes(m, ks)
+    parts = [f"{m.norms_per_layer} {'LayerNorm' if m.norm == 'layer' else 'RMSNorm'}(s) keeping "
+             f"{norm_b:g} B per element + {stats:g} B per token"
+             + (" (fp32 upcast)" if m.norm != "layer" and ks.norm_upcast else "")]
+    if m.gated_mlp:
+        parts.append(f"SwiGLU keeping {ks.swiglu:g} B per element of f")
+    if m.rope and not m.kv_lora_rank and ks.rotary:
+        parts.append(f"rotary keeping {ks.rotary:g} B per element of q and k")
+    if ks.kv_repeat and m.n_kv_heads < m.n_heads and not m.kv_lora_rank:
+        parts.append("K and V repeated to the query heads")
+    if m.is_moe:
+        parts.append("per routed copy: input 2h, expert MLP, output 2h")
+    return f"{ks.kernels} kernels, {ks.attention} attention: " + "; ".join(parts)
+
+
+def _layer_steps(d: Derivation, m: ModelSpec, c: ActCoeffs, tag: str, rc: str,
+                 ks: KernelSaves) -> tuple[str, str | None]:
+    """One layer's stored activations per micro-batch (its symbol) and, under recompute, the
+    working set of the layer being recomputed (its symbol)."""
+    sym, ws = f"A_{tag}", f"W_{tag}"
+
+    def src(name: str) -> str:
+        return cite(ks.source_of(name))
+
+    d.given(f"{tag} layer: TP-replicated bytes per token", f"r_{tag}", c.rep, "B",
+            src("norm_upcast" if ks.norm_upcast else "norm_input"),
+            note="norms, attention and MLP inputs 2h + 2h"
+                 + (", dropout masks 2h x 1 B" if m.dropout else "")
+                 + (", fp32 router probabilities" if tag == "moe" else "")
+                 + f" (Korthikanti 2022, eq. 1-2); {_kernel_note(m, ks)}")
+    d.given(f"{tag} layer: TP-split bytes per token", f"x_{tag}", c.split, "B",
+            src("swiglu") if m.gated_mlp else "",
+            note="Q and attention output, MLP internals "
+                 + (f"({ks.swiglu:g}f gated)" if m.gated_mlp else "(4f)"))
+    d.given(f"{tag} layer: K and V bytes per token", f"k_{tag}", c.kv, "B", src("kv_repeat"))
+    none_f = f"(r_{tag} / sp_div + x_{tag} / t + k_{tag} / kv_div) * s * b"
+    sel_f = none_f
+    if c.scores:
+        d.given("score bytes per (head x token^2)", f"q_{tag}", c.scores, "B", src("softmax"),
+                note=f"softmax output {ks.softmax:g}"
+                     + (" + dropout mask 1 + dropout output 2" if m.dropout else
+                        " + its 16-bit cast 2" if ks.softmax != 2 else "") + " (unfused attention)")
+        none_f += f" + q_{tag} * a * s * s * b / t"
+    if c.lse:
+        d.given(f"{ks.attention} attention: fp32 log-sum-exp bytes per token (all heads)",
+                f"l_{tag}", c.lse, "B", src("lse"),
+                note="the a s^2 scores are recomputed inside the kernel, never stored")
+        none_f += f" + l_{tag} * s * b / t"
+    if rc == "full":
+        d.calc(f"{tag} layer: stored input only (full recompute)", sym,
+               f"{c.full:g} * s * b / sp_div", "B",
+               note="2 s b h: each layer's input is kept; everything else is recomputed")
+        d.calc(f"{tag} layer: working set of the layer being recomputed", ws,
+               f"{none_f} - {c.overlap:g} * s * b / sp_div", "B",
+               note="its forward re-run keeps the no-recompute set for its backward (less the "
+                    "stored input, which the re-run keeps again)")
+        return sym, ws
+    if rc == "op":
+        d.calc(f"{tag} layer: input + kept matmul and attention outputs (op-level policy)",
+               sym, f"{c.full:g} * s * b / sp_div + {c.op:g} * s * b / t", "B",
+               note="torchtitan's op policy: every other matmul output and the attention "
+               "output are kept")
+        d.calc(f"{tag} layer: working set of the layer being recomputed", ws,
+               f"max({none_f} - {sym}, 0)", "B", note="the dropped matmul outputs, re-made")
+        return sym, ws
+    d.calc(f"{tag} layer: stored activations per micro-batch", sym,
+           sel_f if rc == "selective" else none_f, "B")
+    if rc == "selective":
+        d.calc(f"{tag} layer: working set of the layer being recomputed", ws,
+               f"{none_f} - {sel_f}", "B", note="the attention core re-run for its backward")
+        return sym, ws
+    return sym, None
+
+
 def _activation_steps(
     d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
-    check: float, n_stage: int | None = None, mid_index: int = 1, fused_attention: bool = False,
+    check: float, n_stage: int | None = None, mid_index: int = 1,
     seq_len: int = 4096, microbatches: int | None = None,
 ) -> float:
     src = m.source
+    ks = sm.saves or kernel_saves("fused", "unfused")
     d.given("sequence length", "S", seq_len, "token")
     d.given("micro-batch", "b", lay.micro_batch, "seq")
     d.calc("tokens per sequence on this rank (S / c)", "s", "S / c", "token")
@@ -611,41 +820,10 @@ def _activation_steps(
     d.env["sp_div"] = lay.tp if sp else 1
     d.env["kv_div"] = lay.tp if sm.mla else min(lay.tp, m.n_kv_heads)
     rc = lay.recompute
-
-    def layer_steps(c: ActCoeffs, tag: str) -> str:
-        sym = f"A_{tag}"
-        if rc == "full":
-            d.calc(f"{tag} layer: stored input only (full recompute)", sym,
-                   f"{c.full:g} * s * b / sp_div", "B",
-                   note="2 s b h: each layer's input is kept; everything else is recomputed")
-            return sym
-        if rc == "op":
-            d.calc(f"{tag} layer: input + kept matmul and attention outputs (op-level policy)",
-                   sym, f"{c.full:g} * s * b / sp_div + {c.op:g} * s * b / t", "B",
-                   note="torchtitan's op policy: every other matmul output and the attention "
-                   "output are kept")
-            return sym
-        d.given(f"{tag} layer: TP-replicated bytes per token", f"r_{tag}", c.rep, "B",
-                note="norm inputs 4h, attention and MLP inputs 2h + 2h"
-                     + (", dropout masks 2h" if m.dropout else "") + " (Korthikanti 2022, eq. 1-2)")
-        d.given(f"{tag} layer: TP-split bytes per token", f"x_{tag}", c.split, "B",
-                note="Q and attention output, MLP internals " + ("(6f gated)" if m.gated_mlp else "(4f)"))
-        d.given(f"{tag} layer: K and V bytes per token", f"k_{tag}", c.kv, "B")
-        formula = f"(r_{tag} / sp_div + x_{tag} / t + k_{tag} / kv_div) * s * b"
-        if rc == "none" and fused_attention:
-            d.note("FlashAttention: the a s^2 scores are recomputed inside the kernel, never stored.")
-        if rc == "none" and not fused_attention:
-            d.given("score bytes per (head x token^2)", f"q_{tag}", c.scores, "B",
-                    note="softmax output 2" + (" + dropout mask 1 + dropout output 2" if m.dropout else "")
-                         + " (Korthikanti 2022)")
-            formula += f" + q_{tag} * a * s * s * b / t"
-        d.calc(f"{tag} layer: stored activations per micro-batch", sym, formula, "B")
-        return sym
-
     if m.attention != "mla" and lay.tp > 1:
         d.note(f"Sequence parallelism {'on' if sp else 'off'}: replicated terms are "
                f"{'split by t' if sp else 'kept whole'} on each TP rank.")
-    dense_sym = layer_steps(sm.dense, "dense")
+    dense_sym, ws = _layer_steps(d, m, sm.dense, "dense", rc, ks)
     L = m.n_layers
     n_l = "ceil(L / p)"
     if n_stage is not None:
@@ -653,7 +831,9 @@ def _activation_steps(
                 note=f"stages hold {list(lay.stages or ())} layers")
         n_l = "n_s"
     if sm.moe is not None:
-        moe_sym = layer_steps(sm.moe, "moe")
+        moe_sym, ws_moe = _layer_steps(d, m, sm.moe, "moe", rc, ks)
+        if ws is not None:
+            ws = f"max({ws}, {ws_moe})"
         d.given("MoE layers", "L_moe", sm.n_moe_layers, "1", src)
         d.given("layers", "L", L, "1", src)
         if lay.pp == 1:
@@ -667,6 +847,7 @@ def _activation_steps(
     d.given("vocabulary", "V", m.vocab, "1", src)
     d.calc("output layer: norm and head inputs + fp32 logits", "A_out",
            "4 * s * b * h / sp_div + 4 * s * b * V / t", "B")
+    rc_f = f" + {ws}" if ws is not None else ""
     if stage == "middle":
         mb = lay.pp - mid_index
         mb = mb if microbatches is None else min(mb, microbatches)
@@ -674,7 +855,7 @@ def _activation_steps(
                 note="stage i holds p - i micro-batches")
         d.given("interleaved chunks per stage", "v", lay.vpp, "1")
         inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
-        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}", "B",
+        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{rc_f}", "B",
                       check=check, rel_tol=1e-6)
     if stage in ("first", "only"):
         mb = lay.pp if microbatches is None else min(lay.pp, microbatches)
@@ -683,10 +864,10 @@ def _activation_steps(
         d.given("interleaved chunks per stage", "v", lay.vpp, "1")
         inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
         out = " + A_out" if stage == "only" else ""
-        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{out}", "B",
-                      check=check, rel_tol=1e-6)
+        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{out}{rc_f}",
+                      "B", check=check, rel_tol=1e-6)
     return d.calc("activations per GPU (last stage: one micro-batch + output)", "M_a",
-                  "A_stage + A_out", "B", check=check, rel_tol=1e-6)
+                  f"A_stage + A_out{rc_f}", "B", check=check, rel_tol=1e-6)
 
 
 def korthikanti_per_layer(s: float, b: float, h: float, a: float, t: float = 1,
@@ -743,6 +924,9 @@ def find_min_gpus(
     memory_fraction: float | None = None,
     whole_nodes: bool = True,
     exact: bool = False,
+    framework: str | None = None,
+    attention: str = "unfused",
+    kernels: str = "fused",
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
     stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
@@ -754,10 +938,8 @@ def find_min_gpus(
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
-    frac = assumption("training_memory_fraction").value if memory_fraction is None else memory_fraction
-    cap = gpu.hbm_bytes * frac
     node = int(assumption("gpus_per_node").value)
-    sm = static_model(m)
+    sm = static_model(m, kernel_saves(kernels, attention))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]
@@ -778,6 +960,7 @@ def find_min_gpus(
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=True,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
                          k_opt=opt.bytes_per_param)
+    cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
     fits = res["total"] <= cap
     rows_evaluated = int(T.size)
     if not fits.any():
@@ -804,5 +987,7 @@ def find_min_gpus(
     )
     table = Table("Smallest layouts that fit, by GPU count",
                   ("GPUs", "layout", "GB per GPU"), rows,
-                  note=f"usable memory per GPU {cap / 1e9:.1f} GB ({frac:g} x {gpu.id} HBM)")
+                  note=f"usable memory per GPU of the smallest layout {float(cap[best]) / 1e9:.1f} GB "
+                       f"({gpu.id} HBM less the framework's reserve"
+                       + (")" if memory_fraction is None else f", or {memory_fraction:g} x HBM)"))
     return FitResult(int(n[best]), lay, float(res["total"][best]), rows_evaluated, table)

@@ -74,7 +74,8 @@ def register(sub: Any) -> None:
                    help="pipeline schedule, as plan train (default: the framework's; dualpipe "
                         "holds two parameter copies)")
     p.add_argument("--mem-fraction", type=fraction, default=None,
-                   help="fraction of HBM a step may fill (default 0.9)")
+                   help="fraction of HBM a step may fill (default: the HBM less the framework's "
+                        "reserve: CUDA context, NCCL buffers, allocator slack)")
     p.add_argument("--fit", action="store_true",
                    help="search the smallest GPU count and layout that fits (flags you give are kept fixed)")
     p.add_argument("--any-count", action="store_true",
@@ -146,12 +147,17 @@ def run(args: argparse.Namespace) -> Any:
 
         if gpu is None:
             raise BadInput("--fit needs --gpu")
+        from ..specs.frameworks import job_kernels
+
         fixed = {k: keys[k] for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")
                  if k in keys}
+        _, kern = job_kernels(args.framework, gpu, attention=args.attention,
+                              kernels=args.kernels)
         fit = find_min_gpus(m, gpu, seq_len=args.seq_len, micro_batch=lay.micro_batch,
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
-                            memory_fraction=args.mem_fraction, whole_nodes=not args.any_count)
+                            memory_fraction=args.mem_fraction, whole_nodes=not args.any_count,
+                            framework=args.framework, **kern)
         if fit.layout is not None:
             lay = fit.layout
     return _report(args, m, gpu, lay, fit)
@@ -211,7 +217,6 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     from ..analytic.layout import Context, check
     from ..analytic.memory import memory_report, stage_partition
     from ..analytic.planner import (
-        FUSED_ATTENTION,
         evaluate_layout,
         make_cluster,
         make_job,
@@ -229,13 +234,12 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     if stages is None and lay.pp > 1 and not fit:
         stages = stage_partition(m.n_layers, lay.pp, vpp=lay.vpp,
                                  last_extra=model_shapes(m).last_extra_layers)
-    fused = kern["attention"] in FUSED_ATTENTION
     r = memory_report(m, lay.with_(stages=stages), seq_len=args.seq_len, microbatches=n_mb,
                       gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
                       grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,
-                      fused_attention=fused)
+                      attention=kern["attention"], kernels=kern["kernels"], framework=fw.id)
     out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
-           "global_batch": B, "microbatches": n_mb, "framework": fw, **kern}
+           "global_batch": B, "microbatches": n_mb, **kern, "framework": fw}
     bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"
     why = ("the memory model alone (--fit searches it)" if fit else
            "the memory model alone (sequence parallelism off; the step model prices SP on)"

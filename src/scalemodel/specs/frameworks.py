@@ -48,6 +48,9 @@ FIELDS: dict[str, tuple[Any, str]] = {
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
+    "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
+    "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
+                        "a fraction in [0, 1)"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
 
@@ -204,7 +207,8 @@ def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
 
 def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework, dict[str, Any]]:
     """Every make_job setting the profile gives (attention, kernels, grad_accum_fusion,
-    schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes); entries of ``explicit`` that are
+    schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes, and the profile id for its memory
+    reserve); entries of ``explicit`` that are
     not None override it."""
     fw, kern = job_kernels(fid, gpu, attention=explicit.get("attention"),
                            kernels=explicit.get("kernels"))

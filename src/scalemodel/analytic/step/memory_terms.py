@@ -1,5 +1,6 @@
 """Bytes per GPU of the slowest stage: analytic/memory.py training_bytes (the model that
-``scalemodel memory`` shows), with the DualPipe schedule's extra copies."""
+``scalemodel memory`` shows) with the activations the job's attention kernel and kernel mode
+keep (specs/data/saved_tensors.toml), and the DualPipe schedule's extra copies."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ...specs import assumption, optimizer
-from ..memory import training_bytes
+from ...specs import optimizer
+from ...specs.saved_tensors import kernel_saves
+from ..memory import communicators, training_bytes, usable_memory, with_kernels
 from .candidates import Candidates
-from .config import FUSED_ATTENTION
 from .pipeline import StageTerms, dualpipe
 
 E_W = 2.0  # bf16 working weights and gradients (fp8 GEMMs cast on the fly)
@@ -26,7 +27,7 @@ class MemoryTerms:
     optimizer: Any
     activations: Any
     total: Any
-    capacity: Any  # what a step may fill (HBM x the memory fraction)
+    capacity: Any  # what a step may fill (HBM less the framework's reserve; memory.usable_memory)
 
     @property
     def fits(self) -> Any:
@@ -36,11 +37,12 @@ class MemoryTerms:
 def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     job = c.job
     opt = optimizer(job.optimizer_id)
-    mem = training_bytes(c.ms.sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
+    sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention))
+    mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
-                         n_last=st.n_last, fused_attention=job.attention in FUSED_ATTENTION)
+                         n_last=st.n_last)
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
@@ -48,7 +50,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
         total = total + np.where(dual, params + acts / np.maximum(c.pp, 1), 0.0)
         params, acts = (np.where(dual, 2 * params, params),
                         np.where(dual, acts * (c.pp + 1) / c.pp, acts))
-    frac = job.memory_fraction or assumption("training_memory_fraction").value
-    cap = np.full_like(total, c.gpu.hbm_bytes * frac, dtype=np.float64)
+    n_comm = communicators(c.tp, c.pp, c.dp, c.cp, c.ep)
+    cap = np.broadcast_to(usable_memory(c.gpu.hbm_bytes, n_comm, job.framework_id,
+                                        job.memory_fraction), np.shape(total)).astype(np.float64)
     return MemoryTerms(params, np.asarray(mem["grads"]), np.asarray(mem["optimizer"]), acts,
                        total, cap)
