@@ -143,7 +143,19 @@ def row_settings(row: dict[str, str]) -> dict[str, Any]:
                         schedule=text("schedule"), ep_overlap=flag("ep_overlap"))[1]
 
 
-def predict_row(row: dict[str, str]) -> RowResult:
+@dataclass(frozen=True)
+class RowProblem:
+    """What a row asks: the job and cluster of the question, and the layout keys its source
+    states (the rest are searched)."""
+
+    model: ModelSpec
+    job: Any  # analytic/planner.py Job
+    cluster: Any  # analytic/planner.py Cluster
+    stated: dict[str, Any]
+
+
+def row_problem(row: dict[str, str]) -> RowProblem:
+    """The job, cluster and stated layout keys of one validation row."""
     m = row_model(row)
     gpus = _int(row, "gpus")
     seq = _int(row, "seq_len")
@@ -160,27 +172,35 @@ def predict_row(row: dict[str, str]) -> RowResult:
         v = (row.get(k) or "").strip()
         if v:
             fixed[k] = v if k == "recompute" else _int(row, k)
-    plan = search(job, cl, fixed, top=0)
-    best = plan.best
-    step = best.values.step_time_s
+    return RowProblem(m, job, cl, fixed)
+
+
+def predicted_metric(row: dict[str, str], p: RowProblem, step_time_s: float) -> float:
+    """The row's published figure as the planner predicts it from a step time."""
+    m, job, cl = p.model, p.job, p.cluster
+    gpus, seq = cl.n_gpus, job.seq_len
     conv = row["convention"].strip()
     metric = row["metric"].strip()
-    measured = float(row["measured"])
     tokens = job.tokens_per_step
     if conv == "tokens":
-        pred = tokens / step / gpus
-    else:
-        params_b = float(row["params_b"]) if (row.get("params_b") or "").strip() else None
-        flops = convention_flops_per_token(conv, m, seq, params_b) * tokens / step / gpus
-        if metric == "tflops_per_gpu":
-            pred = flops / 1e12
-        elif metric == "mfu":
-            pred = 100 * flops / cl.gpu.peak_flop_per_s(prec)
-        else:
-            raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, "
-                           f"got {metric!r}")
-    return RowResult(row["id"], row.get("source", ""), metric, conv, measured, pred,
-                     best.layout.as_dict(), gpus, cl.gpu.id, m.id, step)
+        return tokens / step_time_s / gpus
+    params_b = float(row["params_b"]) if (row.get("params_b") or "").strip() else None
+    flops = convention_flops_per_token(conv, m, seq, params_b) * tokens / step_time_s / gpus
+    if metric == "tflops_per_gpu":
+        return flops / 1e12
+    if metric == "mfu":
+        return 100 * flops / cl.gpu.peak_flop_per_s(job.precision)
+    raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, got {metric!r}")
+
+
+def predict_row(row: dict[str, str]) -> RowResult:
+    p = row_problem(row)
+    best = search(p.job, p.cluster, p.stated, top=0).best
+    step = best.values.step_time_s
+    pred = predicted_metric(row, p, step)
+    return RowResult(row["id"], row.get("source", ""), row["metric"].strip(),
+                     row["convention"].strip(), float(row["measured"]), pred,
+                     best.layout.as_dict(), p.cluster.n_gpus, p.cluster.gpu.id, p.model.id, step)
 
 
 def read_rows(text: str) -> list[dict[str, str]]:
@@ -211,3 +231,48 @@ def summary(results: list[RowResult]) -> dict[str, float]:
     if not errs:
         return {"row_count": 0, "mape": float("nan"), "max_ape": float("nan")}
     return {"row_count": len(errs), "mape": sum(errs) / len(errs), "max_ape": max(errs)}
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Leave-one-source-out: each source's error when every constant derived from end-to-end
+    runs is re-derived without that source's rows."""
+
+    by_source: list[dict[str, Any]]
+    end_to_end_constants: list[str]
+    statement: str
+
+
+def cross_validate(results: list[RowResult]) -> CrossValidation:
+    """Per source, the in-sample error and the error with the end-to-end constants re-derived
+    without its rows. The constants and their kind of evidence are specs/evidence.py's; where
+    none rests on end-to-end runs, leaving a source out changes no constant, and the
+    out-of-sample error is the in-sample one (said so in ``statement``). Each source also lists
+    the constants that cite it (for what its software did, never its throughput)."""
+    from ..specs.evidence import end_to_end_constants, planner_constants
+
+    e2e = end_to_end_constants()
+    citing: dict[str, list[str]] = {}
+    for c in planner_constants():
+        citing.setdefault(c.source, []).append(c.name)
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        groups.setdefault(r.source or "(no source)", []).append(r.error)
+    rows = []
+    for k, errs in groups.items():
+        mae = sum(map(abs, errs)) / len(errs)
+        rows.append({"source": k, "rows": len(errs), "mean_abs_error": mae,
+                     "cv_mean_abs_error": None if e2e else mae,
+                     "constants_citing_source": citing.get(k, [])})
+    n = len(planner_constants())
+    if e2e:
+        statement = (f"{len(e2e)} of {n} planner constants rest on end-to-end runs "
+                     f"({', '.join(c.name for c in e2e)}) and have no re-derivation recipe: "
+                     "their out-of-sample error is not computed")
+    else:
+        statement = (f"No constant is derived from end-to-end runs: all {n} planner constants "
+                     "rest on datasheets, microbenchmarks, framework source or stated "
+                     "assumptions (specs/data/evidence.toml), so re-deriving them without a "
+                     "source's rows changes nothing and each source's out-of-sample error is its "
+                     "in-sample error")
+    return CrossValidation(rows, [c.name for c in e2e], statement)
