@@ -13,6 +13,10 @@ source's own FLOP convention, so like is compared with like:
 * ``torchtitan_mfu``: torchtitan (docs/performance.md of 2024), (6 N + 12 l H Q s) per token
   over the bf16 peak, N every parameter including the token embedding (the published WPS and MFU
   of all seven rows agree with this count to 0.05 points, not with N less the embedding);
+* ``nemo_full_attn``: NeMo's Llama formula (nemo/utils/flops_formulas.py before commit 6251117f
+  of 2025-08-09, which halved the attention term for the causal mask), per token
+  l h^2 (12 + 12 g / a + 18 f / h + 12 s / h + 6 V / l h), g the KV heads, a the heads, f the MLP
+  width; the TFLOP/s of NeMo's long-sequence tables (2024-10 and 2025-05) were computed with it;
 * ``palm``: our model FLOPs (PaLM Appendix B), used where a paper does not state its convention;
 * ``tokens``: tokens per second per GPU, no FLOP convention needed.
 
@@ -31,7 +35,7 @@ from ..specs import ModelSpec, get_model
 from .params import count_params
 from .planner import LAYOUT_KEYS, make_cluster, make_job, model_flops_per_token, search
 
-CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "palm", "tokens")
+CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "nemo_full_attn", "palm", "tokens")
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,9 @@ def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: 
         return 6 * n + 12 * L * h * s
     if conv == "torchtitan_mfu":
         return 6 * count_params(m).total + 12 * L * m.n_heads * m.head_dim * s
+    if conv == "nemo_full_attn":
+        return L * h * h * (12 + 12 * m.n_kv_heads / m.n_heads + 18 * m.ffn / h + 12 * s / h
+                            + 6 * V / (L * h))
     if conv == "palm":
         return model_flops_per_token(m, seq_len)
     raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
