@@ -13,6 +13,10 @@ source's own FLOP convention, so like is compared with like:
 * ``torchtitan_mfu``: torchtitan (docs/performance.md of 2024), (6 N + 12 l H Q s) per token
   over the bf16 peak, N every parameter including the token embedding (the published WPS and MFU
   of all seven rows agree with this count to 0.05 points, not with N less the embedding);
+* ``nemo_full_attn``: NeMo's Llama formula (nemo/utils/flops_formulas.py before commit 6251117f
+  of 2025-08-09, which halved the attention term for the causal mask), per token
+  l h^2 (12 + 12 g / a + 18 f / h + 12 s / h + 6 V / l h), g the KV heads, a the heads, f the MLP
+  width; the TFLOP/s of NeMo's long-sequence tables (2024-10 and 2025-05) were computed with it;
 * ``palm``: our model FLOPs (PaLM Appendix B), used where a paper does not state its convention;
 * ``tokens``: tokens per second per GPU, no FLOP convention needed.
 
@@ -31,7 +35,7 @@ from ..specs import ModelSpec, get_model
 from .params import count_params
 from .planner import LAYOUT_KEYS, make_cluster, make_job, model_flops_per_token, search
 
-CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "palm", "tokens")
+CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "nemo_full_attn", "palm", "tokens")
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,9 @@ def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: 
         return 6 * n + 12 * L * h * s
     if conv == "torchtitan_mfu":
         return 6 * count_params(m).total + 12 * L * m.n_heads * m.head_dim * s
+    if conv == "nemo_full_attn":
+        return L * h * h * (12 + 12 * m.n_kv_heads / m.n_heads + 18 * m.ffn / h + 12 * s / h
+                            + 6 * V / (L * h))
     if conv == "palm":
         return model_flops_per_token(m, seq_len)
     raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
@@ -143,7 +150,19 @@ def row_settings(row: dict[str, str]) -> dict[str, Any]:
                         schedule=text("schedule"), ep_overlap=flag("ep_overlap"))[1]
 
 
-def predict_row(row: dict[str, str]) -> RowResult:
+@dataclass(frozen=True)
+class RowProblem:
+    """What a row asks: the job and cluster of the question, and the layout keys its source
+    states (the rest are searched)."""
+
+    model: ModelSpec
+    job: Any  # analytic/planner.py Job
+    cluster: Any  # analytic/planner.py Cluster
+    stated: dict[str, Any]
+
+
+def row_problem(row: dict[str, str]) -> RowProblem:
+    """The job, cluster and stated layout keys of one validation row."""
     m = row_model(row)
     gpus = _int(row, "gpus")
     seq = _int(row, "seq_len")
@@ -160,27 +179,35 @@ def predict_row(row: dict[str, str]) -> RowResult:
         v = (row.get(k) or "").strip()
         if v:
             fixed[k] = v if k == "recompute" else _int(row, k)
-    plan = search(job, cl, fixed, top=0)
-    best = plan.best
-    step = best.values.step_time_s
+    return RowProblem(m, job, cl, fixed)
+
+
+def predicted_metric(row: dict[str, str], p: RowProblem, step_time_s: float) -> float:
+    """The row's published figure as the planner predicts it from a step time."""
+    m, job, cl = p.model, p.job, p.cluster
+    gpus, seq = cl.n_gpus, job.seq_len
     conv = row["convention"].strip()
     metric = row["metric"].strip()
-    measured = float(row["measured"])
     tokens = job.tokens_per_step
     if conv == "tokens":
-        pred = tokens / step / gpus
-    else:
-        params_b = float(row["params_b"]) if (row.get("params_b") or "").strip() else None
-        flops = convention_flops_per_token(conv, m, seq, params_b) * tokens / step / gpus
-        if metric == "tflops_per_gpu":
-            pred = flops / 1e12
-        elif metric == "mfu":
-            pred = 100 * flops / cl.gpu.peak_flop_per_s(prec)
-        else:
-            raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, "
-                           f"got {metric!r}")
-    return RowResult(row["id"], row.get("source", ""), metric, conv, measured, pred,
-                     best.layout.as_dict(), gpus, cl.gpu.id, m.id, step)
+        return tokens / step_time_s / gpus
+    params_b = float(row["params_b"]) if (row.get("params_b") or "").strip() else None
+    flops = convention_flops_per_token(conv, m, seq, params_b) * tokens / step_time_s / gpus
+    if metric == "tflops_per_gpu":
+        return flops / 1e12
+    if metric == "mfu":
+        return 100 * flops / cl.gpu.peak_flop_per_s(job.precision)
+    raise BadInput(f"metric must be tflops_per_gpu, mfu or tokens_per_s_per_gpu, got {metric!r}")
+
+
+def predict_row(row: dict[str, str]) -> RowResult:
+    p = row_problem(row)
+    best = search(p.job, p.cluster, p.stated, top=0).best
+    step = best.values.step_time_s
+    pred = predicted_metric(row, p, step)
+    return RowResult(row["id"], row.get("source", ""), row["metric"].strip(),
+                     row["convention"].strip(), float(row["measured"]), pred,
+                     best.layout.as_dict(), p.cluster.n_gpus, p.cluster.gpu.id, p.model.id, step)
 
 
 def read_rows(text: str) -> list[dict[str, str]]:
@@ -211,3 +238,48 @@ def summary(results: list[RowResult]) -> dict[str, float]:
     if not errs:
         return {"row_count": 0, "mape": float("nan"), "max_ape": float("nan")}
     return {"row_count": len(errs), "mape": sum(errs) / len(errs), "max_ape": max(errs)}
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Leave-one-source-out: each source's error when every constant derived from end-to-end
+    runs is re-derived without that source's rows."""
+
+    by_source: list[dict[str, Any]]
+    end_to_end_constants: list[str]
+    statement: str
+
+
+def cross_validate(results: list[RowResult]) -> CrossValidation:
+    """Per source, the in-sample error and the error with the end-to-end constants re-derived
+    without its rows. The constants and their kind of evidence are specs/evidence.py's; where
+    none rests on end-to-end runs, leaving a source out changes no constant, and the
+    out-of-sample error is the in-sample one (said so in ``statement``). Each source also lists
+    the constants that cite it (for what its software did, never its throughput)."""
+    from ..specs.evidence import end_to_end_constants, planner_constants
+
+    e2e = end_to_end_constants()
+    citing: dict[str, list[str]] = {}
+    for c in planner_constants():
+        citing.setdefault(c.source, []).append(c.name)
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        groups.setdefault(r.source or "(no source)", []).append(r.error)
+    rows = []
+    for k, errs in groups.items():
+        mae = sum(map(abs, errs)) / len(errs)
+        rows.append({"source": k, "rows": len(errs), "mean_abs_error": mae,
+                     "cv_mean_abs_error": None if e2e else mae,
+                     "constants_citing_source": citing.get(k, [])})
+    n = len(planner_constants())
+    if e2e:
+        statement = (f"{len(e2e)} of {n} planner constants rest on end-to-end runs "
+                     f"({', '.join(c.name for c in e2e)}) and have no re-derivation recipe: "
+                     "their out-of-sample error is not computed")
+    else:
+        statement = (f"No constant is derived from end-to-end runs: all {n} planner constants "
+                     "rest on datasheets, microbenchmarks, framework source or stated "
+                     "assumptions (specs/data/evidence.toml), so re-deriving them without a "
+                     "source's rows changes nothing and each source's out-of-sample error is its "
+                     "in-sample error")
+    return CrossValidation(rows, [c.name for c in e2e], statement)

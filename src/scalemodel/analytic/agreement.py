@@ -1,0 +1,184 @@
+"""Layout agreement: does the free search pick the layout an expert team ran?
+
+For every validation row whose source states its layout (at least TP and PP), the planner is
+asked the team's question with only what the team could not choose fixed: model, GPU count and
+type, global batch, sequence length, precision and framework profile. Every layout key (TP, PP,
+DP, CP, EP, expert TP, ZeRO, virtual stages, micro-batch, recompute) is free within what the
+framework profile offered (its ``recompute_options``; no CP where its ``cp_impl`` is "none"). The answer is
+compared with the team's layout priced by the same step model (its unstated keys searched, as
+``scalemodel validate`` does):
+
+* ``rank_of_published``: 1 + the number of fitting layouts of the free search predicted faster
+  than the team's layout (1: the search agrees);
+* ``speedup_predicted``: the search's best over the team's layout, in tokens per second, less 1;
+* the term that makes the difference: the term of the step breakdown (compute, exposed TP, CP,
+  EP, PP or DP communication, bubble, optimizer, overlap slowdown) whose time the pick saves
+  most against the team's layout.
+
+A search that beats a layout the best teams run by a wide margin is evidence of a mispriced term,
+not of a better layout; the row names the term to look at.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+from .planner import breakdown, evaluate, layout_grid, search
+from .validate import read_rows, row_problem
+
+# the keys a source must state for its row to count as "states its layout"
+STATED_KEYS = ("tp", "pp")
+WITHIN = 0.10  # the issue's agreement threshold: the team's layout within 10% of the best
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    id: str
+    source: str
+    model: str
+    gpus: int
+    gpu: str
+    stated: dict[str, Any]  # the keys the source states
+    published_layout: dict[str, Any]  # those keys with the unstated ones searched
+    search_best: dict[str, Any]
+    published_tokens_per_s: float
+    best_tokens_per_s: float
+    rank_of_published: int
+    fitting_layouts: int
+    term: str  # the breakdown term the pick saves most
+    term_saving_s: float
+    published_breakdown_s: dict[str, float]
+    best_breakdown_s: dict[str, float]
+    published_step_time_s: float
+    best_step_time_s: float
+
+    @property
+    def speedup_predicted(self) -> float:
+        return self.best_tokens_per_s / self.published_tokens_per_s - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "model": self.model, "gpus": self.gpus,
+                "gpu": self.gpu, "stated": self.stated,
+                "published_layout": self.published_layout, "search_best": self.search_best,
+                "speedup_predicted": self.speedup_predicted,
+                "rank_of_published": self.rank_of_published,
+                "fitting_layouts": self.fitting_layouts,
+                "published_tokens_per_s": self.published_tokens_per_s,
+                "best_tokens_per_s": self.best_tokens_per_s,
+                "published_step_time_s": self.published_step_time_s,
+                "best_step_time_s": self.best_step_time_s,
+                "term": self.term, "term_saving_s": self.term_saving_s,
+                "published_breakdown_s": self.published_breakdown_s,
+                "best_breakdown_s": self.best_breakdown_s}
+
+
+def states_layout(row: dict[str, str]) -> bool:
+    return all((row.get(k) or "").strip() for k in STATED_KEYS)
+
+
+def framework_choices(row: dict[str, str]) -> list[dict[str, Any]]:
+    """The layout choices the row's framework profile offered, as one ``fixed`` dict per option:
+    its ``recompute_options`` (Megatron-LM of 2021: none or full; Megatron-Core: no op-level
+    policy) and no context parallelism where its ``cp_impl`` is "none". A profile that offers
+    every option fixes nothing."""
+    from ..specs.frameworks import get_framework
+    from .memory import PLAN_RECOMPUTE
+
+    fw = get_framework((row.get("framework") or "").strip() or None)
+    base: dict[str, Any] = {}
+    if str(fw.values.get("cp_impl", "")).strip() == "none":
+        base["cp"] = 1
+    opts = [o for o in fw.values.get("recompute_options", PLAN_RECOMPUTE) if o in PLAN_RECOMPUTE]
+    if not opts or set(opts) == set(PLAN_RECOMPUTE):
+        return [base]
+    return [dict(base, recompute=o) for o in opts]
+
+
+def agree_row(row: dict[str, str]) -> AgreementRow:
+    """The free search against the team's layout for one validation row."""
+    p = row_problem(row)
+    pub = search(p.job, p.cluster, p.stated, top=0).best
+    pub_tps = float(pub.values.tokens_per_s)
+    best, faster, fitting = None, 0, 0
+    for fixed in framework_choices(row):
+        try:
+            cand = search(p.job, p.cluster, fixed, top=0).best
+        except BadInput:  # no layout of this option fits
+            continue
+        if best is None or cand.values.tokens_per_s > best.values.tokens_per_s:
+            best = cand
+        # rank: every fitting layout of the free grid predicted faster than the team's
+        grid = layout_grid(p.job, p.cluster, fixed)
+        res = evaluate(p.job, p.cluster, grid.cols)
+        thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
+        faster += int(np.count_nonzero(thr > pub_tps * (1 + 1e-9)))
+        fitting += int(thr.size)
+    if best is None:
+        raise BadInput("the free search finds no layout that fits")
+    bp, bb = breakdown(pub.values), breakdown(best.values)
+    saving = {k: bp[k] - bb[k] for k in bp}
+    term = max(saving, key=lambda k: saving[k])
+    if saving[term] <= 0:  # the pick is the team's layout, or saves on no term
+        term = "none"
+    return AgreementRow(
+        row["id"], row.get("source", ""), p.model.id, p.cluster.n_gpus, p.cluster.gpu.id,
+        dict(p.stated), pub.layout.as_dict(), best.layout.as_dict(), pub_tps,
+        float(best.values.tokens_per_s), faster + 1, fitting, term,
+        float(saving.get(term, 0.0)),
+        bp, bb, float(pub.values.step_time_s), float(best.values.step_time_s))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    rows: list[AgreementRow]
+    skipped: list[tuple[str, str]]  # (row id, why)
+
+    @property
+    def share_within_10pct(self) -> float:
+        if not self.rows:
+            return float("nan")
+        return sum(r.speedup_predicted <= WITHIN for r in self.rows) / len(self.rows)
+
+    @property
+    def median_speedup(self) -> float:
+        return (statistics.median(r.speedup_predicted for r in self.rows) if self.rows
+                else float("nan"))
+
+    @property
+    def picks_published(self) -> int:
+        return sum(r.rank_of_published == 1 for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows],
+                "skipped": [{"id": i, "reason": why} for i, why in self.skipped],
+                "share_within_10pct": self.share_within_10pct,
+                "median_speedup_predicted": self.median_speedup,
+                "rows_ranked_first": self.picks_published, "row_count": len(self.rows)}
+
+
+def agreement(text: str, ids: list[str] | None = None) -> Agreement:
+    """Layout agreement over the rows of a validation CSV that state their layout (``ids``: only
+    those rows); a row the planner cannot price is skipped with its reason."""
+    rows, skipped = [], []
+    all_rows = read_rows(text)
+    if ids:
+        unknown = set(ids) - {r.get("id", "") for r in all_rows}
+        if unknown:
+            raise BadInput(f"--rows: no row with id {sorted(unknown)[0]!r} in the file")
+    for row in all_rows:
+        rid = row.get("id", "?")
+        if ids and rid not in ids:
+            continue
+        if not states_layout(row):
+            skipped.append((rid, "the source does not state TP and PP"))
+            continue
+        try:
+            rows.append(agree_row(row))
+        except BadInput as e:
+            skipped.append((rid, str(e)))
+    return Agreement(rows, skipped)

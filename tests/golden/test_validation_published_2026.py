@@ -1,0 +1,63 @@
+"""The third validation file, validation/published_runs_2026.csv (issue 16, item 4): 39 published
+runs the planner's constants were never read against - Megatron-Bridge's archive tables on
+DGX-B200 and DGX-H100 (dense and MoE), NeMo's long-sequence tables with context parallelism up to
+CP32 at 1M tokens, torchtitan's H100 benchmarks of 2024-12 and one more torchtitan A100 row.
+Each row names its source (with the table and commit in its notes) and its framework profile.
+Rows that do not fit stay in the file; docs/planner.md lists them."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from scalemodel.analytic.validate import convention_flops_per_token, summary, validate
+from scalemodel.specs import get_model
+from scalemodel.specs.frameworks import framework_ids
+from scalemodel.specs.sources import all_sources
+
+ROOT = Path(__file__).resolve().parents[2] / "validation"
+NAME = "published_runs_2026.csv"
+
+
+def _rows(name):
+    return list(csv.DictReader(io.StringIO((ROOT / name).read_text())))
+
+
+def test_rows_name_known_sources_and_profiles():
+    rows = _rows(NAME)
+    assert len(rows) == 39
+    assert {r["source"] for r in rows} <= set(all_sources())
+    assert {r["framework"] for r in rows} <= set(framework_ids())
+    assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
+    ids = [r["id"] for r in rows]
+    others = {r["id"] for n in ("training_runs.csv", "holdout_mosaicml.csv") for r in _rows(n)}
+    assert len(ids) == len(set(ids)) and not set(ids) & others
+
+
+def test_every_row_is_predicted_and_the_error_does_not_regress():
+    """Regression guard: on 2026-12-02 `python -m scalemodel validate --file
+    validation/published_runs_2026.csv` gave 39.7% mean and 233.2% max absolute error
+    (Qwen3-30B-A3B on 8 B200 at micro-batch 1, 25.11). Limits: those values plus about 2 points
+    (the issue's targets for runs not seen are 12% mean; these rows show how far it is)."""
+    results, skipped = validate((ROOT / NAME).read_text())
+    assert not skipped and len(results) == 39
+    s = summary(results)
+    assert s["mape"] < 0.42
+    assert s["max_ape"] < 2.35
+
+
+def test_nemo_full_attention_convention():
+    # NeMo nemo/utils/flops_formulas.py llama3() before commit 6251117f (2025-08-09):
+    # per token l h^2 (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(l h)). Llama 3 8B at 8192:
+    # 32 x 4096^2 = 536.87M; 12 + 3 + 63 + 24 + 5.871 = 107.871 -> 57.913 GFLOP per token.
+    m = get_model("llama-3-8b")
+    got = convention_flops_per_token("nemo_full_attn", m, 8192, None)
+    assert got == pytest.approx(536.870912e6 * 107.871, rel=1e-4)
+    # the code after that commit halves the 12 s/h term for the causal mask; with that change the
+    # convention reproduces a published pair of the 25.11 DGX-H100 table (Megatron-Bridge archive):
+    # LLAMA3_8B 14451 tokens/s/GPU = 744 model TFLOP/s/GPU
+    causal = got - 536.870912e6 * 6 * 8192 / 4096
+    assert 14451 * causal / 1e12 == pytest.approx(744, abs=1)
