@@ -43,7 +43,6 @@ from .kv import check_tp
 from .params import count_params, shard_params
 from .weights import weight_bytes
 
-
 # the engine `kv --gpu` and the answers price when no --framework is given
 DEFAULT_ENGINE = "vllm-v1"
 
