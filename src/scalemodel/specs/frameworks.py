@@ -47,6 +47,62 @@ FIELDS: dict[str, tuple[Any, str]] = {
 HEADER = ("kind", "name", "version", "source", "extends")
 
 
+def _num(lo: float = 0.0, hi: float | None = None, whole: bool = False) -> Any:
+    def check(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if whole and not isinstance(v, int):
+            return False
+        return v >= lo and (hi is None or v <= hi)
+    return check
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _fraction_table(v: Any) -> bool:
+    return isinstance(v, dict) and bool(v) and all(
+        k.isdigit() and int(k) >= 1 and _num(0.0, 1.0)(x) and x > 0 for k, x in v.items())
+
+
+KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free_after_load",
+            "static_fraction")
+# serving engines (kind = "serving"): how the engine sizes its KV pool and schedules; read by
+# analytic/serving_memory.py. field -> (check, what is allowed); every field needs <field>_source
+SERVING_FIELDS: dict[str, tuple[Any, str]] = {
+    "kv_pool": (lambda v: v in KV_POOLS, " | ".join(KV_POOLS)),
+    "util_default": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
+    "util_by_tp": (_fraction_table, 'a table of TP degree ("1", "8", ...) = fraction in (0, 1]'),
+    "profile_run": (lambda v: v in ("max_num_batched_tokens", "none"),
+                    "max_num_batched_tokens or none"),
+    "token_budget_default": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "token_budget_rule": (lambda v: v in ("fixed", "max_model_len_unless_chunked"),
+                          "fixed or max_model_len_unless_chunked"),
+    "small_gpu_bytes": (_num(0), "bytes >= 0 (0: no smaller budget)"),
+    "small_gpu_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "chunked_prefill_above_len": (_num(0, whole=True), "a whole number of tokens (0: never)"),
+    "chunked_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "max_num_seqs_default": (_num(1, whole=True), "a whole number of sequences >= 1"),
+    "block_size": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "act_hidden_copies": (_num(0), "a number >= 0"),
+    "act_ffn_copies": (_num(0), "a number >= 0"),
+    "logits_bytes_per_element": (_num(0), "bytes >= 0"),
+    "non_torch_bytes": (_num(0), "bytes >= 0"),
+    "non_torch_tp_bytes": (_num(0), "bytes >= 0"),
+    "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),
+    "cuda_graph_in_budget": (lambda v: isinstance(v, bool), "true or false"),
+    "cuda_graph_bytes": (_num(0), "bytes >= 0"),
+    "requires_max_len_fits": (lambda v: isinstance(v, bool), "true or false"),
+    "scheduler": (_text, "text"),
+    "attention_kernels": (_text, "text"),
+    "gemm_kernels": (_text, "text"),
+}
+# every serving profile must say how it sizes its pool
+SERVING_REQUIRED = ("kv_pool", "util_default", "profile_run", "token_budget_default",
+                    "max_num_seqs_default", "block_size", "non_torch_bytes")
+
+
 @dataclass(frozen=True)
 class Framework:
     id: str
@@ -91,13 +147,14 @@ def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
 
     def own(pid: str, t: dict[str, Any]) -> tuple[dict, dict, dict]:
         vals, srcs, notes = {}, {}, {}
+        table = SERVING_FIELDS if t.get("kind") == "serving" else FIELDS
         for k, v in t.items():
             if k in HEADER:
                 continue
             base = k.removesuffix("_source").removesuffix("_note")
-            if base not in FIELDS:
-                raise BadInput(f"{where}: profile {pid}: unknown field {k!r}; fields: "
-                               f"{', '.join(FIELDS)}")
+            if base not in table:
+                raise BadInput(f"{where}: profile {pid}: unknown field {k!r} for a "
+                               f"{t.get('kind')} profile; fields: {', '.join(table)}")
             if k.endswith("_note"):
                 notes[base] = str(v)
             elif k.endswith("_source"):
@@ -106,7 +163,7 @@ def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
                                    "key (sources*.toml)")
                 srcs[base] = v
             else:
-                check, allowed = FIELDS[k]
+                check, allowed = table[k]
                 if not check(v):
                     raise BadInput(f"{where}: profile {pid}: {k} must be {allowed}, got {v!r}")
                 vals[k] = v
@@ -138,10 +195,17 @@ def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
         vals, srcs, notes = own(pid, t)
         if "extends" in t:
             base = build(str(t["extends"]), (*seen, pid))
+            if base.kind != t["kind"]:
+                raise BadInput(f"{where}: profile {pid}: a {t['kind']} profile cannot extend the "
+                               f"{base.kind} profile {base.id!r}")
             vals = {**base.values, **vals}
             srcs = {**base.sources, **srcs}
             notes = {**{k: v for k, v in base.notes.items() if k not in srcs or
                         srcs[k] == base.sources.get(k)}, **notes}
+        if t["kind"] == "serving":
+            missing = [k for k in SERVING_REQUIRED if k not in vals]
+            if missing:
+                raise BadInput(f"{where}: profile {pid}: a serving profile needs {missing[0]}")
         fw = Framework(pid, t["kind"], str(t["name"]), str(t["version"]), t["source"], vals,
                        srcs, notes)
         out[pid] = fw
@@ -183,6 +247,28 @@ def get_framework(fid: str | None = None) -> Framework:
     return table[fid]
 
 
+def engine_ids() -> list[str]:
+    """Bundled serving-engine profiles (kind = "serving")."""
+    return [k for k, f in _bundled()[1].items() if f.kind == "serving"]
+
+
+def get_engine(fid: str | Framework) -> Framework:
+    """A serving-engine profile by id (or a profile already loaded); a training id or an unknown
+    one is bad input naming the engine ids."""
+    if isinstance(fid, Framework):
+        fw = fid
+    else:
+        table = _bundled()[1]
+        fw = table.get(fid)  # type: ignore[assignment]
+        if fw is None:
+            raise BadInput(f"--framework: unknown serving engine {fid!r}; choose one of "
+                           f"{', '.join(engine_ids())}")
+    if fw.kind != "serving":
+        raise BadInput(f"--framework: {fw.id!r} is a {fw.kind} framework, not a serving engine; "
+                       f"choose one of {', '.join(engine_ids())}")
+    return fw
+
+
 def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
                 kernels: str | None = None) -> tuple[Framework, dict[str, str]]:
     """The profile and the attention / kernels a job runs on ``gpu`` (an id or a GPUSpec):
@@ -190,6 +276,10 @@ def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
     from . import get_gpu
 
     fw = get_framework(fid)
+    if fw.kind != "training":
+        raise BadInput(f"--framework: {fw.id!r} is a {fw.kind} engine, not a training framework;"
+                       " choose one of " + ", ".join(k for k, f in _bundled()[1].items()
+                                                    if f.kind == "training"))
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
     att, _ = fw.attention_for(getattr(g, "arch", None))
     if att == "flash3" and getattr(g, "arch", None) != "hopper":

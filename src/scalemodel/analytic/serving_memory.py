@@ -1,0 +1,303 @@
+"""The KV pool a serving engine allocates: one accounting for every engine profile.
+
+A serving engine sizes its paged KV cache once at start-up, and each engine takes its fraction
+of a different total (frameworks.toml, kind = "serving", field ``kv_pool``):
+
+* ``util_of_total`` (vLLM V0 and V1): ``K = u * M - W - A - N``: the utilisation fraction of the
+  GPU's whole memory, less the weights, the activation peak of a profiling forward pass of
+  ``max_num_batched_tokens`` tokens and the memory outside the torch allocator (CUDA context,
+  cuBLAS workspaces, NCCL and custom all-reduce buffers). CUDA graphs are captured after the
+  KV cache is allocated and live in the ``1 - u`` margin.
+* ``fraction_of_free_after_profile`` (TensorRT-LLM 1.x, PyTorch backend):
+  ``K = f * (M - W - A - N - G)``: the fraction of what is free after a profiling run, CUDA
+  graphs (G) included in what is not free.
+* ``fraction_of_free_after_load`` (TensorRT-LLM 0.17, TensorRT engines):
+  ``K = f * (M - W - A - N)``: the engine's activation buffers are allocated with it.
+* ``static_fraction`` (SGLang): ``K = f * (M - N) - W``: weights and KV share the static
+  fraction of the memory free at start; activations and CUDA graphs use the rest.
+
+The activation peak of the profiling pass is the largest live set of one layer: ``c_h``
+vectors of the hidden size and ``c_f`` of the per-rank MLP width per token (the engine's layer
+code says which tensors are alive at once), or the fp32 logits of the sampled rows when that
+is larger. KV bytes per token are the exact per-GPU figure of :mod:`scalemodel.analytic.kv`;
+weight bytes are priced per module by :mod:`scalemodel.analytic.weights` (quantized checkpoints
+keep the modules their ``quantization_config`` leaves out in the unquantized dtype).
+
+Symbols (docs/notation.md, docs/serving-memory.md): M device memory, u / f the engine's
+fraction, W weights per GPU, A profile activation peak, N non-torch memory, G CUDA graphs,
+K KV budget per GPU, b_gpu KV bytes per token per GPU, k_blk block size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..derive import Derivation
+from ..errors import BadInput
+from ..specs import GPUSpec, ModelSpec, dtype
+from ..specs.frameworks import Framework, get_engine
+from ..specs.sources import cite
+from .kv import check_tp
+from .params import count_params, shard_params
+from .weights import weight_bytes
+
+
+@dataclass(frozen=True)
+class EngineKV:
+    """The KV pool one engine allocates on one GPU of a replica (bytes; JSON keys are public)."""
+
+    engine: str
+    engine_name: str
+    engine_version: str
+    model: str
+    gpu: str
+    tp: int
+    pp: int
+    weight_dtype: str
+    kv_dtype: str
+    util: float
+    util_flag: str
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    profile_tokens: int  # tokens of the profiling pass (0: the engine runs none)
+    total_bytes: float  # device memory as the engine reads it
+    weights_bytes: float  # per GPU
+    profile_activation_bytes: float  # per GPU, counted in the budget (0 where it is not)
+    non_torch_bytes: float  # per GPU
+    cuda_graph_bytes: float  # per GPU, counted in the budget (0 where it is not)
+    kv_budget_bytes: float  # per GPU
+    bytes_per_token: float  # KV bytes per token per GPU
+    block_size: int
+    blocks: int
+    max_tokens: int  # KV tokens the engine can hold (per replica: every GPU holds its share)
+    max_concurrency: float  # max_tokens / max_model_len, as vLLM logs it
+    fits: bool
+    lacks: str  # why the engine refuses to start ("" when it starts)
+    derivation: Derivation
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "derivation"}
+        d["derivation"] = self.derivation.to_dict()
+        return d
+
+
+def engine_util(fw: Framework, tp: int) -> tuple[float, str]:
+    """The engine's default fraction at a TP degree, and the field it came from."""
+    table = fw.get("util_by_tp")
+    if table:
+        keys = sorted((int(k) for k in table), reverse=True)
+        for k in keys:
+            if tp >= k:
+                return float(table[str(k)]), "util_by_tp"
+        return float(table[str(keys[-1])]), "util_by_tp"
+    return float(fw.get("util_default")), "util_default"
+
+
+def engine_token_budget(fw: Framework, total_bytes: float, max_model_len: int) -> tuple[int, str]:
+    """max_num_batched_tokens the engine picks when the user gives none, and why."""
+    rule = fw.get("token_budget_rule") or "fixed"
+    above = int(fw.get("chunked_prefill_above_len") or 0)
+    if rule == "max_model_len_unless_chunked":
+        if above and max_model_len > above:
+            return int(fw.get("chunked_token_budget")), (
+                f"chunked prefill switched on (max_model_len > {above:,})")
+        return max(max_model_len, int(fw.get("token_budget_default"))), (
+            "max(max_model_len, default) without chunked prefill")
+    small = float(fw.get("small_gpu_bytes") or 0)
+    if small and total_bytes < small:
+        return int(fw.get("small_gpu_token_budget")), "the engine's budget on a smaller GPU"
+    return int(fw.get("token_budget_default")), "the engine's default budget"
+
+
+def _widest_mlp(m: ModelSpec) -> int:
+    if m.is_moe:
+        shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
+        return max(m.ffn if m.first_dense_layers else 0, m.top_k * m.moe_ffn + shared)
+    return m.ffn
+
+
+def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int,
+                     pp: int) -> float:
+    src = m.source
+    if m.quant is None:
+        pc = count_params(m)
+        d.given(f"parameters on one GPU (heaviest of {pp} stage(s), TP {tp})", "P_gpu",
+                shard_params(pc, tp, pp).total, "1", src)
+        d.given(f"bytes per {name} weight", "e_w", e_w, "B")
+        return float(d.calc("weight bytes per GPU", "W", "P_gpu * e_w", "B"))
+    wb = weight_bytes(m, e_w)
+    return float(d.given(
+        f"weight bytes on one GPU, each module as stored ({m.quant.label}; modules the "
+        f"quantization_config leaves out at {name})", "W", shard_params(wb, tp, pp).total, "B",
+        src, note="quantized linear weights with their scales; embeddings, norms, routers and "
+                  "ignored modules in the unquantized dtype"))
+
+
+def engine_kv_budget(
+    m: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    weight_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    engine_id: str | Framework = "vllm-v1",
+    util: float | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    total_bytes: float | None = None,
+    block_size: int | None = None,
+) -> EngineKV:
+    """The KV pool ``engine_id`` allocates for ``m`` on each of ``tp * pp`` GPUs of one replica.
+
+    ``kv_dtype`` None is the engine's "auto": the checkpoint's unquantized dtype. ``total_bytes``
+    overrides the device memory the engine reads (torch.cuda.mem_get_info's total; default
+    the GPU spec's figure).
+    """
+    fw = get_engine(engine_id)
+    check_tp(m, tp, pp)
+    v = fw.values
+    ew = dtype(weight_dtype, "--dtype")
+    ekv = dtype(kv_dtype or weight_dtype, "--kv-dtype")
+    mml = int(max_model_len or m.max_context)
+    if mml <= 0:
+        raise BadInput(f"--context / max_model_len must be a positive number of tokens, got {mml}")
+    if util is not None and not 0 < util <= 1:
+        raise BadInput(f"--util must be in (0, 1], got {util}")
+    M = float(total_bytes if total_bytes is not None else gpu.hbm_bytes)
+    if M <= 0:
+        raise BadInput(f"total GPU memory must be positive, got {M}")
+    pool = v["kv_pool"]
+    d = Derivation(f"KV pool of {m.id} on {tp * pp} x {gpu.id} as {fw.name} {fw.version} "
+                   f"sizes it")
+    d.note(f"{fw.id}: {fw.notes.get('kv_pool', pool)}")
+    d.given(f"{gpu.name} memory the engine reads", "M", M, "B",
+            "given" if total_bytes is not None else gpu.source_of("hbm_bytes"))
+    if util is None:
+        u, key = engine_util(fw, tp)
+        d.given(f"engine's default memory fraction (TP {tp})", "u", u, "1", cite(fw.sources[key]))
+    else:
+        u = util
+        d.given("memory fraction (--util)", "u", u, "1", "--util")
+    W = _weights_per_gpu(d, m, ew.bytes, ew.name, tp, pp)
+
+    budget_src = cite(fw.sources["token_budget_default"])
+    if max_num_batched_tokens is None:
+        T, why = engine_token_budget(fw, M, mml)
+        d.given(f"max_num_batched_tokens ({why})", "T_b", T, "token", budget_src)
+    else:
+        T = int(max_num_batched_tokens)
+        d.given("max_num_batched_tokens (given)", "T_b", T, "token", "given")
+    R = int(max_num_seqs or v["max_num_seqs_default"])
+    d.given("max_num_seqs", "R", R, "seq",
+            "given" if max_num_seqs else cite(fw.sources["max_num_seqs_default"]))
+
+    A = 0.0
+    profile_tokens = 0
+    if v["profile_run"] != "none":
+        profile_tokens = T
+        A = _activation_peak(d, m, fw, ew.bytes, tp, T, R)
+    nt = float(v["non_torch_bytes"]) + (float(v.get("non_torch_tp_bytes") or 0) if tp > 1 else 0)
+    d.given("memory outside the torch allocator per GPU" + (" (with TP communicators)"
+            if tp > 1 else ""), "N", nt, "B", cite(fw.sources["non_torch_bytes"]),
+            note=fw.notes.get("non_torch_bytes", ""))
+    G = float(v.get("cuda_graph_bytes") or 0) if v.get("cuda_graph_in_budget") else 0.0
+    if v.get("cuda_graph_in_budget"):
+        d.given("CUDA-graph memory counted before the KV pool", "G", G, "B",
+                cite(fw.sources["cuda_graph_bytes"]), note=fw.notes.get("cuda_graph_bytes", ""))
+    elif v.get("cuda_graphs"):
+        d.note(f"CUDA graphs: {fw.notes.get('cuda_graph_in_budget', 'outside the budget')}.")
+    formula = {
+        "util_of_total": "u * M - W - A - N",
+        "fraction_of_free_after_profile": "u * (M - W - A - N - G)",
+        "fraction_of_free_after_load": "u * (M - W - A - N)",
+        "static_fraction": "u * (M - N) - W",
+    }[pool]
+    if "A" not in d.env:
+        d.env["A"] = 0.0
+    if "G" not in d.env:
+        d.env["G"] = 0.0
+    K = float(d.calc("KV budget per GPU", "K", formula, "B", source=cite(fw.sources["kv_pool"])))
+    return _finish(d, m, fw, gpu, tp=tp, pp=pp, ew=ew.name, ekv=ekv, u=u, mml=mml, R=R, T=T,
+                   profile_tokens=profile_tokens, M=M, W=W, A=A, N=nt, G=G, K=K,
+                   block_size=block_size)
+
+
+def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp: int, T: int,
+                     R: int) -> float:
+    """Peak of the profiling pass: one layer's live set for T tokens, or the sampled rows' logits."""
+    v = fw.values
+    d.given("tokens of the profiling pass", "T_p", T, "token", cite(fw.sources["profile_run"]),
+            note=fw.notes.get("profile_run", ""))
+    d.given("hidden size", "h", m.hidden, "1", m.source)
+    d.given("widest MLP per token (all active experts)", "f", _widest_mlp(m), "1", m.source)
+    d.given("tensor-parallel degree", "t", tp, "1")
+    d.given("hidden-size vectors alive per token", "c_h", v["act_hidden_copies"], "1",
+            cite(fw.sources["act_hidden_copies"]), note=fw.notes.get("act_hidden_copies", ""))
+    d.given("MLP-width vectors alive per token", "c_f", v["act_ffn_copies"], "1",
+            cite(fw.sources["act_ffn_copies"]), note=fw.notes.get("act_ffn_copies", ""))
+    d.given("bytes per activation", "e_a", e_a, "B")
+    a_layer = d.calc("one layer's live set in the profiling pass", "A_l",
+                     "T_p * (c_h * h + c_f * f / t) * e_a", "B")
+    d.given("vocabulary", "V", m.vocab, "1", m.source)
+    d.given("bytes per logit in the sampling step", "e_l", v.get("logits_bytes_per_element", 4),
+            "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)))
+    d.calc("logits of the sampled rows", "A_s", "min(R, T_p) * V * e_l", "B")
+    return float(d.calc("activation peak of the profiling pass", "A", "max(A_l, A_s)", "B",
+                        check=max(a_layer, d["A_s"])))
+
+
+def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int, pp: int,
+            ew: str, ekv: Any, u: float, mml: int, R: int, T: int, profile_tokens: int,
+            M: float, W: float, A: float, N: float, G: float, K: float,
+            block_size: int | None) -> EngineKV:
+    from .kv import kv_report
+
+    per_gpu = kv_report(m, tp=tp, pp=pp, kv_dtype=ekv.name, weight_dtype=ew,
+                        context=min(mml, 1 << 20)).kv_bytes_per_token_per_gpu
+    d.given(f"KV bytes per token per GPU ({ekv.name} cache)", "b_gpu", per_gpu, "B",
+            note="2 * ceil(L / p) * max(1, h_kv // t) * d_h * e_kv (kv's exact count)")
+    bs = int(block_size or fw.get("block_size"))
+    d.given("KV block (page) size", "k_blk", bs, "token",
+            "given" if block_size else cite(fw.sources["block_size"]))
+    lacks = ""
+    if K <= 0:
+        blocks = tokens = 0
+        lacks = (f"no memory left for KV on {tp * pp} x {gpu.id}: weights {W / 2**30:.2f} GiB"
+                 f" + activations {A / 2**30:.2f} GiB + outside torch {N / 2**30:.2f} GiB "
+                 f"exceed the fraction {u:g} of {M / 2**30:.2f} GiB by {-K / 2**30:.2f} GiB")
+        d.note("The budget is not positive: the engine stops before allocating a KV block.")
+    else:
+        blocks = int(d.calc("KV blocks", "n_blk", "floor(K / (b_gpu * k_blk))", "1"))
+        tokens = int(d.calc("KV tokens the engine holds", "N_tok", "n_blk * k_blk", "token"))
+    conc = tokens / mml
+    if K > 0 and fw.get("requires_max_len_fits") and tokens < mml:
+        lacks = (f"max_model_len {mml:,} needs {mml:,} KV tokens but {fw.id} holds "
+                 f"{tokens:,} ({(mml - tokens) * per_gpu / 2**30:.2f} GiB more KV per GPU); "
+                 "lower the context or raise the memory fraction")
+        d.note(f"{fw.id} refuses to start: one sequence of max_model_len does not fit.")
+    d.given("max_model_len", "s_max", mml, "token")
+    if tokens:
+        d.calc("maximum concurrency at max_model_len (as logged)", "c_max", "N_tok / s_max", "1")
+    return EngineKV(
+        engine=fw.id, engine_name=fw.name, engine_version=fw.version, model=m.id, gpu=gpu.id,
+        tp=tp, pp=pp, weight_dtype=ew, kv_dtype=ekv.name, util=u,
+        util_flag=_UTIL_FLAG.get(fw.get("kv_pool"), "util"), max_model_len=mml,
+        max_num_seqs=R, max_num_batched_tokens=T, profile_tokens=profile_tokens, total_bytes=M,
+        weights_bytes=W, profile_activation_bytes=A, non_torch_bytes=N, cuda_graph_bytes=G,
+        kv_budget_bytes=K, bytes_per_token=per_gpu, block_size=bs, blocks=blocks,
+        max_tokens=tokens, max_concurrency=conc, fits=not lacks, lacks=lacks, derivation=d)
+
+
+_UTIL_FLAG = {
+    "util_of_total": "gpu_memory_utilization",
+    "fraction_of_free_after_profile": "free_gpu_memory_fraction",
+    "fraction_of_free_after_load": "free_gpu_memory_fraction",
+    "static_fraction": "mem_fraction_static",
+}
+
+
+__all__ = ["EngineKV", "engine_kv_budget", "engine_token_budget", "engine_util"]
