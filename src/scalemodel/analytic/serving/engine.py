@@ -29,9 +29,14 @@ class Engine:
     overhead_s: float
     block_size: int
     max_num_seqs: int
+    fp8_checkpoint_kv: str  # the KV dtype the engine gives an FP8 checkpoint by default
     scheduler: str
     sources: dict[str, str]
     profile: Any  # specs.frameworks.Framework
+
+    def default_kv_dtype(self, prec: Precision) -> str:
+        """The KV dtype this engine uses for a checkpoint of this precision."""
+        return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
 
     def attention_kind(self, gpu: GPUSpec) -> str:
         """The fused attention family (kernels.toml) the engine runs on this GPU."""
@@ -58,7 +63,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         batch_rule=str(t["batch_rule"]), chunked_prefill=bool(t["chunked_prefill"]),
         kv_fraction=float(t["kv_fraction"]) if "kv_fraction" in t else None,
         overhead_s=float(t["overhead_s"]), block_size=int(v["block_size"]),
-        max_num_seqs=int(v["max_num_seqs_default"]), scheduler=str(v.get("scheduler", "")),
+        max_num_seqs=int(v["max_num_seqs_default"]),
+        fp8_checkpoint_kv=str(t["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
         sources={k.removesuffix("_source"): str(s) for k, s in t.items()
                  if k.endswith("_source")},
         profile=fw)

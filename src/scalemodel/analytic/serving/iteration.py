@@ -155,6 +155,8 @@ class IterationModel:
     peak16: float
     overhead_s: float  # the engine's fixed cost per iteration
     dec_bound: str  # "memory (KV read)" or "compute"
+    eff_x: np.ndarray  # log2 lengths at which the prefill kernel's efficiency is tabulated
+    eff_y: np.ndarray
 
     def stage_tokens(self, T: int) -> int:
         return -(-T // self.layout.pp)
@@ -170,19 +172,26 @@ class IterationModel:
         j = min(-(-n_logits // pp), tb.head.size - 1)
         return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s)
 
+    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray) -> np.ndarray:
+        """:meth:`dense_part` for arrays of token and logit counts."""
+        pp = self.layout.pp
+        tb = self.tables
+        i = np.minimum(-(-np.asarray(T, dtype=np.int64) // pp), tb.dense.size - 1)
+        j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
+        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
+                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+        return pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s
+
     def prefill_attention(self, chunks: np.ndarray, cached: np.ndarray) -> float:
         """All layers' attention seconds of prefill chunks (c tokens after p cached)."""
         if chunks.size == 0:
             return 0.0
-        from ..step.attention import attention_efficiency
-
         c = chunks.astype(np.float64)
         p = cached.astype(np.float64)
         flops = self.attn_flops_per_pair * c * (p + 0.5 * c)
-        eff = attention_efficiency(self.gpu, p + c, causal=True, kind=self.attention_kind,
-                                   head_dim=self.head_dim)
+        eff = np.interp(np.log2(p + c), self.eff_x, self.eff_y)
         L = self.n_dense + self.n_moe
-        return float(L * np.sum(flops / (self.peak16 * np.asarray(eff))) / self.layout.pp)
+        return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
              cached: np.ndarray) -> float:
@@ -261,10 +270,17 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         moe, moe_c = dense, dense_c
     nongemm = _nongemm(m, gpu, lay, prec, cluster, M, ms)
     dom = cluster.nvlink_domain
-    act = M * h * 2.0  # 16-bit activations between layers
-    ar = 2 * collective_time("all_reduce", act, tp, ranks_per_node(1, lay.tp, dom), cluster)
-    p2p = (collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
-                           cluster) if lay.pp > 1 else np.zeros_like(M))
+    # collectives priced on a geometric grid of token counts and read in between
+    grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
+    act = grid * h * 2.0  # 16-bit activations between layers
+    ar_g = 2 * collective_time("all_reduce", act, tp, ranks_per_node(1, lay.tp, dom), cluster)
+    ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
+    if lay.pp > 1:
+        p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
+                                cluster)
+        p2p = np.interp(M, grid, np.asarray(p2p_g) * np.ones_like(grid))
+    else:
+        p2p = np.zeros_like(M)
     # output head (kept in 16 bits by FP8 and INT4 checkpoints alike) and sampling
     S = np.arange(max(max_seqs, 1) + 1, dtype=np.float64)
     vocab = float(m.vocab)
@@ -281,6 +297,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     mem_s = kv_layer / split / hbm
     cmp_s = att_pair / (peak16 * eff_dec)
     per_ctx = m.n_layers * max(mem_s, cmp_s) / lay.pp
+    eff_x = np.linspace(0.0, np.log2(max(m.max_context, 2)) + 1, 96)
+    eff_y = np.asarray(attention_efficiency(gpu, 2.0 ** eff_x, causal=True, kind=attention_kind,
+                                            head_dim=ms.qk_dim / m.n_heads))
     tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
                     head)
     return IterationModel(
@@ -288,7 +307,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         n_dense=m.n_layers - m.n_moe_layers, n_moe=m.n_moe_layers, dec_s_per_ctx_token=per_ctx,
         attn_flops_per_pair=att_pair, attention_kind=attention_kind,
         head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
-        dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute")
+        dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
+        eff_y=eff_y)
 
 
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,
