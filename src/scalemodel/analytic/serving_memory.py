@@ -36,6 +36,7 @@ from typing import Any
 from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, dtype
+from ..specs.device_memory import engine_visible_bytes, nvls_bytes
 from ..specs.frameworks import Framework, get_engine
 from ..specs.sources import cite
 from .kv import check_tp
@@ -167,15 +168,17 @@ def engine_kv_budget(
         raise BadInput(f"--context / max_model_len must be a positive number of tokens, got {mml}")
     if util is not None and not 0 < util <= 1:
         raise BadInput(f"--util must be in (0, 1], got {util}")
-    M = float(total_bytes if total_bytes is not None else gpu.hbm_bytes)
+    if total_bytes is not None:
+        M, m_src = float(total_bytes), "given"
+    else:
+        M, m_src = engine_visible_bytes(gpu)
     if M <= 0:
         raise BadInput(f"total GPU memory must be positive, got {M}")
     pool = v["kv_pool"]
     d = Derivation(f"KV pool of {m.id} on {tp * pp} x {gpu.id} as {fw.name} {fw.version} "
                    f"sizes it")
     d.note(f"{fw.id}: {fw.notes.get('kv_pool', pool)}")
-    d.given(f"{gpu.name} memory the engine reads", "M", M, "B",
-            "given" if total_bytes is not None else gpu.source_of("hbm_bytes"))
+    d.given(f"{gpu.name} memory the engine reads (cudaMemGetInfo total)", "M", M, "B", m_src)
     if util is None:
         u, key = engine_util(fw, tp)
         d.given(f"engine's default memory fraction (TP {tp})", "u", u, "1", cite(fw.sources[key]))
@@ -200,10 +203,7 @@ def engine_kv_budget(
     if v["profile_run"] != "none":
         profile_tokens = T
         A = _activation_peak(d, m, fw, ew.bytes, tp, T, R)
-    nt = float(v["non_torch_bytes"]) + (float(v.get("non_torch_tp_bytes") or 0) if tp > 1 else 0)
-    d.given("memory outside the torch allocator per GPU" + (" (with TP communicators)"
-            if tp > 1 else ""), "N", nt, "B", cite(fw.sources["non_torch_bytes"]),
-            note=fw.notes.get("non_torch_bytes", ""))
+    nt = _non_torch(d, fw, gpu, tp)
     G = float(v.get("cuda_graph_bytes") or 0) if v.get("cuda_graph_in_budget") else 0.0
     if v.get("cuda_graph_in_budget"):
         d.given("CUDA-graph memory counted before the KV pool", "G", G, "B",
@@ -226,6 +226,25 @@ def engine_kv_budget(
                    block_size=block_size)
 
 
+def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
+    """Memory outside the torch allocator per GPU: the engine's base, its TP communicators' buffers
+    and, on NVSwitch GPUs, NCCL's NVLS buffers for the TP group."""
+    v = fw.values
+    d.given("memory outside torch at TP 1 (context / workspaces the engine counts)", "N_0",
+            float(v["non_torch_bytes"]), "B", cite(fw.sources["non_torch_bytes"]),
+            note=fw.notes.get("non_torch_bytes", ""))
+    if tp == 1:
+        return float(d.calc("memory outside torch per GPU", "N", "N_0", "B"))
+    d.given("TP communicator buffers (NCCL rings, custom all-reduce)", "N_tp",
+            float(v.get("non_torch_tp_bytes") or 0), "B",
+            cite(fw.sources.get("non_torch_tp_bytes", fw.source)),
+            note=fw.notes.get("non_torch_tp_bytes", ""))
+    nv, nv_src = nvls_bytes(gpu, tp)
+    d.given(f"NCCL NVLS buffers of the TP group ({tp} GPUs)", "N_nvls", nv, "B",
+            nv_src or "none: the GPU has no NVLS entry or the group is too small")
+    return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp + N_nvls", "B"))
+
+
 def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp: int, T: int,
                      R: int) -> float:
     """Peak of the profiling pass: one layer's live set for T tokens, or the sampled rows' logits."""
@@ -239,9 +258,14 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
             cite(fw.sources["act_hidden_copies"]), note=fw.notes.get("act_hidden_copies", ""))
     d.given("MLP-width vectors alive per token", "c_f", v["act_ffn_copies"], "1",
             cite(fw.sources["act_ffn_copies"]), note=fw.notes.get("act_ffn_copies", ""))
+    d.given("experts per token (0: dense MLP)", "k", m.top_k if m.is_moe else 0, "1", m.source)
+    d.given("hidden-size vectors per routed expert alive per token", "c_e",
+            v.get("act_expert_hidden_copies", 0), "1",
+            cite(fw.sources.get("act_expert_hidden_copies", fw.source)),
+            note=fw.notes.get("act_expert_hidden_copies", ""))
     d.given("bytes per activation", "e_a", e_a, "B")
     a_layer = d.calc("one layer's live set in the profiling pass", "A_l",
-                     "T_p * (c_h * h + c_f * f / t) * e_a", "B")
+                     "T_p * (c_h * h + c_f * f / t + c_e * k * h) * e_a", "B")
     d.given("vocabulary", "V", m.vocab, "1", m.source)
     d.given("bytes per logit in the sampling step", "e_l", v.get("logits_bytes_per_element", 4),
             "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)))

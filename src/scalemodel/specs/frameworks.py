@@ -87,6 +87,7 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "block_size": (_num(1, whole=True), "a whole number of tokens >= 1"),
     "act_hidden_copies": (_num(0), "a number >= 0"),
     "act_ffn_copies": (_num(0), "a number >= 0"),
+    "act_expert_hidden_copies": (_num(0), "a number >= 0"),
     "logits_bytes_per_element": (_num(0), "bytes >= 0"),
     "non_torch_bytes": (_num(0), "bytes >= 0"),
     "non_torch_tp_bytes": (_num(0), "bytes >= 0"),
