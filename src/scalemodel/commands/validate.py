@@ -20,6 +20,9 @@ def register(sub: Any) -> None:
         "prints each error, the error by source and the mean / max absolute percentage error.")
     p.add_argument("--file", default=None, metavar="CSV",
                    help="validation CSV (default: the repository's validation/training_runs.csv)")
+    p.add_argument("--serving", action="store_true",
+                   help="validate the serving planner instead (validation/serving_runs.csv, "
+                        "and the engines' logged KV capacities)")
     add_output(p, plot=True)
     p.set_defaults(run=run)
 
@@ -39,6 +42,10 @@ def run(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
 
+    if getattr(args, "serving", False):
+        from .validate_serving import run_serving
+
+        return run_serving(args)
     path = Path(args.file) if args.file else _DEFAULT
     if not path.is_file():
         raise BadInput(f"--file: no such file {str(path)!r}")

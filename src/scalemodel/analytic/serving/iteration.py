@@ -14,8 +14,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   that read at the memory-bound kernels' HBM efficiency and its FLOPs;
 * TP: two all-reduces of the layer's T x h activations (step/comm.py ``collective_time``, the
   collectives engine's NCCL choice);
-* MoE with experts over EP ranks: the busiest rank's share of the routed tokens (the routing
-  tail of analytic/moe_serving.py at the batch's copies);
+* MoE: the router, the experts some token reached (each with its tokens; with experts over EP
+  ranks the busiest rank's share, the routing tail of analytic/moe_serving.py at the batch's
+  copies), the shared experts, and the permutation of the routed copies in HBM;
 * PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
 * per iteration: the output head and sampling for every sequence that emits a token, and the
@@ -122,16 +123,29 @@ class Tables:
     head: np.ndarray  # output head + sampling, index = sequences that emit a token
 
 
+def _split_k(M: np.ndarray, N: float, K: float, gpu: GPUSpec) -> np.ndarray:
+    """K splits a thin GEMM's kernel takes so its tiles fill the SMs (split-K / stream-K, as
+    cuBLAS and TensorRT-LLM pick for decode-sized M): SMs over output tiles, at most one split
+    per 256 of K."""
+    from ..step.gemm import tiles
+
+    tm, tn, _ = tiles(gpu.arch)
+    out_tiles = np.ceil(np.maximum(M, 1.0) / tm) * np.ceil(N / tn)
+    return np.clip(np.floor(gpu.sm_count / out_tiles), 1.0, max(1.0, K // 256))
+
+
 def _roofline(gpu: GPUSpec, peak: float, dt: str, hbm: float, M: np.ndarray, N: float,
               K: float, e_w: float, e_a: float, count: Any = 1.0, touched: Any = 1.0
               ) -> tuple[np.ndarray, np.ndarray]:
     """(time, compute-side time) of ``count`` (M x K) @ (K x N) GEMMs: the step model's compute
-    time (gemm_time without HBM bytes) against the bytes at this precision (``touched`` of the
-    weights read: experts no token of the batch reached are not)."""
+    time (gemm_time without HBM bytes; a thin GEMM split over K as a batch of s products of
+    K / s, its tiles spread over the SMs together) against the bytes at this precision
+    (``touched`` of the weights read: experts no token of the batch reached are not)."""
     from ..step.gemm import gemm_time
 
     Mx = np.maximum(M, 1.0)
-    tc = count * gemm_time(Mx, N, K, gpu, peak, 0.0, dtype_name=dt) * (M > 0)
+    s = _split_k(Mx, N, K, gpu)
+    tc = count * gemm_time(Mx, N, K / s, gpu, peak, 0.0, batch=s, dtype_name=dt) * (M > 0)
     tm = count * (touched * K * N * e_w + e_a * M * (K + N)) / hbm
     return np.maximum(tc, tm), tc
 
@@ -252,19 +266,25 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         etp = tp / ep
         n_local = E / ep
         imb = _expert_imbalance(m, lay.ep, M * k)
-        Me = M * k / E * imb
-        touched = 1.0 - (1.0 - k / E) ** M
+        # of a rank's n_local experts, the share some token reached (1 - (1 - k / E)^T), each
+        # with the busiest rank's tokens spread over them
+        touched = np.maximum(1.0 - (1.0 - k / E) ** M, 1e-12)
+        Me = M * k / E * imb / touched
         eu, eu_c = _roofline(gpu, peak, dt, hbm, Me, ms.up_k * ms.moe_ffn / etp, h, e_w, e_a,
-                             n_local, touched)
-        ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a, n_local,
-                             touched)
+                             n_local * touched)
+        ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
+                             n_local * touched)
         rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
         if ms.shared_ffn:
             su, su_c = g(ms.up_k * ms.shared_ffn / tp, h)
             sd, sd_c = g(h, ms.shared_ffn / tp)
         else:
             su = su_c = sd = sd_c = np.zeros_like(M)
-        moe = attn + eu + ed + rt + su + sd
+        # the routed copies' permutation: each token's hidden vector is copied to its k expert
+        # rows (read k, write k) and the k expert outputs are gathered back and summed (read
+        # k, write 1): (3 k + 1) h activations per token, memory-bound
+        permute = (3 * k + 1) * M * h * e_a / hbm
+        moe = attn + eu + ed + rt + su + sd + permute
         moe_c = attn_c + eu_c + ed_c + rt_c + su_c + sd_c
     else:
         moe, moe_c = dense, dense_c

@@ -76,10 +76,12 @@ def _blocks(tokens: np.ndarray | int, bs: int) -> Any:
 
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
-             max_iterations: int = 5_000_000) -> SimResult:
+             stretch: bool = True, max_iterations: int = 5_000_000) -> SimResult:
     """Run every request through the scheduler; ``prefilled``: prompts arrive with their KV
     (a disaggregated decode pool), so only decode work is done; ``concurrency`` C > 0: a closed
-    loop of C clients, request j >= C arriving when the (j - C + 1)-th request finishes."""
+    loop of C clients, request j >= C arriving when the (j - C + 1)-th request finishes;
+    ``stretch`` False: step every iteration (the one-move stretches are then checked against
+    it)."""
     n = int(arrival_s.size)
     arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
     if concurrency > 0:
@@ -200,7 +202,7 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         n_log = int(dec.size + completes.size)
         ctx_sum = float((kv[dec] + 1).sum()) if dec.size else 0.0
         k = 1
-        if cid.size == 0 and dec.size:
+        if stretch and cid.size == 0 and dec.size:
             k = _stretch(it, pol, dec, kv, gen, osl, blocks, free, waiting, run.size, nxt, n,
                          arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p)
         if k == 1:
@@ -276,8 +278,8 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
             else:
                 hi = mid - 1
         k = max(1, lo)
-    if nxt < n:
+    gap = float(arrival_s[order[nxt]]) - t if nxt < n else float("inf")
+    if np.isfinite(gap):
         dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0))
-        gap = float(arrival_s[order[nxt]]) - t
         k = max(1, min(k, int(gap // dt1) + 1))
     return k

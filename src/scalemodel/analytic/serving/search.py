@@ -54,6 +54,9 @@ class SearchResult:
 def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
             exact: bool) -> list[ServeLayout]:
     """Every (tp, pp, ep, dp) of at most (or, ``exact``, exactly) n_gpus GPUs."""
+    if fixed:  # a fixed key the model cannot run is said as such
+        check_layout(m, ServeLayout(fixed.get("tp", fixed.get("ep", 1)), fixed.get("pp", 1),
+                                    fixed.get("ep", 1), fixed.get("dp", 1)))
     out = []
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8, 16) if t <= domain]
     pps = [fixed["pp"]] if "pp" in fixed else [1, 2, 4, 8]

@@ -102,7 +102,7 @@ def summary(rows: list[ServingRow]) -> dict[str, Any]:
     by: dict[str, list[float]] = {}
     for r in rows:
         by.setdefault(r.source, []).append(r.error)
-    return {"rows": len(rows), "mape": sum(errs) / len(errs) if errs else float("nan"),
+    return {"row_count": len(rows), "mape": sum(errs) / len(errs) if errs else float("nan"),
             "max_ape": max(errs) if errs else float("nan"),
             "by_source": [{"source": k, "rows": len(v), "mean_abs_error":
                            sum(map(abs, v)) / len(v), "min_error": min(v), "max_error": max(v)}
