@@ -100,6 +100,9 @@ def register(sub: Any) -> None:
                    help="write the --export file to PATH (exactly as the framework reads it)")
     add_output(t, plot=True)
     t.set_defaults(run=run)
+    from .plan_serve import register as register_serve
+
+    register_serve(sp)
 
 
 def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None = None,

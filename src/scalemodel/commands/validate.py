@@ -25,6 +25,9 @@ def register(sub: Any) -> None:
     mode.add_argument("--cv", action="store_true",
                       help="per source, the error with every constant derived from end-to-end "
                       "runs re-derived without that source's rows (or the statement that none is)")
+    mode.add_argument("--serving", action="store_true",
+                      help="validate the serving planner instead (validation/serving_runs.csv, "
+                      "and the engines' logged KV capacities)")
     mode.add_argument("--agreement", action="store_true",
                       help="free search on every row that states its layout: where the team's "
                       "layout ranks, how much faster the pick is predicted and the term why")
@@ -73,6 +76,10 @@ def run(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
 
+    if getattr(args, "serving", False):
+        from .validate_serving import run_serving
+
+        return run_serving(args)
     if args.rows and not args.agreement:
         raise BadInput("--rows: only with --agreement")
     if args.agreement:

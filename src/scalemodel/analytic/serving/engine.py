@@ -1,0 +1,141 @@
+"""A serving engine as the planner runs it: its profile (frameworks.toml, kind = "serving": KV
+pool sizing, token budget, batch size, block size) and the scheduler facts serving.toml adds
+(KV reservation, how the batch limits are chosen, chunking, per-iteration host cost). The KV
+pool itself is analytic/serving_memory.py's ``engine_kv_budget``, the same accounting
+``kv --framework`` prints."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import BadInput
+from ...specs import GPUSpec, ModelSpec
+from .iteration import Precision, ServeLayout, serving_constants
+
+DEFAULT_ENGINE = "vllm-v1"
+
+
+@dataclass(frozen=True)
+class Engine:
+    id: str
+    name: str
+    version: str
+    reserve: str  # "full" or "on_demand"
+    batch_rule: str  # "profile" or "trtllm-bench"
+    chunked_prefill: bool
+    kv_fraction: float | None  # the fraction a published run used, where it differs from default
+    overhead_s: float
+    block_size: int
+    max_num_seqs: int
+    fp8_checkpoint_kv: str  # the KV dtype the engine gives an FP8 checkpoint by default
+    scheduler: str
+    sources: dict[str, str]
+    profile: Any  # specs.frameworks.Framework
+
+    def default_kv_dtype(self, prec: Precision) -> str:
+        """The KV dtype this engine uses for a checkpoint of this precision."""
+        return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
+
+    def attention_kind(self, gpu: GPUSpec) -> str:
+        """The fused attention family (kernels.toml) the engine runs on this GPU."""
+        return "flash3" if gpu.arch == "hopper" and self.id != "sglang" else "flash"
+
+
+def serving_engine_ids() -> list[str]:
+    return [t["id"] for t in serving_constants()["engines"].values()]
+
+
+def get_serving_engine(fid: str | None) -> Engine:
+    from ...specs.frameworks import get_framework
+
+    fid = fid or DEFAULT_ENGINE
+    table = {t["id"]: t for t in serving_constants()["engines"].values()}
+    if fid not in table:
+        raise BadInput(f"--framework: {fid!r} is not a serving engine; choose one of "
+                       f"{', '.join(table)}")
+    fw = get_framework(fid)
+    t = table[fid]
+    v = fw.values
+    return Engine(
+        id=fid, name=fw.name, version=fw.version, reserve=str(t["reserve"]),
+        batch_rule=str(t["batch_rule"]), chunked_prefill=bool(t["chunked_prefill"]),
+        kv_fraction=float(t["kv_fraction"]) if "kv_fraction" in t else None,
+        overhead_s=float(t["overhead_s"]), block_size=int(v["block_size"]),
+        max_num_seqs=int(v["max_num_seqs_default"]),
+        fp8_checkpoint_kv=str(t["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
+        sources={k.removesuffix("_source"): str(s) for k, s in t.items()
+                 if k.endswith("_source")},
+        profile=fw)
+
+
+def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
+                        kv_bytes_per_elem: float, isl: int, osl: int) -> tuple[int, int]:
+    """(max batch size, max num tokens) trtllm-bench build picks for a dataset (tuning.py's
+    calc_engine_setting and finetune_setting, restated)."""
+    from ..params import count_params
+
+    per_tok = 2 * m.n_layers * max(lay.tp, m.n_kv_heads) * m.head_dim * kv_bytes_per_elem
+    engine = count_params(m).total * prec.weight_bytes
+    avail = gpu.hbm_bytes * lay.replica_gpus - engine
+    reqs = avail * 0.95 / (per_tok * (isl + osl))
+    if reqs < 1:
+        raise BadInput(f"--layout: {lay.replica_gpus} x {gpu.id} cannot hold {m.id}'s weights "
+                       "and one request's KV (trtllm-bench's estimate)")
+    raw_bs = min(reqs, 4096) / lay.pp
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return int(bs), int(tok)
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What the engine starts with on one replica."""
+
+    max_batch: int
+    token_budget: int
+    chunked_prefill: bool
+    max_model_len: int
+    kv: Any  # serving_memory.EngineKV
+    why_batch: str
+
+
+def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
+          kv_dtype: str, isl: int, osl: int, *, max_batch: int | None = None,
+          token_budget: int | None = None) -> EngineSetup:
+    """The engine's batch limits and KV pool for this layout and workload."""
+    from ...specs import dtype
+    from ..serving_memory import engine_kv_budget, engine_token_budget
+
+    mml = isl + osl if eng.batch_rule == "trtllm-bench" else m.max_context
+    mml = max(mml, isl + osl)
+    if eng.batch_rule == "trtllm-bench":
+        bs, tok = trtllm_bench_limits(m, gpu, lay, prec, dtype(kv_dtype).bytes, isl, osl)
+        why = "trtllm-bench build's tuning from the dataset's lengths"
+    else:
+        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml)
+        bs, why = eng.max_num_seqs, f"the engine's defaults ({why_t})"
+    chunked = eng.chunked_prefill or (
+        int(eng.profile.get("chunked_prefill_above_len") or 0) and
+        mml > int(eng.profile.get("chunked_prefill_above_len") or 0))
+    bs = int(max_batch or bs)
+    tok = int(token_budget or tok)
+    if max_batch or token_budget:
+        why = "given"
+    wdt = {"int4": "int4", "fp8": "fp8"}.get(prec.name, "bf16")
+    kv = engine_kv_budget(m, gpu, tp=lay.tp, pp=lay.pp, weight_dtype=wdt, kv_dtype=kv_dtype,
+                          engine_id=eng.profile, util=eng.kv_fraction, max_model_len=mml,
+                          max_num_seqs=bs, max_num_batched_tokens=tok)
+    return EngineSetup(bs, tok, bool(chunked), mml, kv, why)

@@ -1,0 +1,352 @@
+"""What one engine iteration costs: prefill chunks, decode tokens and mixed batches, priced by
+the step model's parts (analytic/step/) at the batch's token count.
+
+Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk tokens together):
+
+* GEMMs (step/gemm.py ``gemm_time``, its tiles-in-waves efficiency): the attention projections,
+  the MLP (or the router, the local experts and the shared experts), each on its own roofline
+  max(2 M N K / (pi eta), bytes / (beta eta_m)) with the serving precision's bytes per weight and
+  per activation (weight-only INT4 reads 0.52 B per weight and runs the 16-bit tensor cores);
+* memory-bound kernels (step/elementwise.py ``nongemm_time``, the forward part);
+* attention over paged KV: a prefill chunk of c tokens after p cached ones is a causal call of
+  c (p + c / 2) query-key pairs at the fused kernel's efficiency for p + c (step/attention.py
+  ``attention_efficiency``); a decode token reads its sequence's whole KV from HBM, the larger of
+  that read at the memory-bound kernels' HBM efficiency and its FLOPs;
+* TP: two all-reduces of the layer's T x h activations (step/comm.py ``collective_time``, the
+  collectives engine's NCCL choice);
+* MoE: the router, the experts some token reached (each with its tokens; with experts over EP
+  ranks the busiest rank's share, the routing tail of analytic/moe_serving.py at the batch's
+  copies), the shared experts, and the permutation of the routed copies in HBM;
+* PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
+  pp stage times of T / pp tokens, plus the pp - 1 activation sends;
+* per iteration: the output head and sampling for every sequence that emits a token, and the
+  engine's fixed per-iteration overhead (its profile).
+
+All GEMM, elementwise and collective terms are tabulated once per layout over every token count
+the engine's budget allows, so an iteration costs table look-ups plus the attention sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import BadInput
+from ...specs import GPUSpec, ModelSpec
+from ...specs.sources import load_toml
+
+
+@cache
+def serving_constants() -> dict[str, Any]:
+    return load_toml("serving.toml")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A serving precision: bytes per weight and per activation element, the GEMM path."""
+
+    name: str
+    weight_bytes: float
+    activation_bytes: float
+    gemm_dtype: str
+    kv_dtype: str  # the KV dtype engines use for such checkpoints unless told otherwise
+    source: str
+
+
+PRECISIONS = ("bf16", "fp8", "int4")
+
+
+def precision(name: str) -> Precision:
+    t = serving_constants()["precisions"].get(name)
+    if t is None:
+        raise BadInput(f"--precision: {name!r} is not one of {', '.join(PRECISIONS)}")
+    return Precision(name, float(t["weight_bytes"]), float(t["activation_bytes"]),
+                     str(t["gemm_dtype"]), str(t["kv_dtype"]), str(t["source"]))
+
+
+@dataclass(frozen=True)
+class ServeLayout:
+    """One serving deployment: tp x pp GPUs per replica, dp replicas, experts over ep of the tp
+    ranks (each expert split over tp / ep of them)."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+
+    @property
+    def replica_gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def to_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp}
+
+
+def check_layout(m: ModelSpec, lay: ServeLayout) -> None:
+    """One line where the layout cannot run the model."""
+    for k, v in lay.to_dict().items():
+        if v < 1:
+            raise BadInput(f"--layout {k}: must be a whole number >= 1, got {v}")
+    if m.n_heads % lay.tp:
+        raise BadInput(f"--layout tp={lay.tp}: {m.id} has {m.n_heads} attention heads, which tp "
+                       "must divide")
+    if lay.pp > m.n_layers:
+        raise BadInput(f"--layout pp={lay.pp}: {m.id} has only {m.n_layers} layers")
+    if lay.ep > 1 and not m.is_moe:
+        raise BadInput(f"--layout ep={lay.ep}: {m.id} is dense (no experts to split)")
+    if lay.tp % lay.ep:
+        raise BadInput(f"--layout ep={lay.ep}: experts are split over EP ranks inside the TP "
+                       f"group, so ep must divide tp={lay.tp}")
+    if m.is_moe and m.n_experts % lay.ep:
+        raise BadInput(f"--layout ep={lay.ep}: {m.id}'s {m.n_experts} experts do not split "
+                       "evenly")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Per-layer seconds on one rank by tokens in the (micro-)batch, index = tokens."""
+
+    dense_c: np.ndarray  # a dense layer's GEMMs, compute side of each GEMM's roofline
+    dense: np.ndarray  # a dense layer's GEMMs, each on its roofline
+    moe: np.ndarray  # an MoE layer's GEMMs (router, busiest rank's experts, shared)
+    moe_c: np.ndarray
+    nongemm: np.ndarray  # memory-bound kernels of a layer
+    allreduce: np.ndarray  # the layer's TP all-reduces
+    p2p: np.ndarray  # one activation send between pipeline stages
+    head: np.ndarray  # output head + sampling, index = sequences that emit a token
+
+
+def _split_k(M: np.ndarray, N: float, K: float, gpu: GPUSpec) -> np.ndarray:
+    """K splits a thin GEMM's kernel takes so its tiles fill the SMs (split-K / stream-K, as
+    cuBLAS and TensorRT-LLM pick for decode-sized M): SMs over output tiles, at most one split
+    per 256 of K."""
+    from ..step.gemm import tiles
+
+    tm, tn, _ = tiles(gpu.arch)
+    out_tiles = np.ceil(np.maximum(M, 1.0) / tm) * np.ceil(N / tn)
+    return np.clip(np.floor(gpu.sm_count / out_tiles), 1.0, max(1.0, K // 256))
+
+
+def _roofline(gpu: GPUSpec, peak: float, dt: str, hbm: float, M: np.ndarray, N: float,
+              K: float, e_w: float, e_a: float, count: Any = 1.0, touched: Any = 1.0
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(time, compute-side time) of ``count`` (M x K) @ (K x N) GEMMs: the step model's compute
+    time (gemm_time without HBM bytes; a thin GEMM split over K as a batch of s products of
+    K / s, its tiles spread over the SMs together) against the bytes at this precision
+    (``touched`` of the weights read: experts no token of the batch reached are not)."""
+    from ..step.gemm import gemm_time
+
+    Mx = np.maximum(M, 1.0)
+    s = _split_k(Mx, N, K, gpu)
+    tc = count * gemm_time(Mx, N, K / s, gpu, peak, 0.0, batch=s, dtype_name=dt) * (M > 0)
+    tm = count * (touched * K * N * e_w + e_a * M * (K + N)) / hbm
+    return np.maximum(tc, tm), tc
+
+
+@dataclass(frozen=True)
+class IterationModel:
+    """The priced parts of one iteration for one (model, GPU, layout, precision, engine)."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    layout: ServeLayout
+    prec: Precision
+    kv_dtype: str
+    tables: Tables
+    n_dense: int
+    n_moe: int
+    dec_s_per_ctx_token: float  # decode attention, seconds per (sequence, context token), all layers
+    attn_flops_per_pair: float  # prefill attention FLOPs per (query, key) pair per layer per rank
+    attention_kind: str
+    head_dim: float
+    peak16: float
+    overhead_s: float  # the engine's fixed cost per iteration
+    dec_bound: str  # "memory (KV read)" or "compute"
+    eff_x: np.ndarray  # log2 lengths at which the prefill kernel's efficiency is tabulated
+    eff_y: np.ndarray
+
+    def stage_tokens(self, T: int) -> int:
+        return -(-T // self.layout.pp)
+
+    def dense_part(self, T: int, n_logits: int) -> float:
+        """Seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
+        collectives, head, overhead), the pp micro-batches included."""
+        pp = self.layout.pp
+        i = min(self.stage_tokens(T), self.tables.dense.size - 1)
+        tb = self.tables
+        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
+                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+        j = min(-(-n_logits // pp), tb.head.size - 1)
+        return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s)
+
+    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray) -> np.ndarray:
+        """:meth:`dense_part` for arrays of token and logit counts."""
+        pp = self.layout.pp
+        tb = self.tables
+        i = np.minimum(-(-np.asarray(T, dtype=np.int64) // pp), tb.dense.size - 1)
+        j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
+        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
+                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+        return pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s
+
+    def prefill_attention(self, chunks: np.ndarray, cached: np.ndarray) -> float:
+        """All layers' attention seconds of prefill chunks (c tokens after p cached)."""
+        if chunks.size == 0:
+            return 0.0
+        c = chunks.astype(np.float64)
+        p = cached.astype(np.float64)
+        flops = self.attn_flops_per_pair * c * (p + 0.5 * c)
+        eff = np.interp(np.log2(p + c), self.eff_x, self.eff_y)
+        L = self.n_dense + self.n_moe
+        return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
+
+    def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
+             cached: np.ndarray) -> float:
+        """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
+        sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``."""
+        return (self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
+                + self.prefill_attention(chunks, cached))
+
+
+def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
+    """Busiest EP rank's routed copies over the mean, by the batch's routed copies (median draw
+    of the routing Monte Carlo of analytic/moe_serving.py)."""
+    if ep <= 1:
+        return np.ones_like(copies)
+    from ..moe_serving import layout_stats, recv_tail
+
+    skew = float(serving_constants()["moe"]["skew"])
+    st = layout_stats(m.n_experts, m.top_k, 0, 0, ep, 0, "global", ep, skew, draws=64,
+                      patterns=2)
+    probe = np.unique(np.clip(np.round(np.geomspace(1, max(copies.max(), 2), 12)), 1, None))
+    recv, _ = recv_tail(st, probe, gpus_per_node=ep)
+    ratio = np.median(recv, axis=1) / (probe / ep)
+    return np.interp(copies, probe, ratio)
+
+
+def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, *,
+          max_tokens: int, max_seqs: int, attention_kind: str, overhead_s: float,
+          cluster: Any) -> IterationModel:
+    """Tabulate every per-token-count term for token counts 0..max_tokens / pp."""
+    from ..kv import model_kv_bytes_per_token
+    from ..step.comm import collective_time, ranks_per_node
+    from ..step.config import constants
+    from ..step.shapes import model_shapes
+
+    check_layout(m, lay)
+    ms = model_shapes(m)
+    tp, ep = float(lay.tp), float(lay.ep)
+    dt = prec.gemm_dtype
+    peak = gpu.peak_flop_per_s(dt)
+    peak16 = gpu.peak_flop_per_s("bf16")
+    hbm = gpu.hbm_bytes_per_s * float(constants()["gemm"]["hbm_efficiency"])
+    e_w, e_a = prec.weight_bytes, prec.activation_bytes
+    n_tok = -(-max_tokens // lay.pp) + 1
+    M = np.arange(n_tok, dtype=np.float64)
+    h = float(m.hidden)
+
+    def g(N: float, K: float, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
+        return _roofline(gpu, peak, dt, hbm, M, N, K, e_w, e_a, **kw)
+
+    qkv, qkv_c = g(ms.attn_in_n / tp, h)
+    o, o_c = g(h, ms.attn_out_k / tp)
+    attn, attn_c = qkv + o, qkv_c + o_c
+    up, up_c = g(ms.up_k * ms.ffn / tp, h)
+    down, down_c = g(h, ms.ffn / tp)
+    dense, dense_c = attn + up + down, attn_c + up_c + down_c
+    if m.is_moe:
+        E, k = float(m.n_experts), float(m.top_k)
+        etp = tp / ep
+        n_local = E / ep
+        imb = _expert_imbalance(m, lay.ep, M * k)
+        # of a rank's n_local experts, the share some token reached (1 - (1 - k / E)^T), each
+        # with the busiest rank's tokens spread over them
+        touched = np.maximum(1.0 - (1.0 - k / E) ** M, 1e-12)
+        Me = M * k / E * imb / touched
+        eu, eu_c = _roofline(gpu, peak, dt, hbm, Me, ms.up_k * ms.moe_ffn / etp, h, e_w, e_a,
+                             n_local * touched)
+        ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
+                             n_local * touched)
+        rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
+        if ms.shared_ffn:
+            su, su_c = g(ms.up_k * ms.shared_ffn / tp, h)
+            sd, sd_c = g(h, ms.shared_ffn / tp)
+        else:
+            su = su_c = sd = sd_c = np.zeros_like(M)
+        # the routed copies' permutation: each token's hidden vector is copied to its k expert
+        # rows (read k, write k) and the k expert outputs are gathered back and summed (read
+        # k, write 1): (3 k + 1) h activations per token, memory-bound
+        permute = (3 * k + 1) * M * h * e_a / hbm
+        moe = attn + eu + ed + rt + su + sd + permute
+        moe_c = attn_c + eu_c + ed_c + rt_c + su_c + sd_c
+    else:
+        moe, moe_c = dense, dense_c
+    nongemm = _nongemm(m, gpu, lay, prec, cluster, M, ms)
+    dom = cluster.nvlink_domain
+    # collectives priced on a geometric grid of token counts and read in between
+    grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
+    act = grid * h * 2.0  # 16-bit activations between layers
+    ar_g = 2 * collective_time("all_reduce", act, tp, ranks_per_node(1, lay.tp, dom), cluster)
+    ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
+    if lay.pp > 1:
+        p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
+                                cluster)
+        p2p = np.interp(M, grid, np.asarray(p2p_g) * np.ones_like(grid))
+    else:
+        p2p = np.zeros_like(M)
+    # output head (kept in 16 bits by FP8 and INT4 checkpoints alike) and sampling
+    S = np.arange(max(max_seqs, 1) + 1, dtype=np.float64)
+    vocab = float(m.vocab)
+    head, _ = _roofline(gpu, peak16, "bf16", hbm, S, vocab / tp, h, 2.0, 2.0)
+    head = head + S * vocab / tp * float(serving_constants()["sampling"]["bytes_per_logit"]) / hbm
+    # decode attention: each decode token reads its sequence's KV on this rank
+    kv_layer = model_kv_bytes_per_token(m, kv_dtype) / m.n_layers
+    split = 1.0 if m.kv_lora_rank else float(min(lay.tp, max(m.n_kv_heads, 1)))
+    att_pair = 2.0 * (ms.qk_dim + ms.v_dim) / tp
+    from ..step.attention import attention_efficiency
+
+    eff_dec = float(attention_efficiency(gpu, 1.0, causal=False, kind=attention_kind,
+                                         head_dim=ms.qk_dim / m.n_heads))
+    mem_s = kv_layer / split / hbm
+    cmp_s = att_pair / (peak16 * eff_dec)
+    per_ctx = m.n_layers * max(mem_s, cmp_s) / lay.pp
+    eff_x = np.linspace(0.0, np.log2(max(m.max_context, 2)) + 1, 96)
+    eff_y = np.asarray(attention_efficiency(gpu, 2.0 ** eff_x, causal=True, kind=attention_kind,
+                                            head_dim=ms.qk_dim / m.n_heads))
+    tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
+                    head)
+    return IterationModel(
+        model=m, gpu=gpu, layout=lay, prec=prec, kv_dtype=kv_dtype, tables=tables,
+        n_dense=m.n_layers - m.n_moe_layers, n_moe=m.n_moe_layers, dec_s_per_ctx_token=per_ctx,
+        attn_flops_per_pair=att_pair, attention_kind=attention_kind,
+        head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
+        dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
+        eff_y=eff_y)
+
+
+def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,
+             M: np.ndarray, ms: Any) -> np.ndarray:
+    """Forward memory-bound kernels of a layer at M tokens (step/elementwise.py), the layer's
+    MLP width that of a dense layer or of the experts a token visits."""
+    import dataclasses
+
+    from ..planner import make_job
+    from ..step.candidates import candidates
+    from ..step.elementwise import nongemm_time
+
+    job = make_job(m, seq_len=1, global_batch_seqs=1,
+                   precision="fp8" if prec.gemm_dtype == "fp8" else "bf16")
+    one = np.ones_like(M)
+    cols = {"tp": lay.tp * one, "pp": lay.pp * one, "dp": one, "cp": one, "ep": lay.ep * one,
+            "zero": 0 * one, "vpp": one, "rc": 0 * one, "micro_batch": one, "microbatches": one}
+    c = dataclasses.replace(candidates(job, cluster, cols), T=M, sp_div=one)
+    width = float(m.top_k * ms.moe_ffn + ms.shared_ffn) if m.is_moe else float(ms.ffn)
+    f, _ = nongemm_time(c, width)
+    return np.asarray(f) * one

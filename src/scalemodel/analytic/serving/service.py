@@ -1,0 +1,160 @@
+"""One serving configuration end to end: engine setup, iteration model, the stream through the
+scheduler simulation, and the figures the CLI's JSON keys name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import BadInput
+from ...specs import GPUSpec, ModelSpec
+from .engine import Engine, EngineSetup, setup
+from .iteration import IterationModel, Precision, ServeLayout, build
+from .scheduler import SchedulerPolicy, SimResult, simulate
+from .streams import Stream, draw
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """One configuration's figures (deployment-wide unless named per GPU)."""
+
+    layout: ServeLayout
+    disaggregated: bool
+    precision: str
+    kv_dtype: str
+    engine: str
+    max_batch: int
+    token_budget: int
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    kv_capacity_tokens: int  # per replica
+    max_concurrency: float  # requests of the workload's length the KV pool holds at once
+    memory_per_gpu_bytes: float
+    gpus: int
+    bounds: dict[str, str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / self.gpus
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        return 1.0 / self.tpot_p50_s if self.tpot_p50_s > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        best = {**self.layout.to_dict(), "disaggregated": self.disaggregated,
+                "max_batch": self.max_batch}
+        return {
+            "best": best, "gpus": self.gpus, "precision": self.precision,
+            "kv_dtype": self.kv_dtype, "framework": self.engine,
+            "token_budget": self.token_budget,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+            "total_tokens_per_s": self.total_tokens_per_s,
+            "requests_per_s": self.requests_per_s,
+            "ttft_s": {"p50": self.ttft_p50_s, "p99": self.ttft_p99_s},
+            "tpot_s": {"p50": self.tpot_p50_s, "p99": self.tpot_p99_s},
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "max_concurrency": self.max_concurrency,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "bounds": self.bounds, **self.extra,
+        }
+
+
+def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
+                    kv_dtype: str, eng: Engine, es: EngineSetup) -> IterationModel:
+    from ..planner import make_cluster
+
+    cl = make_cluster(gpu, lay.replica_gpus)
+    return build(m, gpu, lay, prec, kv_dtype, max_tokens=max(es.token_budget, es.max_batch),
+                 max_seqs=es.max_batch, attention_kind=eng.attention_kind(gpu),
+                 overhead_s=eng.overhead_s, cluster=cl)
+
+
+def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
+    """The bound each phase sits at: a full prefill chunk and a full decode batch."""
+    tb = it.tables
+    i_p = min(it.stage_tokens(es.token_budget), tb.dense.size - 1)
+    i_d = min(it.stage_tokens(es.max_batch), tb.dense.size - 1)
+
+    def gemm_bound(i: int) -> str:
+        t = it.n_dense * tb.dense[i] + it.n_moe * tb.moe[i]
+        c = it.n_dense * tb.dense_c[i] + it.n_moe * tb.moe_c[i]
+        comm = (it.n_dense + it.n_moe) * tb.allreduce[i]
+        if comm > t:
+            return "communication (TP all-reduce)"
+        return "compute (GEMMs)" if c >= 0.5 * t else "memory (weight reads)"
+
+    kv_read = it.dec_s_per_ctx_token * es.max_batch * isl
+    weights = it.n_dense * tb.dense[i_d] + it.n_moe * tb.moe[i_d]
+    dec = gemm_bound(i_d)
+    if kv_read > weights:
+        dec = f"{it.dec_bound} (KV reads over weights)"
+    return {"prefill": gemm_bound(i_p), "decode": dec}
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.quantile(x, q)) if x.size else float("nan")
+
+
+def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str,
+             eng: Engine, stream: Stream, isl: int, osl: int, *, max_batch: int | None = None,
+             token_budget: int | None = None) -> ServeResult:
+    """Simulate one replica under its share of the stream; dp replicas serve the stream side by
+    side (requests dealt round robin, each replica a 1/dp share of the rate)."""
+    if isl + osl > m.max_context:
+        raise BadInput(f"--isl {isl:,} + --osl {osl:,} exceeds {m.id}'s context of "
+                       f"{m.max_context:,} tokens")
+    es = setup(eng, m, gpu, lay, prec, kv_dtype, isl, osl, max_batch=max_batch,
+               token_budget=token_budget)
+    if not es.kv.fits:
+        raise BadInput(f"--layout {_lay(lay)}: {es.kv.lacks}")
+    it = iteration_model(m, gpu, lay, prec, kv_dtype, eng, es)
+    share = Stream(stream.kind, max(1, -(-stream.requests // lay.dp)),
+                   stream.rate_per_s / lay.dp, -(-stream.concurrency // lay.dp) if
+                   stream.concurrency else 0, stream.dist, stream.spread, stream.seed)
+    a, i, o = draw(share, isl, osl, m.max_context)
+    pol = SchedulerPolicy(es.max_batch, es.token_budget, es.chunked_prefill, eng.reserve,
+                          es.kv.block_size, es.kv.blocks)
+    r = simulate(it, pol, a, i, o, concurrency=share.concurrency)
+    return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+
+
+def _lay(lay: ServeLayout) -> str:
+    return ",".join(f"{k}={v}" for k, v in lay.to_dict().items())
+
+
+def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng: Engine,
+            es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
+            ) -> ServeResult:
+    span = r.makespan_s
+    out = float(r.osl.sum()) / span * lay.dp
+    tot = float((r.isl + r.osl).sum()) / span * lay.dp
+    kv = es.kv
+    return ServeResult(
+        layout=lay, disaggregated=False, precision=prec.name, kv_dtype=kv_dtype, engine=eng.id,
+        max_batch=es.max_batch, token_budget=es.token_budget, output_tokens_per_s=out,
+        total_tokens_per_s=tot, requests_per_s=r.isl.size / span * lay.dp,
+        ttft_p50_s=_pct(r.ttft_s, 0.5), ttft_p99_s=_pct(r.ttft_s, 0.99),
+        tpot_p50_s=_pct(r.tpot_s, 0.5), tpot_p99_s=_pct(r.tpot_s, 0.99),
+        kv_capacity_tokens=int(kv.max_tokens),
+        max_concurrency=float(kv.max_tokens / max(isl + osl, 1)),
+        memory_per_gpu_bytes=float(kv.weights_bytes + kv.profile_activation_bytes
+                                   + kv.non_torch_bytes + kv.cuda_graph_bytes
+                                   + kv.blocks * kv.block_size * kv.bytes_per_token),
+        gpus=lay.gpus, bounds=bounds(it, es, isl),
+        extra={"iterations": r.iterations, "preemptions": r.preemptions,
+               "peak_batch": r.peak_batch, "mean_batch": r.mean_batch,
+               "decode_iteration_s": r.decode_iter_s, "mixed_iteration_s": r.mixed_iter_s,
+               "makespan_s": span, "requests_simulated": int(r.isl.size),
+               "chunked_prefill": es.chunked_prefill, "reserve": eng.reserve,
+               "batch_limits": es.why_batch, "max_model_len": es.max_model_len})

@@ -1,0 +1,69 @@
+"""Request streams: every request queued at once (max load, as ``trtllm-bench throughput`` and
+vLLM's offline benchmark run), Poisson arrivals at a rate, or a fixed number of requests in
+flight (a closed loop of clients); input and output lengths fixed or drawn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import BadInput
+
+LENGTH_DISTS = ("fixed", "normal", "uniform", "exponential")
+
+
+@dataclass(frozen=True)
+class Stream:
+    kind: str  # "max-load", "rate" or "concurrency"
+    requests: int
+    rate_per_s: float = 0.0
+    concurrency: int = 0
+    dist: str = "fixed"
+    spread: float = 0.0  # relative standard deviation (normal) or half-width (uniform)
+    seed: int = 0
+
+    def label(self) -> str:
+        if self.kind == "rate":
+            return f"Poisson arrivals at {self.rate_per_s:g} requests/s"
+        if self.kind == "concurrency":
+            return f"{self.concurrency} requests in flight (closed loop)"
+        return f"max load: all {self.requests:,} requests queued at t = 0"
+
+
+def lengths(mean: int, n: int, dist: str, spread: float, rng: np.random.Generator,
+            limit: int) -> np.ndarray:
+    """n lengths around ``mean`` (whole tokens, 1 .. limit)."""
+    if dist == "fixed":
+        x = np.full(n, float(mean))
+    elif dist == "normal":
+        x = rng.normal(mean, spread * mean, n)
+    elif dist == "uniform":
+        x = rng.uniform(mean * (1 - spread), mean * (1 + spread), n)
+    elif dist == "exponential":
+        x = rng.exponential(mean, n)
+    else:
+        raise BadInput(f"--length-dist: {dist!r} is not one of {', '.join(LENGTH_DISTS)}")
+    return np.clip(np.round(x), 1, limit).astype(np.int64)
+
+
+def draw(stream: Stream, isl: int, osl: int, max_context: int
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival seconds, input lengths, output lengths) of the stream's requests. A fixed
+    concurrency is simulated as max load in waves of that many (the engine sees the same batch);
+    its arrivals are set by the simulation of the first wave (see ``service``)."""
+    if stream.requests < 1:
+        raise BadInput(f"--requests: must be at least 1, got {stream.requests}")
+    rng = np.random.default_rng(stream.seed)
+    n = stream.requests
+    i = lengths(isl, n, stream.dist, stream.spread, rng, max_context - 1)
+    o = lengths(osl, n, stream.dist, stream.spread, rng, max_context)
+    o = np.minimum(o, max_context - i)
+    if stream.kind == "rate":
+        if not stream.rate_per_s > 0:
+            raise BadInput(f"--rate: must be positive, got {stream.rate_per_s}")
+        a = np.cumsum(rng.exponential(1.0 / stream.rate_per_s, n))
+        a -= a[0]
+    else:
+        a = np.zeros(n)
+    return a, i, o

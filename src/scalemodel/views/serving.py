@@ -1,0 +1,124 @@
+"""The serving planner's result as a worked answer (``plan serve``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(x: float) -> float:
+    return 1e3 * x
+
+
+def _row(r: Any) -> tuple[Any, ...]:
+    lay = r.layout
+    name = f"tp{lay.tp} pp{lay.pp} ep{lay.ep} dp{lay.dp}"
+    if r.disaggregated:
+        p, d = r.extra["prefill_pool"], r.extra["decode_pool"]
+        name = (f"prefill tp{p['tp']} x{p['dp']} + decode tp{d['tp']} pp{d['pp']} "
+                f"x{d['dp']}")
+    return (name, r.gpus, r.precision, r.kv_dtype, r.max_batch, r.token_budget,
+            round(r.output_tokens_per_s), round(r.output_tokens_per_s_per_gpu),
+            _ms(r.ttft_p50_s), _ms(r.ttft_p99_s), _ms(r.tpot_p50_s), _ms(r.tpot_p99_s))
+
+
+def serve_report(res: Any, m: Any, gpu: Any, eng: Any, stream: Any, args: Any) -> Any:
+    from ..derive import Derivation, Headline, Report, Section, Table
+
+    b = res.best
+    data = b.to_dict()
+    price = getattr(args, "gpu_hour_price", None)
+    d = Derivation(f"serving figures of the best deployment ({b.gpus} x {gpu.id})")
+    d.given("output tokens per second (simulated, whole deployment)", "X_out",
+            b.output_tokens_per_s, "token/s")
+    d.given("GPUs", "N", b.gpus, "1")
+    d.calc("output tokens per second per GPU", "x_gpu", "X_out / N", "token/s")
+    if price:
+        d.given("price of one GPU-hour", "P", price, "$/h", "--gpu-hour-price")
+        data["cost_per_million_output_tokens"] = float(d.calc(
+            "cost per million output tokens", "C_out", "N * P / (3600 * X_out) * 1e6", "$"))
+        d.given("total (input + output) tokens per second", "X_tot", b.total_tokens_per_s,
+                "token/s")
+        data["cost_per_million_total_tokens"] = float(d.calc(
+            "cost per million tokens, input and output", "C_tot",
+            "N * P / (3600 * X_tot) * 1e6", "$"))
+    kv_note = (f"KV cache {b.kv_dtype}" + (" (--kv-dtype)" if args.kv_dtype else
+               f" (what {eng.id} uses for a {b.precision} checkpoint)"))
+    data.update({
+        "model": m.id, "gpu": gpu.id, "engine": {"id": eng.id, "name": eng.name,
+                                                 "version": eng.version,
+                                                 "scheduler": eng.scheduler},
+        "stream": {"kind": stream.kind, "requests": stream.requests,
+                   "rate_per_s": stream.rate_per_s, "concurrency": stream.concurrency,
+                   "length_dist": stream.dist, "isl": args.isl, "osl": args.osl},
+        "kv_dtype_note": kv_note,
+        "sla": {"ttft_p99_s": res.sla["ttft_s"] or None, "tpot_p99_s": res.sla["tpot_s"] or None,
+                "met": res.meets_sla},
+        "simulated": [r.to_dict() for r in res.simulated],
+        "screened": len(res.screened),
+        "pareto": [{"tokens_per_s_per_user": x, "output_tokens_per_s_per_gpu": y, "layout": lab}
+                   for x, y, lab in res.pareto],
+    })
+    heads = (Headline("output tokens/s (deployment)", b.output_tokens_per_s, "token/s"),
+             Headline("output tokens/s per GPU", b.output_tokens_per_s_per_gpu, "token/s"),
+             Headline("requests/s", b.requests_per_s, "1/s"),
+             Headline("TTFT p50 / p99 (ms)", f"{_ms(b.ttft_p50_s):.0f} / {_ms(b.ttft_p99_s):.0f}"),
+             Headline("TPOT p50 / p99 (ms)", f"{_ms(b.tpot_p50_s):.1f} / {_ms(b.tpot_p99_s):.1f}"),
+             Headline("KV capacity per replica", b.kv_capacity_tokens, "token"),
+             Headline("memory per GPU", b.memory_per_gpu_bytes, "B"))
+    lay = b.layout
+    what = ("disaggregated: " + _row(b)[0]) if b.disaggregated else (
+        f"TP{lay.tp} PP{lay.pp} EP{lay.ep} x {lay.dp} replicas")
+    s1 = Section(
+        f"Best: {what}, {b.precision}, max batch {b.max_batch}, token budget {b.token_budget} "
+        f"({eng.id})",
+        text=(f"{m.id} on {b.gpus} x {gpu.id}, {stream.label()}, ISL {args.isl} / OSL "
+              f"{args.osl} ({stream.dist}). {kv_note}. Bounds: prefill "
+              f"{b.bounds['prefill']}, decode {b.bounds['decode']}. Every figure is from the "
+              f"iteration-level simulation of {eng.name} {eng.version}'s scheduler "
+              f"({eng.scheduler})."),
+        headlines=heads, derivation=d)
+    rows = tuple(_row(r) for r in res.simulated)
+    s2 = Section(
+        "Simulated candidates",
+        text=(f"{len(res.screened)} configurations screened by their steady state; these were "
+              "simulated with the whole stream."),
+        tables=(Table("", ("layout", "GPUs", "precision", "KV", "max batch", "budget",
+                           "out tok/s", "out tok/s/GPU", "TTFT p50 (ms)", "TTFT p99 (ms)",
+                           "TPOT p50 (ms)", "TPOT p99 (ms)"), rows),))
+    sections = [s1, s2]
+    if not b.disaggregated:
+        es_kv = _kv_section(b, res)
+        if es_kv is not None:
+            sections.append(es_kv)
+    draw = None
+    if getattr(args, "plot", None):
+        from ..report import plot as _plot
+
+        pts = list(res.screened)
+
+        def draw(out: str) -> None:
+            fx = [x for x, _, _ in res.pareto]
+            fy = [y for _, y, _ in res.pareto]
+            _plot.curves(
+                out, title=f"{m.id} on {gpu.id}: throughput vs per-user speed ({eng.id})",
+                xlabel="tokens/s per user (1 / TPOT)", ylabel="output tokens/s per GPU",
+                lines=[("Pareto front", fx, fy)],
+                points=[("screened layouts", [1 / c.est_tpot_s for c in pts
+                                              if c.est_tpot_s not in (0.0, float("inf"))],
+                         [c.est_out_per_s / c.layout.gpus for c in pts
+                          if c.est_tpot_s not in (0.0, float("inf"))]),
+                        ("simulated", [r.per_user_tokens_per_s for r in res.simulated],
+                         [r.output_tokens_per_s_per_gpu for r in res.simulated])],
+                logx=True)
+    return Report(f"plan serve: {m.id} on {gpu.id}", tuple(sections), data, plot=draw)
+
+
+def _kv_section(b: Any, res: Any) -> Any:
+    from ..derive import Section
+
+    for c in res.screened:
+        if (c.layout == b.layout and c.prec.name == b.precision and c.kv_dtype == b.kv_dtype
+                and c.max_batch == b.max_batch):
+            return Section("KV pool of one replica, as the engine sizes it",
+                           derivation=c.es.kv.derivation)
+    return None
