@@ -66,3 +66,18 @@ def test_model_config_numbers_by_field_name_anywhere():
         bounds.check_model_config({"text_config": {"num_hidden_layers": 10_001}}, "m")
     with pytest.raises(BadInput, match="config.number"):
         bounds.check_model_config({"rope_scaling": {"factor": 1e300}}, "m")
+
+
+def test_the_server_thread_bound_does_not_bound_a_kernel_block(capsys):
+    """serve --threads (waitress workers, bound 256) and gpu occupancy --threads (threads per
+    block, up to 1024 on every CUDA GPU: CUDA Programming Guide, Compute Capabilities table)
+    are different quantities: a 1024-thread block is priced, 300 server threads are refused
+    under the flag the user typed."""
+    from scalemodel.cli import main
+
+    assert main(["gpu", "occupancy", "--gpu", "h100-sxm", "--threads", "1024", "--regs", "32",
+                 "--smem", "0", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "--threads", "300"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads: 300" in err and err.count("\n") == 1

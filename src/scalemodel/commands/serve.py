@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
                    help="allow --model/--gpu files under DIR (default: no user files)")
     p.add_argument("--timeout", type=_seconds, default=20.0,
                    help="wall-clock limit per computation in seconds (default 20)")
-    p.add_argument("--threads", type=positive_int, default=8,
+    p.add_argument("--threads", dest="server_threads", type=positive_int, default=8,
                    help="requests served at once, one thread each (default 8)")
     add_output(p)
     p.set_defaults(run=run)
@@ -59,11 +59,11 @@ def run(args: argparse.Namespace) -> Any:
                          "can use the app\n")
     try:
         server = waitress.create_server(app, host=args.host, port=args.port,
-                                        threads=args.threads, ident="scalemodel")
+                                        threads=args.server_threads, ident="scalemodel")
     except OSError as e:
         raise BadInput(f"--port {args.port}: cannot listen on {args.host} ({e.strerror or e})") from None
     sys.stderr.write(f"scalemodel study app on http://{args.host}:{args.port}/ "
-                     f"({args.threads} threads; Ctrl-C stops)\n")
+                     f"({args.server_threads} threads; Ctrl-C stops)\n")
     sys.stderr.flush()
     try:
         server.run()

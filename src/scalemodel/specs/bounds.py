@@ -196,7 +196,8 @@ def check_args(ns: Any) -> None:
         for x in v if isinstance(v, list | tuple) else (v,):
             if isinstance(x, bool) or not isinstance(x, int | float):
                 continue
-            flag = "--" + dest.replace("_", "-")
+            # an entry may name its flag where the dest differs (serve --threads -> server_threads)
+            flag = table()["arg"].get(dest, {}).get("flag") or "--" + dest.replace("_", "-")
             if isinstance(x, float) and not math.isfinite(x):
                 raise BadInput(f"{flag}: must be a finite number, got {x}")
             lo, hi = arg_bound(dest)
