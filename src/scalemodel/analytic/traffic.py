@@ -88,7 +88,8 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
     def one(x: Any) -> float:
         return float(np.asarray(x, dtype=np.float64).ravel()[0])
 
-    mb, n, rc, dom = one(c.mb), one(v.n_first if lay.pp == 1 else _n_slow(v)), lay.rc, c.dom
+    n = one(v.n_first if lay.pp == 1 else slowest_stage_layers(v))
+    mb, rc, dom = one(c.mb), lay.rc, c.dom
     full = rc == 2
     out: list[StepTraffic] = []
 
@@ -134,7 +135,7 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
     return tuple(out)
 
 
-def _n_slow(v: Any) -> float:
+def slowest_stage_layers(v: Any) -> float:
     """Layers on the slowest stage (the one the step model prices)."""
     which = int(v.slow_stage)
     return float((v.n_first, v.n_mid, v.n_last)[which])

@@ -55,10 +55,10 @@ def _priced(o: dict[str, Any], m: Any, lay: TrainLayout, **kw: Any) -> LayoutTra
 def _tp_derivation(lt: LayoutTraffic, m: Any) -> Derivation:
     """One TP collective of one micro-batch, and the calls and bytes of a step."""
     from ..analytic.step.config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES
-    from ..analytic.traffic import _n_slow
+    from ..analytic.traffic import slowest_stage_layers
 
     lay, v, tp_row = lt.layout, lt.row.values, lt.get("TP")
-    n = float(v.n_first if lay.pp == 1 else _n_slow(v))
+    n = float(v.n_first if lay.pp == 1 else slowest_stage_layers(v))
     # the checks hold where every layer runs the TP collectives (no EP: an MoE layer with EP
     # keeps only its attention block's) and nothing is recomputed
     ok = tp_row is not None and (lay.ep == 1 or not m.is_moe) and lay.recompute == "none"

@@ -89,7 +89,7 @@ def _ring_allreduce(rng: random.Random) -> Drill:
 def _fabric_map(rng: random.Random) -> Drill:
     from ..analytic.layout import TrainLayout
     from ..analytic.step.config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES
-    from ..analytic.traffic import _n_slow, layout_traffic
+    from ..analytic.traffic import layout_traffic, slowest_stage_layers
     from ..specs import get_model
 
     mid = rng.choice(("llama-3-70b", "llama-2-70b", "qwen2.5-72b"))
@@ -102,7 +102,7 @@ def _fabric_map(rng: random.Random) -> Drill:
     r = layout_traffic(m, lay, seq_len=seq, global_batch=8 * micro, intra="nvlink4",
                        gpus_per_node=8)
     tp_bytes = r.get("TP").bytes_per_step
-    n = int(_n_slow(r.row.values))
+    n = int(slowest_stage_layers(r.row.values))
     per_layer = TP_FWD_COLLECTIVES + TP_BWD_COLLECTIVES
     d = Derivation(f"TP bytes one GPU sends per step of {mid} at TP8 PP{pp} (sequence parallel)")
     d.given("sequence length", "s", seq, "token")
