@@ -41,6 +41,8 @@ PLACEHOLDER_ENV = {"DATA_PATH": "/data/corpus_text_document", "TOKENIZER_MODEL":
 # with dense first layers and MTP, fp8
 CASES = {
     "readme-70b": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2"],
+    # interleaving pinned: the search's own pick for tp=8,pp=2 moves with pricing
+    "70b-vpp2": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2,vpp=2"],
     "70b-uneven-novpp": ["--model", "llama-3-70b", "--gpus", "64", "--layout",
                          "tp=8,pp=4,vpp=1"],
     "70b-zero0": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2,zero=0"],
@@ -366,7 +368,7 @@ def test_megatron_export_passes_megatron_checks(capsys, case):
 
 def test_megatron_uneven_and_zero_rules(capsys):
     """The issue's four failures of the README example, each checked on its own."""
-    d = plan(capsys, "readme-70b", "megatron")
+    d = plan(capsys, "70b-vpp2", "megatron")
     f = parse_flags(bash_array(d["export"]["text"]))
     assert d["best"]["vpp"] > 1 and len(set(d["stage_layers"])) > 1
     assert "--num-layers-per-virtual-pipeline-stage" not in f
