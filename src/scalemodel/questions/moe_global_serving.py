@@ -15,10 +15,10 @@ from ..analytic.moe_global import (
     max_rtt_for_expert_hop,
     regions_from_table,
 )
-from ..derive import Derivation, Headline, Report, Section, Table
-from ..errors import BadInput
 from ..analytic.moe_serving import published_prefill
 from ..analytic.serving.prefill import prefill_rate
+from ..derive import Derivation, Headline, Report, Section, Table
+from ..errors import BadInput
 from ..specs import get_gpu, get_model
 from ..specs.sources import all_sources, cite, read_user_toml
 from ..units import fmt_bytes
