@@ -98,11 +98,15 @@ class KVReport:
     fits_batch: bool | None
     warnings: tuple[str, ...]
     derivation: Derivation
+    # the serving engine whose KV accounting gave the capacity (None: --reserve, or no GPU)
+    engine: Any = None  # serving_memory.EngineKV
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "derivation"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("derivation", "engine")}
         d["warnings"] = list(self.warnings)
         d["derivation"] = self.derivation.to_dict()
+        d["framework"] = self.engine.engine if self.engine is not None else None
+        d["engine"] = self.engine.to_dict() if self.engine is not None else None
         return d
 
 
@@ -119,8 +123,13 @@ def kv_report(
     utilization: float | None = None,
     reserve_bytes: float | None = None,
     block_tokens: int | None = None,
+    engine: str | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> KVReport:
-    """KV bytes per token, sequence and batch; with a GPU, the capacity it leaves after weights."""
+    """KV bytes per token, sequence and batch; with a GPU, the KV pool a serving engine sizes
+    there (``engine``, default the serving default profile: analytic/serving_memory.py), or
+    with ``reserve_bytes`` the simple budget ``M * u - W_gpu - R``."""
     if context <= 0:
         raise BadInput(f"--context must be a positive number of tokens, got {context}")
     if batch <= 0:
@@ -221,8 +230,26 @@ def kv_report(
                         shard_params(wb, tp, pp).total, "B",
                         note="the same sharding rules as the parameter count, applied to bytes")
 
-    reserve = budget = max_tok = max_seq = fits = None
-    if gpu is not None:
+    reserve = budget = max_tok = max_seq = fits = eng = None
+    if gpu is not None and reserve_bytes is None:
+        from .serving_memory import DEFAULT_ENGINE, engine_kv_budget
+
+        eng = engine_kv_budget(m, gpu, tp=tp, pp=pp, weight_dtype=weight_dtype,
+                               kv_dtype=kv_dtype, engine_id=engine or DEFAULT_ENGINE,
+                               util=utilization, max_model_len=context,
+                               max_num_seqs=max_num_seqs,
+                               max_num_batched_tokens=max_num_batched_tokens,
+                               block_size=block_tokens)
+        d.note(f"Capacity on {tp * pp} x {gpu.id}: the KV pool {eng.engine_name} "
+               f"{eng.engine_version} allocates (its own derivation follows).")
+        reserve = eng.profile_activation_bytes + eng.non_torch_bytes + eng.cuda_graph_bytes
+        budget = eng.kv_budget_bytes
+        max_tok = eng.max_tokens if budget > 0 else 0
+        max_seq = max_tok // context
+        if not eng.fits:
+            warnings.append(eng.lacks)
+        fits = bool(max_seq >= batch)
+    elif gpu is not None:
         util_a = assumption("gpu_memory_utilization")
         u = util_a.value if utilization is None else utilization
         if not 0 < u <= 1:
@@ -230,23 +257,7 @@ def kv_report(
         d.given(f"{gpu.name} memory", "M", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
         d.given("memory fraction the engine may use", "u", u, "1",
                 util_a.source if utilization is None else "--util")
-        if reserve_bytes is None:
-            nt = assumption("non_torch_bytes")
-            tb = assumption("max_batched_tokens")
-            d.given("memory outside the allocator (context, NCCL)", "R_0", nt.value, "B", nt.source,
-                    note=nt.note)
-            d.given("tokens per forward pass the activations are sized for", "T", tb.value,
-                    "token", tb.source)
-            d.given("hidden size", "h", m.hidden, "1", src)
-            d.given("widest MLP per token", "f", _widest_mlp(m), "1", src)
-            d.given(f"bytes per {ew.name} activation", "e_a", ew.bytes, "B", ew.source)
-            d.calc("activation peak of one forward pass (estimate)", "R_act",
-                   "T * (4 * h + 2 * f / t) * e_a", "B",
-                   note="largest live set of one layer: residual, norm output, attention output and "
-                        "the MLP's gate and up projections; vLLM measures this by profiling")
-            reserve = d.calc("runtime reserve per GPU", "R", "R_0 + R_act", "B")
-        else:
-            reserve = d.given("runtime reserve per GPU", "R", reserve_bytes, "B", "--reserve")
+        reserve = d.given("runtime reserve per GPU", "R", reserve_bytes, "B", "--reserve")
         budget = d.calc("KV budget per GPU", "K_gpu", "M * u - W_gpu - R", "B")
         if budget <= 0:
             warnings.append(
@@ -275,15 +286,8 @@ def kv_report(
         weights_bytes=float(weights), weights_bytes_per_gpu=float(w_gpu),
         reserve_bytes_per_gpu=reserve, kv_budget_bytes_per_gpu=budget,
         max_tokens=max_tok, max_concurrent_sequences=max_seq, fits_batch=fits,
-        warnings=tuple(warnings), derivation=d,
+        warnings=tuple(warnings), derivation=d, engine=eng,
     )
-
-
-def _widest_mlp(m: ModelSpec) -> int:
-    if m.is_moe:
-        shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
-        return max(m.ffn if m.first_dense_layers else 0, m.top_k * m.moe_ffn + shared)
-    return m.ffn
 
 
 # --- vectorised path ------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ from .kv import check_tp
 from .params import count_params, shard_params
 from .weights import weight_bytes
 
+# the engine `kv --gpu` and the answers price when no --framework is given
+DEFAULT_ENGINE = "vllm-v1"
+
 
 @dataclass(frozen=True)
 class EngineKV:
@@ -280,10 +283,17 @@ def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int
             block_size: int | None) -> EngineKV:
     from .kv import kv_report
 
-    per_gpu = kv_report(m, tp=tp, pp=pp, kv_dtype=ekv.name, weight_dtype=ew,
-                        context=min(mml, 1 << 20)).kv_bytes_per_token_per_gpu
-    d.given(f"KV bytes per token per GPU ({ekv.name} cache)", "b_gpu", per_gpu, "B",
-            note="2 * ceil(L / p) * max(1, h_kv // t) * d_h * e_kv (kv's exact count)")
+    kr = kv_report(m, tp=tp, pp=pp, kv_dtype=ekv.name, weight_dtype=ew, context=mml)
+    per_gpu = kr.kv_bytes_per_token_per_gpu
+    if kr.sliding_layers:
+        # sliding-window layers keep at most W tokens: the pool holds more tokens of context
+        per_gpu *= kr.kv_bytes_per_sequence / (kr.kv_bytes_per_token * mml)
+        d.given(f"KV bytes per GPU per token of a max_model_len sequence ({ekv.name} cache, "
+                f"{kr.sliding_layers} sliding-window layers bounded by {kr.sliding_window:,})",
+                "b_gpu", per_gpu, "B", note="kv's exact count, averaged over the window bound")
+    else:
+        d.given(f"KV bytes per token per GPU ({ekv.name} cache)", "b_gpu", per_gpu, "B",
+                note="2 * ceil(L / p) * max(1, h_kv // t) * d_h * e_kv (kv's exact count)")
     bs = int(block_size or fw.get("block_size"))
     d.given("KV block (page) size", "k_blk", bs, "token",
             "given" if block_size else cite(fw.sources["block_size"]))
@@ -324,4 +334,4 @@ _UTIL_FLAG = {
 }
 
 
-__all__ = ["EngineKV", "engine_kv_budget", "engine_token_budget", "engine_util"]
+__all__ = ["DEFAULT_ENGINE", "EngineKV", "engine_kv_budget", "engine_token_budget", "engine_util"]

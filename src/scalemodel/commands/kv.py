@@ -24,9 +24,10 @@ def register(sub: Any) -> None:
         "kv",
         help="KV-cache size, serving capacity and paged vs contiguous allocation",
         description="KV-cache bytes per token (MHA/GQA/MQA/MLA), per sequence and per batch; "
-        "with --gpu, the KV tokens and concurrent sequences that fit after weights and the "
-        "runtime reserve; with --simulate, a request-level simulation of paged vs contiguous "
-        "KV allocation.",
+        "with --gpu, the KV pool a serving engine allocates there (--framework: vllm-v0, "
+        "vllm-v1, trtllm-0.17, trtllm-1.0, sglang, ...; default vllm-v1), its tokens and "
+        "concurrent sequences at --context (the engine's max_model_len); with --simulate, a "
+        "request-level simulation of paged vs contiguous KV allocation.",
     )
     add_model(p)
     add_gpu(p)
@@ -36,12 +37,22 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=positive_int, default=1, help="concurrent sequences (default 1)")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")
     p.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--framework", default=None, metavar="ENGINE",
+                   help="serving engine whose KV accounting sizes the pool (default vllm-v1; "
+                        "'scalemodel specs frameworks' lists the serving ids); with --framework "
+                        "and no --gpu the GPU is h100-sxm")
     p.add_argument("--util", type=fraction, default=None,
-                   help="fraction of GPU memory the engine may use (default: vLLM's 0.9)")
+                   help="the engine's memory fraction (gpu_memory_utilization, "
+                        "free_gpu_memory_fraction or mem_fraction_static; default: the engine's)")
+    p.add_argument("--max-num-seqs", type=positive_int, default=None,
+                   help="the engine's max_num_seqs / max batch (default: the engine's)")
+    p.add_argument("--max-num-batched-tokens", type=tokens, default=None,
+                   help="the engine's token budget per step, which sizes its profile run "
+                        "(default: the engine's)")
     p.add_argument("--reserve", type=size_bytes, default=None,
-                   help="runtime reserve per GPU, e.g. 4GiB (default: estimated)")
+                   help="runtime reserve per GPU, e.g. 4GiB, instead of an engine's accounting")
     p.add_argument("--block", type=positive_int, default=None,
-                   help="KV block size in tokens (default: vLLM's 16)")
+                   help="KV block size in tokens (default: the engine's)")
     s = p.add_argument_group("paged-KV simulation (--simulate)")
     s.add_argument("--simulate", action="store_true",
                    help="simulate a request stream with contiguous vs paged allocation")
@@ -58,20 +69,49 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.kv import kv_report, mitigation_table
     from ..derive import Headline, Report, Section, Table
+    from ..errors import BadInput
     from ..specs import get_gpu, get_model
+    from ..specs.frameworks import get_engine
 
+    if args.framework is not None:
+        get_engine(args.framework)  # an unknown or training id: one line naming the engines
+        if args.reserve is not None:
+            raise BadInput("--reserve and --framework: give one (a reserve replaces the "
+                           "engine's own accounting)")
     m = get_model(args.model)
-    gpu = get_gpu(args.gpu) if args.gpu else None
+    gpu = get_gpu(args.gpu or ("h100-sxm" if args.framework else "")) if (
+        args.gpu or args.framework) else None
     r = kv_report(m, gpu=gpu, context=args.context, batch=args.batch, tp=args.tp, pp=args.pp,
                   kv_dtype=args.kv_dtype, weight_dtype=args.dtype, utilization=args.util,
-                  reserve_bytes=args.reserve, block_tokens=args.block)
+                  reserve_bytes=args.reserve, block_tokens=args.block, engine=args.framework,
+                  max_num_seqs=args.max_num_seqs,
+                  max_num_batched_tokens=args.max_num_batched_tokens)
+    e = r.engine
+    if args.framework is not None and e is not None and not e.fits:
+        raise BadInput(f"kv --framework {e.engine}: {m.id} does not start: {e.lacks}")
     heads = [
         Headline("KV bytes per token", r.kv_bytes_per_token, "B"),
         Headline(f"KV bytes per sequence ({args.context:,} tokens)", r.kv_bytes_per_sequence, "B"),
         Headline(f"KV bytes for batch {args.batch}", r.kv_bytes_total, "B"),
         Headline(f"weights ({r.weight_dtype})", r.weights_bytes, "B"),
     ]
-    if gpu is not None:
+    if e is not None:
+        heads += [
+            Headline("engine", f"{e.engine_name} {e.engine_version} ({e.engine})"),
+            Headline("device memory the engine reads", e.total_bytes, "B"),
+            Headline(f"{e.util_flag}", f"{e.util:g}"),
+            Headline(f"weights per GPU (TP{args.tp} PP{args.pp})", e.weights_bytes, "B"),
+            Headline(f"profile-run activation peak ({e.profile_tokens:,} tokens)"
+                     if e.profile_tokens else "profile run (none: activations use the 1 - f "
+                     "reserve)", e.profile_activation_bytes, "B"),
+            Headline("memory outside torch per GPU", e.non_torch_bytes, "B"),
+            Headline("KV budget per GPU", e.kv_budget_bytes, "B"),
+            Headline(f"KV blocks of {e.block_size} tokens", e.blocks),
+            Headline("KV tokens the engine holds (max_tokens)", e.max_tokens, "token"),
+            Headline(f"maximum concurrency at {args.context:,} tokens",
+                     f"{e.max_concurrency:.2f}x"),
+        ]
+    elif gpu is not None:
         heads += [
             Headline(f"weights per GPU (TP{args.tp} PP{args.pp})", r.weights_bytes_per_gpu, "B"),
             Headline("KV budget per GPU", r.kv_budget_bytes_per_gpu, "B"),
@@ -83,6 +123,8 @@ def run(args: argparse.Namespace) -> Any:
     sections = [
         Section(f"KV cache of {m.id} ({m.attention.upper()}, {r.kv_dtype})", headlines=tuple(heads)),
         Section("", derivation=r.derivation),
+        *((Section(f"KV pool as {e.engine_name} {e.engine_version} sizes it",
+                   derivation=e.derivation),) if e is not None else ()),
         Section("", tables=(Table(
             f"Same model, other attention layouts and cache types (context {args.context:,}, "
             f"batch {args.batch})",

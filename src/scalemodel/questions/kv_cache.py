@@ -32,6 +32,21 @@ PARAMS: tuple[Param, ...] = (
 )
 
 
+def _engine_rows(m: Any, gpu: Any, o: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The same layout as each bundled serving engine sizes its pool (one accounting)."""
+    from ..analytic.serving_memory import engine_kv_budget
+    from ..specs.frameworks import engine_ids
+
+    rows = []
+    for eid in engine_ids():
+        x = engine_kv_budget(m, gpu, tp=o["tp"], weight_dtype=o["dtype"], kv_dtype=o["kv_dtype"],
+                             engine_id=eid, max_model_len=o["context"])
+        rows.append((f"{x.engine} ({x.engine_version})", f"{x.util_flag} {x.util:g}",
+                     fmt_bytes(max(x.kv_budget_bytes, 0)), x.max_tokens,
+                     x.max_tokens // o["context"] if x.fits else "does not start"))
+    return rows
+
+
 def build(opts: dict[str, Any]) -> Report:
     o = DEFAULTS | {k: v for k, v in opts.items() if v is not None}
     m = get_model(o["model"])
@@ -39,6 +54,7 @@ def build(opts: dict[str, Any]) -> Report:
     r = kv_report(m, gpu=gpu, context=o["context"], batch=o["batch"], tp=o["tp"],
                   kv_dtype=o["kv_dtype"], weight_dtype=o["dtype"])
     per_tok = r.kv_bytes_per_token
+    e = r.engine
 
     s1 = Section(
         "1. Bytes per token",
@@ -58,12 +74,21 @@ def build(opts: dict[str, Any]) -> Report:
         text=(f"At batch {o['batch']} and {o['context']:,} tokens the cache is {ratio:.2f}x the "
               f"weights. On {o['tp']} GPUs with TP{o['tp']} each GPU keeps "
               f"{fmt_bytes(r.weights_bytes_per_gpu)} of weights and "
-              f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} of KV per token; what is left after "
-              f"the runtime reserve holds {r.max_tokens:,} tokens, i.e. "
-              f"{r.max_concurrent_sequences:,} sequences of {o['context']:,} tokens."),
+              f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} of KV per token. {e.engine_name} "
+              f"takes {e.util:g} of the {fmt_bytes(e.total_bytes)} it reads, less the weights, "
+              f"the activation peak of its {e.profile_tokens:,}-token profiling pass "
+              f"({fmt_bytes(e.profile_activation_bytes)}) and {fmt_bytes(e.non_torch_bytes)} "
+              f"outside torch: {fmt_bytes(e.kv_budget_bytes)} per GPU hold {r.max_tokens:,} "
+              f"tokens, i.e. {r.max_concurrent_sequences:,} sequences of {o['context']:,} "
+              "tokens. Other engines take their fraction of other totals (table)."),
         headlines=(Headline("KV tokens that fit", r.max_tokens, "token"),
                    Headline("concurrent sequences", r.max_concurrent_sequences, "seq"),
                    Headline(f"batch {o['batch']} fits", r.fits_batch)),
+        derivation=e.derivation,
+        tables=(Table(f"the same {o['tp']} x {gpu.id} as each engine sizes its pool",
+                      ("engine", "fraction", "KV budget / GPU", "KV tokens",
+                       f"sequences at {o['context']:,}"),
+                      tuple(_engine_rows(m, gpu, o))),),
     )
 
     rows = list(mitigation_table(m, o["context"], o["batch"]))
@@ -136,11 +161,9 @@ def build(opts: dict[str, Any]) -> Report:
     )
     assumptions = (
         f"{m.id} from its Hugging Face config; weights in {r.weight_dtype}, cache in {r.kv_dtype}.",
-        f"{o['tp']} x {gpu.id} with tensor parallelism; "
-        f"{assumption('gpu_memory_utilization').value:.0%} of memory usable "
-        f"({assumption('gpu_memory_utilization').source}).",
-        f"Runtime reserve = {fmt_bytes(assumption('non_torch_bytes').value)} outside the "
-        "allocator + one forward pass's activations (estimate).",
+        f"{o['tp']} x {gpu.id} with tensor parallelism; the KV pool as {e.engine_name} "
+        f"{e.engine_version} sizes it ({e.engine}: {e.util_flag} {e.util:g}, profile run "
+        f"of {e.profile_tokens:,} tokens, max_num_seqs {e.max_num_seqs:,}).",
         f"Paged simulation: {w.n:,} requests, log-normal prompt and output lengths with means "
         f"{p_mean:,.0f} and {o_mean:,.0f} tokens (assumptions in numerics.toml).",
     )
