@@ -56,7 +56,7 @@ def register(sp: Any) -> None:
     s.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: what the engine "
                    "uses for such a checkpoint, said in the output)")
     s.add_argument("--framework", default=None, metavar="ID",
-                   help="serving engine profile: vllm-v1 (default), vllm-v0, trtllm-0.17, "
+                   help="serving engine profile: vllm-v1 (default), vllm-v0, vllm-0.6.4, trtllm-0.17, "
                    "trtllm-1.0, sglang (scalemodel specs frameworks)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--max-load", action="store_true",
