@@ -165,6 +165,7 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
     for lay in lays:
         reps.setdefault((lay.tp, lay.pp, lay.ep), []).append(lay.dp)
     out = []
+    seen: set[tuple[Any, ...]] = set()
     for (tp, pp, ep), dps in reps.items():
         rep = ServeLayout(tp, pp, ep, 1)
         for pn in precs:
@@ -176,6 +177,10 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
                         es, it = models.get(rep, p, kd, mb, token_budget)
                     except BadInput:
                         continue
+                    key = (rep, pn, kd, es.max_batch, es.token_budget)
+                    if key in seen:  # the engine's default batch equals a searched one
+                        continue
+                    seen.add(key)
                     for dp in _dp_probe(sorted(dps), rate, ttft_s, tpot_s, it, es, isl, osl,
                                         eng.reserve, decode_only):
                         rr = None if rate is None else rate / dp
