@@ -55,6 +55,17 @@ def constant(name: str) -> tuple[float, str]:
     return float(t["value"]), cite(t["source"])
 
 
+def published_prefill() -> tuple[dict[str, float], str]:
+    """DeepSeek's published prefill rate per H800 node as published (cache hits included), its
+    prefix-cache hit rate and the computed (cache-miss) tokens per second it implies."""
+    from .serving.iteration import serving_constants
+
+    x, src = constant("prefill_tokens_per_node_s")
+    t = serving_constants()["deepseek"]
+    h = float(t["prefix_cache_hit_rate"])
+    return {"published": x, "hit_rate": h, "computed": x * (1 - h)}, src
+
+
 # --- the all-to-all, priced by the collectives engine ------------------------------------------
 
 DISPATCH_MODES = ("auto", "node-limited", "per-expert")
@@ -712,14 +723,26 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
             kb.dispatch_bytes, "B", constant("fp8_scale_group")[1])
     _fabric_steps(d, gpu, fs, gpus_per_node, max(node_counts), max_nodes_src)
     anchors = {}
-    for ph, key in (("prefill", "prefill_tokens_per_node_s"), ("decode", "decode_tokens_per_node_s")):
-        v, src = constant(key)
-        d.given(f"DeepSeek published {ph} tokens/s per H800 node", f"X_{ph}", v, "token/s", src)
+    pub, pub_src = published_prefill()
+    d.given("DeepSeek published prefill input tokens/s per H800 node (cache hits included)",
+            "X_prefill_pub", pub["published"], "token/s", pub_src)
+    d.given("DeepSeek's prefix-cache hit rate of those input tokens", "h_cache",
+            pub["hit_rate"], "1", pub_src)
+    d.calc("computed (cache-miss) prefill tokens/s per node", "X_prefill", "X_prefill_pub * "
+           "(1 - h_cache)", "token/s",
+           note="the model computes every prompt token, so it compares with this share")
+    v_dec, src_dec = constant("decode_tokens_per_node_s")
+    d.given("DeepSeek published decode tokens/s per H800 node", "X_decode", v_dec, "token/s",
+            src_dec)
+    anchors["deepseek_prefill_published_tokens_per_s_per_node"] = pub["published"]
+    anchors["deepseek_prefix_cache_hit_rate"] = pub["hit_rate"]
+    for ph, v in (("prefill", pub["computed"]), ("decode", v_dec)):
         anchors[f"deepseek_{ph}_tokens_per_s_per_gpu"] = v / 8
         b = best[ph]
         if b is not None:
             d.given(f"our {ph} tokens/s per GPU", f"x_{ph}", b.tokens_per_s_per_gpu, "token/s")
-            d.calc(f"ours / DeepSeek's per GPU ({ph})", f"r_{ph}", f"x_{ph} / (X_{ph} / 8)", "1",
+            d.calc(f"ours / DeepSeek's per GPU ({ph}, computed tokens)", f"r_{ph}",
+                   f"x_{ph} / (X_{ph} / 8)", "1",
                    note="roofline times are lower bounds, so ratios above 1 are expected")
     return ServingPlan(m.id, gpu.id, tpot_s, ttft_s, best["prefill"], best["decode"], cands, d,
                        anchors)

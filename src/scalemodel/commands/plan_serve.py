@@ -20,6 +20,13 @@ from .common import (
 )
 
 SERVE_KEYS = ("tp", "pp", "ep", "dp")
+
+
+def _int0(text: str) -> int:
+    v = int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return v
 MAX_REQUESTS = 100_000
 
 
@@ -49,7 +56,7 @@ def register(sp: Any) -> None:
     s.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: what the engine "
                    "uses for such a checkpoint, said in the output)")
     s.add_argument("--framework", default=None, metavar="ID",
-                   help="serving engine profile: vllm-v1 (default), vllm-v0, trtllm-0.17, "
+                   help="serving engine profile: vllm-v1 (default), vllm-v0, vllm-0.6.4, trtllm-0.17, "
                    "trtllm-1.0, sglang (scalemodel specs frameworks)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--max-load", action="store_true",
@@ -76,7 +83,8 @@ def register(sp: Any) -> None:
                    "them on the GPUs' scale-out link")
     s.add_argument("--gpu-hour-price", type=positive_float, default=None, metavar="P",
                    help="price of one GPU-hour: adds cost per million tokens")
-    s.add_argument("--seed", type=int, default=0, help="random seed of the stream (default 0)")
+    s.add_argument("--seed", type=at_most(_int0, 2**32 - 1, "a seed"), default=0,
+                   help="random seed of the stream (default 0)")
     add_output(s, plot=True)
     s.set_defaults(run=run)
 

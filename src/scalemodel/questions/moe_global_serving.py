@@ -15,13 +15,14 @@ from ..analytic.moe_global import (
     max_rtt_for_expert_hop,
     regions_from_table,
 )
-from ..analytic.moe_serving import constant
+from ..analytic.moe_serving import published_prefill
+from ..analytic.serving.prefill import prefill_rate
 from ..derive import Derivation, Headline, Report, Section, Table
 from ..errors import BadInput
-from ..specs import get_model
+from ..specs import get_gpu, get_model
 from ..specs.sources import all_sources, cite, read_user_toml
 from ..units import fmt_bytes
-from .params import Param, model
+from .params import Param, gpu, model
 
 PROMPT = (
     "Hundreds of experts and users on every continent: where do experts live, how do you route "
@@ -29,12 +30,13 @@ PROMPT = (
     "KV cache' mean?"
 )
 
-DEFAULTS = {"model": "deepseek-v3", "regions": None, "prefill_tokens_per_s": None,
+DEFAULTS = {"model": "deepseek-v3", "gpu": "h800", "regions": None, "prefill_tokens_per_s": None,
             "tpot_s": 0.05, "step_s": 0.03, "skew": 1.0, "slots": 288, "gpus": 144,
             "kv_dtype": "bf16", "compare_model": "llama-3-70b"}
 
 PARAMS: tuple[Param, ...] = (
     model(DEFAULTS["model"]),
+    gpu(DEFAULTS["gpu"]),
     Param("tpot_ms", "float", DEFAULTS["tpot_s"] * 1e3, "time-per-output-token SLA", "ms", lo=0.1, hi=1e5, key="tpot_s", scale=1e-3),
     Param("skew", "float", DEFAULTS["skew"], "Zipf exponent of the shared expert popularity", lo=0.0, hi=4.0),
     Param("gpus", "int", DEFAULTS["gpus"], "GPUs per region", "GPUs", lo=1, hi=131072),
@@ -81,15 +83,28 @@ def build(opts: dict[str, Any]) -> Report:
               "cross-region routing can only move whole requests (one RTT added to TTFT)."),
         derivation=d,
     )
-    x_pref = float(o["prefill_tokens_per_s"] or constant("prefill_tokens_per_node_s")[0])
     prefixes = np.array([1024, 4096, 8192, 32768, 131072])
     far = float(regs.rtt_s.max())
-    kvs = {}
+    kvs, rates = {}, {}
     cmp_models = [m] + ([get_model(o["compare_model"])] if o["compare_model"] != m.id else [])
+    g_spec = get_gpu(o["gpu"])
     for mod in cmp_models:
+        # recompute at the prefill rate the serving engine computes for this model (every
+        # prompt token computed, no cache hits), unless a rate is given
+        if o["prefill_tokens_per_s"]:
+            rates[mod.id] = {"tokens_per_s_per_node": float(o["prefill_tokens_per_s"]),
+                             "from": "given"}
+        else:
+            pr = prefill_rate(mod, g_spec)
+            rates[mod.id] = {"tokens_per_s_per_node": pr.tokens_per_s_per_node,
+                             "from": "plan serve prefill (computed)", "layout": pr.layout,
+                             "nodes": pr.nodes, "precision": pr.precision,
+                             "engine": pr.engine, "prompt_tokens": pr.prompt_tokens}
         kvs[mod.id] = kv_transfer(mod, prefix_tokens=prefixes, rtt_s=far,
                                   wan_bytes_per_s=regs.wan_bytes_per_s,
-                                  prefill_tokens_per_s=x_pref, kv_dtype=o["kv_dtype"])
+                                  prefill_tokens_per_s=rates[mod.id]["tokens_per_s_per_node"],
+                                  kv_dtype=o["kv_dtype"])
+    x_pub, src_pub = published_prefill()
     krows = []
     for mid, k in kvs.items():
         for i, n in enumerate(prefixes):
@@ -98,8 +113,13 @@ def build(opts: dict[str, Any]) -> Report:
     s3 = Section(
         "3. What a global KV cache can and cannot mean",
         text=(f"Fetching a cached prefix across the farthest pair ({far * 1e3:.0f} ms RTT, "
-              f"{regs.wan_bytes_per_s * 8 / 1e9:.0f} Gb/s WAN) vs recomputing it at "
-              f"{x_pref:,.0f} tokens/s per node. Fetch wins only beyond the break-even length and "
+              f"{regs.wan_bytes_per_s * 8 / 1e9:.0f} Gb/s WAN) vs recomputing it at the prefill "
+              "rate per node of " + ", ".join(f"{k} {v['tokens_per_s_per_node']:,.0f} tokens/s"
+                                              for k, v in rates.items())
+              + f" ({'given' if o['prefill_tokens_per_s'] else 'computed by the serving engine, every prompt token computed, on ' + g_spec.id}"
+              f"; DeepSeek's published {x_pub['published']:,.0f} input tokens/s per H800 node "
+              f"include {100 * x_pub['hit_rate']:.1f}% cache hits, {x_pub['computed']:,.0f} "
+              "computed). Fetch wins only beyond the break-even length and "
               "only when the WAN moves KV bytes faster than prefill produces them. Replicating "
               "popular prefixes (system prompts, documents) to every region ahead of time costs "
               "their bytes once per region; session affinity costs one RTT per request; "
@@ -130,10 +150,13 @@ def build(opts: dict[str, Any]) -> Report:
     )
     assumptions = (f"Regions, shares, RTTs and WAN bandwidth from {cite(regs.source) if regs.source in all_sources() else regs.source}.",
                    "Expert popularity: Zipf law per layer with a regional component.",
-                   "Recompute at the published DeepSeek prefill rate per node unless overridden.")
+                   "Recompute at each model's computed prefill rate per node (plan serve's "
+                   "engine, prefill only, no cache hits) unless a rate is given; DeepSeek's "
+                   f"published rate is compared on its computed (cache-miss) share ({src_pub}).")
     data = {"question": "moe-global-serving", "options": {k: v for k, v in o.items()},
             "regions": list(regs.names), "shares": regs.shares.tolist(),
             "rtt_s": regs.rtt_s.tolist(), "placement_by_region": rows,
-            "max_rtt_per_layer_hop_s": hop, "kv": kvs}
+            "max_rtt_per_layer_hop_s": hop, "kv": kvs, "prefill_rates": rates,
+            "deepseek_published_prefill": x_pub}
     return Report(f"moe-global-serving: {m.id}", (s1, s2, s3), data, question=PROMPT,
                   assumptions=assumptions, followups=followups)

@@ -86,8 +86,8 @@ def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
 
 
 def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: str,
-            rate_per_replica: float | None, decode_only: bool = False
-            ) -> tuple[float, float, float]:
+            rate_per_replica: float | None, decode_only: bool = False,
+            in_flight: float | None = None) -> tuple[float, float, float]:
     """(output tokens/s per replica, TTFT, TPOT) of the steady state: r requests complete per
     iteration, r OSL decode tokens and r ISL prefill tokens per iteration on average, within
     the batch, the token budget and the KV pool. Prompts arrive whole, a Poisson number k of
@@ -95,7 +95,7 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     over k. Under a rate the fixed point r = lambda t(r) is read off a grid of r.
     ``decode_only``: the prompts arrive cached (a disaggregated decode pool)."""
     kv_seqs = es.kv.max_tokens / (isl + osl if reserve == "full" else isl + osl / 2)
-    B = max(1.0, min(es.max_batch, kv_seqs))
+    B = max(1.0, min(es.max_batch, kv_seqs, in_flight or float("inf")))
     budget = es.token_budget
     per_req = osl if decode_only else isl + osl
     r_max = max(min(B / max(osl, 1), budget / per_req), 1e-6)
@@ -156,7 +156,8 @@ class _Models:
 def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], precs: list[str],
            kv_dtypes: list[str | None], batches: list[int | None], isl: int, osl: int,
            rate: float | None, token_budget: int | None, ttft_s: float | None = None,
-           tpot_s: float | None = None, decode_only: bool = False) -> list[Candidate]:
+           tpot_s: float | None = None, decode_only: bool = False,
+           concurrency: int = 0) -> list[Candidate]:
     """Steady-state estimates; under SLAs each replica configuration stops at the fewest
     replicas whose estimate meets them."""
     models = _Models(m, gpu, eng, isl, osl)
@@ -164,6 +165,7 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
     for lay in lays:
         reps.setdefault((lay.tp, lay.pp, lay.ep), []).append(lay.dp)
     out = []
+    seen: set[tuple[Any, ...]] = set()
     for (tp, pp, ep), dps in reps.items():
         rep = ServeLayout(tp, pp, ep, 1)
         for pn in precs:
@@ -175,10 +177,15 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
                         es, it = models.get(rep, p, kd, mb, token_budget)
                     except BadInput:
                         continue
+                    key = (rep, pn, kd, es.max_batch, es.token_budget)
+                    if key in seen:  # the engine's default batch equals a searched one
+                        continue
+                    seen.add(key)
                     for dp in _dp_probe(sorted(dps), rate, ttft_s, tpot_s, it, es, isl, osl,
                                         eng.reserve, decode_only):
                         rr = None if rate is None else rate / dp
-                        o, ttft, tpot = _steady(it, es, isl, osl, eng.reserve, rr, decode_only)
+                        o, ttft, tpot = _steady(it, es, isl, osl, eng.reserve, rr, decode_only,
+                                                concurrency / dp if concurrency else None)
                         out.append(Candidate(replace(rep, dp=dp), p, kd, es.max_batch,
                                              es.token_budget, o * dp, ttft, tpot, es, it))
     return out
@@ -260,7 +267,7 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
     kvs: list[str | None] = [kv_dtype] if kv_dtype else [None]
     rate = stream.rate_per_s if stream.kind == "rate" else None
     cands = screen(m, gpu, eng, lays, precs, kvs, batches, isl, osl, rate, token_budget,
-                   ttft_s, tpot_s)
+                   ttft_s, tpot_s, concurrency=stream.concurrency)
     if not cands:
         raise BadInput(f"no layout of {m.id} on up to {n_gpus} x {gpu.id} fits in memory "
                        f"with {eng.id}'s KV pool")

@@ -96,8 +96,8 @@ def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
     kv_read = it.dec_s_per_ctx_token * es.max_batch * isl
     weights = it.n_dense * tb.dense[i_d] + it.n_moe * tb.moe[i_d]
     dec = gemm_bound(i_d)
-    if kv_read > weights:
-        dec = f"{it.dec_bound} (KV reads over weights)"
+    if kv_read > weights:  # attention over the KV outweighs the GEMMs
+        dec = "memory (KV reads)" if it.dec_bound.startswith("memory") else "compute (attention)"
     return {"prefill": gemm_bound(i_p), "decode": dec}
 
 
