@@ -7,7 +7,7 @@ pool itself is analytic/serving_memory.py's ``engine_kv_budget``, the same accou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import BadInput
@@ -33,14 +33,16 @@ class Engine:
     scheduler: str
     sources: dict[str, str]
     profile: Any  # specs.frameworks.Framework
+    attention: dict[str, str] = field(default_factory=dict)  # GPU architecture -> kernel family
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision."""
         return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
 
     def attention_kind(self, gpu: GPUSpec) -> str:
-        """The fused attention family (kernels.toml) the engine runs on this GPU."""
-        return "flash3" if gpu.arch == "hopper" and self.id != "sglang" else "flash"
+        """The fused attention family (kernels.toml) the engine runs on this GPU: its
+        serving.toml ``attention`` table by architecture, flash where the table names none."""
+        return self.attention.get(gpu.arch or "", "flash")
 
 
 def serving_engine_ids() -> list[str]:
@@ -67,7 +69,7 @@ def get_serving_engine(fid: str | None) -> Engine:
         fp8_checkpoint_kv=str(t["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
         sources={k.removesuffix("_source"): str(s) for k, s in t.items()
                  if k.endswith("_source")},
-        profile=fw)
+        profile=fw, attention=dict(t.get("attention", {})))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
