@@ -77,7 +77,7 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
     from .step.attention import attention_terms
     from .step.candidates import candidates
     from .step.comm import ep_stride, layer_comm, ranks_per_node
-    from .step.config import TP_BWD_COLLECTIVES, TP_FWD_COLLECTIVES
+    from .step.config import TP_FWD_COLLECTIVES, profile_value, tp_bwd_collectives
     from .step.model import tp_share
 
     lay, v = row.layout, row.values
@@ -101,11 +101,16 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
 
     tp, cp, ep, pp = lay.tp, lay.cp, lay.ep, lay.pp
     share = one(tp_share(c, cm))
-    add("TP", "all-gather + reduce-scatter (sequence parallel)", tp, ranks_per_node(1, tp, dom),
+    sp = bool(profile_value(job, "sequence_parallel", True))
+    add("TP", "all-gather + reduce-scatter (sequence parallel)" if sp else
+        "all-reduce (no sequence parallelism)", tp, ranks_per_node(1, tp, dom),
         v.tp_bytes, mb * n * share * (TP_FWD_COLLECTIVES * (1 + full + 0.5 * (rc == 3))
-                                      + TP_BWD_COLLECTIVES),
-        v.tp_raw_s, v.tp_s, "per layer: 2 all-gathers + 2 reduce-scatters forward, 6 backward "
-        "(the weight-gradient inputs re-gathered), the forward ones again under recompute")
+                                      + tp_bwd_collectives(job)),
+        v.tp_raw_s, v.tp_s, ("per layer: 2 all-gathers + 2 reduce-scatters forward, 6 backward "
+                             "(the weight-gradient inputs re-gathered)" if sp else
+                             "per layer: 2 all-reduces forward, 2 backward (each counted as a "
+                             "reduce-scatter + an all-gather)")
+        + ", the forward ones again under recompute")
     cp_raw = mb * n * (one(cm.cp_f_raw) * (1 + full) + one(cm.cp_b_raw))
     add("CP", "send-recv (ring)", cp, ranks_per_node(tp, cp, dom), v.cp_bytes,
         mb * n * 3 * (cp - 1), cp_raw, v.cp_s,

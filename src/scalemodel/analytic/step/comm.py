@@ -30,9 +30,9 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
     ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
     for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
     all_to_all, the message for send_recv). ``ranks_per_node`` is how many members of the group
-    share one NVLink domain (the engine's "node"). Every (algorithm, protocol) NCCL implements
-    is priced (ring, tree and NVLS/SHARP for all-reduce; rings elsewhere; grouped send/recv
-    for all-to-all) and the fastest is taken, as NCCL's tuner does. Queries are de-duplicated
+    share one NVLink domain (the engine's "node"). NCCL's own tuning model (analytic/
+    nccl_tuner.py, NCCL 2.21.5) picks the (algorithm, protocol) NCCL would run, and the physical
+    model prices that pick (price_best in analytic/collectives.py). Queries are de-duplicated
     first: a layout grid repeats the same (size, ranks, placement) many times.
     """
     from ..collectives import price_best
