@@ -73,13 +73,13 @@ def run(args: argparse.Namespace) -> Any:
     from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
 
-    if args.rows and not args.agreement:
+    if getattr(args, "rows", None) and not getattr(args, "agreement", False):
         raise BadInput("--rows: only with --agreement")
-    if args.agreement:
+    if getattr(args, "agreement", False):
         return _run_agreement(args)
     path, text = _read(args)
     results, skipped = _csv_guard(path, validate, text)
-    if args.cv:
+    if getattr(args, "cv", False):
         return _run_cv(results, skipped)
     s = summary(results)
     # people's units in the tables (errors and MFU as percentages); --json keeps fractions
