@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> Any:
 
     if getattr(args, "rows", None) and not getattr(args, "agreement", False):
         raise BadInput("--rows: only with --agreement")
+    if getattr(args, "plot", None) and (getattr(args, "cv", False)
+                                        or getattr(args, "agreement", False)):
+        raise BadInput("--plot: draws the errors of plain validate; not with --cv or --agreement")
     if getattr(args, "agreement", False):
         return _run_agreement(args)
     path, text = _read(args)
