@@ -108,6 +108,7 @@ def test_agreement_keeps_to_what_the_framework_offered(capsys, tmp_path):
     (("--rows", "mpt-7b-h100"), "only with --agreement"),
     (("--agreement", "--rows", "no-such-row"), "no row with id"),
     (("--agreement", "--cv"), "not allowed with"),
+    (("--cv", "--plot", "x.png"), "not with --cv"),
 ])
 def test_modes_bad_input(capsys, argv, needle):
     rc, _, err = run(capsys, "validate", *argv)

@@ -80,13 +80,16 @@ def run(args: argparse.Namespace) -> Any:
         from .validate_serving import run_serving
 
         return run_serving(args)
-    if args.rows and not args.agreement:
+    if getattr(args, "rows", None) and not getattr(args, "agreement", False):
         raise BadInput("--rows: only with --agreement")
-    if args.agreement:
+    if getattr(args, "plot", None) and (getattr(args, "cv", False)
+                                        or getattr(args, "agreement", False)):
+        raise BadInput("--plot: draws the errors of plain validate; not with --cv or --agreement")
+    if getattr(args, "agreement", False):
         return _run_agreement(args)
     path, text = _read(args)
     results, skipped = _csv_guard(path, validate, text)
-    if args.cv:
+    if getattr(args, "cv", False):
         return _run_cv(results, skipped)
     s = summary(results)
     # people's units in the tables (errors and MFU as percentages); --json keeps fractions

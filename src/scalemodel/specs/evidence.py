@@ -13,7 +13,7 @@ convention, and the source to one kind of evidence:
 * ``end-to-end run``: a constant set from whole training runs' throughput;
 * ``assumption``: a planning choice or a borrowed curve, said so in its note.
 
-The kind of each source is data (evidence.toml ``[sources]``); a source it does not list takes
+The kind of each source is data (evidence.toml ``[kinds]``); a source it does not list takes
 the kind its registry entry implies where that is unambiguous (datasheet, assumption, code,
 config, vendor-doc, documentation). A constant whose source is neither is ``unclassified``, which
 the tests refuse. ``end_to_end_constants()`` is what ``scalemodel validate --cv`` re-derives.
@@ -58,7 +58,7 @@ class Constant:
 
 @cache
 def _source_kinds() -> dict[str, str]:
-    return dict(load_toml("evidence.toml").get("sources", {}))
+    return dict(load_toml("evidence.toml").get("kinds", {}))
 
 
 def evidence_of(key: str) -> str:
