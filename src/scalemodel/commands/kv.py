@@ -68,10 +68,10 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.kv import kv_report, mitigation_table
-    from ..derive import Headline, Report, Section, Table
     from ..errors import BadInput
     from ..specs import get_gpu, get_model
     from ..specs.frameworks import get_engine
+    from ..views.kv import report
 
     if args.framework is not None:
         get_engine(args.framework)  # an unknown or training id: one line naming the engines
@@ -89,61 +89,16 @@ def run(args: argparse.Namespace) -> Any:
     e = r.engine
     if args.framework is not None and e is not None and not e.fits:
         raise BadInput(f"kv --framework {e.engine}: {m.id} does not start: {e.lacks}")
-    heads = [
-        Headline("KV bytes per token", r.kv_bytes_per_token, "B"),
-        Headline(f"KV bytes per sequence ({args.context:,} tokens)", r.kv_bytes_per_sequence, "B"),
-        Headline(f"KV bytes for batch {args.batch}", r.kv_bytes_total, "B"),
-        Headline(f"weights ({r.weight_dtype})", r.weights_bytes, "B"),
-    ]
-    if e is not None:
-        heads += [
-            Headline("engine", f"{e.engine_name} {e.engine_version} ({e.engine})"),
-            Headline("device memory the engine reads", e.total_bytes, "B"),
-            Headline(f"{e.util_flag}", f"{e.util:g}"),
-            Headline(f"weights per GPU (TP{args.tp} PP{args.pp})", e.weights_bytes, "B"),
-            Headline(f"profile-run activation peak ({e.profile_tokens:,} tokens)"
-                     if e.profile_tokens else "profile run (none: activations use the 1 - f "
-                     "reserve)", e.profile_activation_bytes, "B"),
-            Headline("memory outside torch per GPU", e.non_torch_bytes, "B"),
-            Headline("KV budget per GPU", e.kv_budget_bytes, "B"),
-            Headline(f"KV blocks of {e.block_size} tokens", e.blocks),
-            Headline("KV tokens the engine holds (max_tokens)", e.max_tokens, "token"),
-            Headline(f"maximum concurrency at {args.context:,} tokens",
-                     f"{e.max_concurrency:.2f}x"),
-        ]
-    elif gpu is not None:
-        heads += [
-            Headline(f"weights per GPU (TP{args.tp} PP{args.pp})", r.weights_bytes_per_gpu, "B"),
-            Headline("KV budget per GPU", r.kv_budget_bytes_per_gpu, "B"),
-            Headline("KV tokens that fit", r.max_tokens, "token"),
-            Headline(f"concurrent sequences at {args.context:,} tokens",
-                     r.max_concurrent_sequences, "seq"),
-        ]
     rows = mitigation_table(m, args.context, args.batch)
-    sections = [
-        Section(f"KV cache of {m.id} ({m.attention.upper()}, {r.kv_dtype})", headlines=tuple(heads)),
-        Section("", derivation=r.derivation),
-        *((Section(f"KV pool as {e.engine_name} {e.engine_version} sizes it",
-                   derivation=e.derivation),) if e is not None else ()),
-        Section("", tables=(Table(
-            f"Same model, other attention layouts and cache types (context {args.context:,}, "
-            f"batch {args.batch})",
-            ("layout", "bytes/token", "bytes for the batch"),
-            tuple((lab, per, tot) for lab, per, tot in rows),
-        ),)),
-    ]
-    data = r.to_dict()
-    if args.simulate:
-        sec, sim = _simulate(args, r)
-        sections.append(sec)
-        data["paged_simulation"] = sim
-    return Report(f"scalemodel kv: {m.id}", tuple(sections), data, warnings=r.warnings)
+    sim = _simulate(args, r) if args.simulate else None
+    return report(m, r, rows, context=args.context, batch=args.batch, tp=args.tp, pp=args.pp,
+                  has_gpu=gpu is not None, simulation=sim)
 
 
 def _simulate(args: argparse.Namespace, r: Any) -> tuple[Any, dict[str, Any]]:
-    from ..derive import Headline, Section, Table
     from ..errors import BadInput
     from ..sim.paged_kv import compare, synthetic_workload
+    from ..views.kv import simulation_section
 
     if args.pool:
         pool, pool_from = args.pool, "--pool"
@@ -162,22 +117,7 @@ def _simulate(args: argparse.Namespace, r: Any) -> tuple[Any, dict[str, Any]]:
     w = synthetic_workload(args.requests, prompt_mean=args.prompt_mean,
                            output_mean=args.output_mean, max_len=args.context, seed=args.seed)
     c = compare(w, capacity_tokens=pool, max_len=args.context, block_tokens=args.block or 16)
-    rows = tuple(
-        (s.policy, s.waste_fraction * 100, s.mean_running, s.peak_running, s.tokens_per_step,
-         s.preemptions, s.steps)
-        for s in (c.contiguous, c.paged)
-    )
-    sec = Section(
-        "Paged vs contiguous KV allocation (simulated)",
-        text=(f"{args.requests:,} requests, log-normal prompt (mean {args.prompt_mean:g}) and "
-              f"output (mean {args.output_mean:g}) lengths capped at {args.context:,} tokens, "
-              f"a pool of {pool:,} KV token slots ({pool_from}), {c.block_tokens}-token blocks. "
-              "Contiguous "
-              "reserves the maximum length per request; paged allocates blocks on demand and "
-              "preempts the newest request when the pool runs dry. The vLLM paper reports "
-              "60-80% waste before paging and under 4% with it (Kwon et al. 2023)."),
-        headlines=(Headline("concurrency gain from paging", f"{c.concurrency_gain:.2f}x"),),
-        tables=(Table("", ("allocator", "KV wasted %", "mean running", "peak running",
-                           "tokens/step", "preemptions", "steps"), rows),),
-    )
+    sec = simulation_section(c, requests=args.requests, prompt_mean=args.prompt_mean,
+                             output_mean=args.output_mean, context=args.context, pool=pool,
+                             pool_from=pool_from)
     return sec, c.to_dict()

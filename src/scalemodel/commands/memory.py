@@ -160,53 +160,11 @@ def run(args: argparse.Namespace) -> Any:
                             framework=args.framework, **kern)
         if fit.layout is not None:
             lay = fit.layout
-    return _report(args, m, gpu, lay, fit)
-
-
-def _report(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: Any) -> Any:
-    from ..derive import Headline, Report, Section
+    from ..views.memory import report
 
     est = step_memory(args, m, gpu, lay, fit is not None)
-    r = est["report"]
-    b = est["breakdown"]
-    heads = [
-        Headline("per GPU", est["per_gpu_bytes"], "B"),
-        Headline("  weights", b["params"], "B"),
-        Headline("  gradients", b["grads"], "B"),
-        Headline("  optimizer states", b["optimizer"], "B"),
-        Headline("  activations", b["activations"], "B"),
-    ]
-    fits = None
-    if r.capacity_bytes is not None:
-        fits = bool(est["per_gpu_bytes"] <= r.capacity_bytes)
-        heads.append(Headline(f"usable on {gpu.id}", r.capacity_bytes, "B"))
-        heads.append(Headline("fits", fits))
-    fw = est["framework"]
-    sections = [Section(f"{m.id}: {lay.describe()} on {lay.gpus} GPU(s)",
-                        text=f"Framework {fw.id} ({fw.name} {fw.version}); priced by "
-                             f"{est['priced_by']}.", headlines=tuple(heads))]
-    data = r.to_dict()
-    data.update(per_gpu_bytes=est["per_gpu_bytes"], breakdown=b, fits=fits,
-                priced_by=est["priced_by"], framework=fw.id, attention=est["attention"],
-                kernels=est["kernels"], schedule=est["schedule"], global_batch=est["global_batch"])
-    warnings = list(r.warnings)
-    if fit is not None:
-        data["min_gpus"] = fit.min_gpus
-        data["min_layout"] = (fit.layout.as_dict() | {"gpus": fit.layout.gpus}) if fit.layout else None
-        data["rows_evaluated"] = fit.rows_evaluated
-        if fit.min_gpus is None:
-            warnings.append(f"no layout of at most 65,536 {gpu.id} GPUs fits with these fixed flags")
-            text = "Nothing fits; the report below is the layout as given."
-        else:
-            text = (f"{fit.min_gpus} x {gpu.id} is the smallest count that holds a training step "
-                    f"({fit.rows_evaluated:,} layouts evaluated). Fewer GPUs leave some GPU over "
-                    "its usable memory in every layout searched.")
-        sections.insert(0, Section("Smallest layout that fits (--fit)", text=text,
-                                   headlines=(Headline("min GPUs", fit.min_gpus, "1"),),
-                                   tables=(fit.candidates,)))
-    sections.append(Section("", derivation=r.derivation))
-    return Report(f"scalemodel memory: {m.id}", tuple(sections), data, warnings=tuple(warnings),
-                  plot=_plotter(m, gpu, lay, args, est["microbatches"]))
+    return report(m, gpu, lay, est, fit, seq_len=args.seq_len, optimizer_id=args.optimizer,
+                  weight_dtype=args.dtype, grad_dtype=args.grad_dtype)
 
 
 def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool) -> dict[str, Any]:
@@ -263,28 +221,3 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
         out["priced_by"] += (f" (its {kern['schedule']} schedule adds {gap / 1e9:+.2f} GB to the "
                              "derivation below)")
     return out
-
-
-def _plotter(m: Any, gpu: Any, lay: Any, args: argparse.Namespace,
-             microbatches: int | None = None) -> Any:
-    """Stacked bars of the breakdown for each ZeRO stage and recompute mode at this layout."""
-
-    def draw(path: str) -> None:
-        from dataclasses import replace
-
-        from ..analytic.memory import memory_report
-        from ..report import plot
-
-        labels, series = [], {"weights": [], "gradients": [], "optimizer": [], "activations": []}
-        for z in (0, 1, 2, 3):
-            for rc in ("none", "full"):
-                r = memory_report(m, replace(lay, zero=z, recompute=rc), seq_len=args.seq_len,
-                                  microbatches=microbatches, optimizer_id=args.optimizer,
-                                  weight_dtype=args.dtype, grad_dtype=args.grad_dtype)
-                labels.append(f"ZeRO-{z} rc={rc}")
-                for k, key in zip(series, ("params", "grads", "optimizer", "activations"), strict=True):
-                    series[k].append(r.breakdown[key] / 1e9)
-        plot.bars(path, title=f"{m.id} per-GPU memory, TP{lay.tp} PP{lay.pp} DP{lay.dp}",
-                  labels=labels, series=series, ylabel="GB per GPU")
-
-    return draw

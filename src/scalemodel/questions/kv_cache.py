@@ -9,6 +9,7 @@ from ..derive import Headline, Report, Section, Table
 from ..sim.paged_kv import compare, synthetic_workload
 from ..specs import assumption, get_gpu, get_model
 from ..units import fmt_bytes
+from ..views.kv import engine_table, mitigations_table, paged_table
 from .params import Param, gpu, model
 
 PROMPT = (
@@ -30,21 +31,6 @@ PARAMS: tuple[Param, ...] = (
     Param("kv_dtype", "str", DEFAULTS["kv_dtype"], "KV-cache element type (bf16, fp16, fp8, int8, int4)"),
     Param("requests", "int", DEFAULTS["requests"], "requests in the paged-allocation simulation", "requests", lo=1, hi=50000),
 )
-
-
-def _engine_rows(m: Any, gpu: Any, o: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The same layout as each bundled serving engine sizes its pool (one accounting)."""
-    from ..analytic.serving_memory import engine_kv_budget
-    from ..specs.frameworks import engine_ids
-
-    rows = []
-    for eid in engine_ids():
-        x = engine_kv_budget(m, gpu, tp=o["tp"], weight_dtype=o["dtype"], kv_dtype=o["kv_dtype"],
-                             engine_id=eid, max_model_len=o["context"])
-        rows.append((f"{x.engine} ({x.engine_version})", f"{x.util_flag} {x.util:g}",
-                     fmt_bytes(max(x.kv_budget_bytes, 0)), x.max_tokens,
-                     x.max_tokens // o["context"] if x.fits else "does not start"))
-    return rows
 
 
 def build(opts: dict[str, Any]) -> Report:
@@ -85,10 +71,8 @@ def build(opts: dict[str, Any]) -> Report:
                    Headline("concurrent sequences", r.max_concurrent_sequences, "seq"),
                    Headline(f"batch {o['batch']} fits", r.fits_batch)),
         derivation=e.derivation,
-        tables=(Table(f"the same {o['tp']} x {gpu.id} as each engine sizes its pool",
-                      ("engine", "fraction", "KV budget / GPU", "KV tokens",
-                       f"sequences at {o['context']:,}"),
-                      tuple(_engine_rows(m, gpu, o))),),
+        tables=(engine_table(m, gpu, tp=o["tp"], weight_dtype=o["dtype"],
+                             kv_dtype=o["kv_dtype"], context=o["context"]),),
     )
 
     rows = list(mitigation_table(m, o["context"], o["batch"]))
@@ -109,8 +93,7 @@ def build(opts: dict[str, Any]) -> Report:
               "cache of common prompt prefixes across requests, and offloading moves cold blocks "
               "to host memory."),
         tables=(
-            Table("bytes per token and per batch", ("layout", "bytes/token", "bytes for the batch"),
-                  tuple((r[0], *(fmt_bytes(x) for x in r[1:])) for r in rows)),
+            mitigations_table("bytes per token and per batch", rows, readable=True),
             Table(f"concurrency on {o['tp']} x {gpu.id} by cache type",
                   ("KV dtype", "bytes/token", f"sequences at {o['context']:,}"),
                   tuple((kd, fmt_bytes(bt), n) for kd, bt, n in caps)),
@@ -132,9 +115,7 @@ def build(opts: dict[str, Any]) -> Report:
               f"demand waste {cmp_.paged.waste_fraction:.1%} and run "
               f"{cmp_.concurrency_gain:.1f}x as many requests at once. The vLLM paper measured "
               "60-80% waste in earlier systems and under 4% with PagedAttention."),
-        tables=(Table("", ("allocator", "KV wasted %", "mean running", "preemptions"),
-                      tuple((s.policy, 100 * s.waste_fraction, s.mean_running, s.preemptions)
-                            for s in (cmp_.contiguous, cmp_.paged))),),
+        tables=(paged_table(cmp_, short=True),),
     )
 
     tp16 = kv_bytes_per_token(m.n_layers, max(1, m.n_kv_heads // 16), m.head_dim, 2)

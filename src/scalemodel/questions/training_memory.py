@@ -15,9 +15,10 @@ from ..analytic.memory import (
     static_model,
 )
 from ..analytic.params import count_params
-from ..derive import Derivation, Headline, Report, Section, Table
+from ..derive import Derivation, Headline, Report, Section
 from ..specs import assumption, dtype, get_gpu, get_model, optimizer
 from ..units import fmt_bytes
+from ..views.memory import activations_table, breakdown_row, fit_section, layouts_table
 from .params import Param, gpu, model
 
 PROMPT = (
@@ -94,9 +95,7 @@ def build(opts: dict[str, Any]) -> Report:
               f"h = {m.hidden}, a = {m.n_heads}. {m.id} has GQA, a gated MLP and no dropout, so "
               "its own terms are computed from its config (below). Selective recompute drops "
               "the attention scores (the s^2 term); full recompute keeps only each layer's input."),
-        tables=(Table("activations without any parallelism",
-                      ("recompute", "bytes per layer", "all layers + output layer"),
-                      tuple((rc, fmt_bytes(pl), fmt_bytes(al)) for rc, pl, al in rows)),),
+        tables=(activations_table(rows),),
     )
 
     # 3. what each sharding does at a fixed GPU count
@@ -119,18 +118,13 @@ def build(opts: dict[str, Any]) -> Report:
         if lay.gpus != n or m.n_heads % lay.tp:
             continue
         r = memory_report(m, lay, seq_len=s, optimizer_id=opt.id, weight_dtype=ew.name)
-        bd = r.breakdown
-        trows.append((label, bd["params"] / 1e9, bd["grads"] / 1e9, bd["optimizer"] / 1e9,
-                      bd["activations"] / 1e9, r.per_gpu_bytes / 1e9,
-                      "yes" if r.per_gpu_bytes <= cap else "no"))
+        trows.append(breakdown_row(label, r, cap))
     s3 = Section(
         f"3. The same step on {n} GPUs, layout by layout",
         text=("ZeRO-1/2/3 divide optimizer states, then gradients, then weights by the "
               "data-parallel degree; TP and PP divide everything per GPU including activations, "
               "but the first pipeline stage holds p micro-batches of activations in flight."),
-        tables=(Table(f"GB per GPU (usable: {cap / 1e9:.1f} GB)",
-                      ("layout", "weights", "grads", "optimizer", "activations", "total", "fits"),
-                      tuple(trows)),),
+        tables=(layouts_table(trows, cap),),
     )
 
     # 4. the smallest layout, found by search
@@ -151,10 +145,10 @@ def build(opts: dict[str, Any]) -> Report:
                "activations and whole layers, which is why the count lands here. Among layouts "
                "of that size the search prefers the least recompute, then the lowest ZeRO stage, "
                "then fewer pipeline stages and less TP (cheaper communication).")
-        sections.append(Section("4. The smallest layout that fits", text=why,
-                                headlines=(Headline("min GPUs", fit.min_gpus, "GPU"),
-                                           Headline("per GPU", best.per_gpu_bytes, "B")),
-                                tables=(fit.candidates,), derivation=best.derivation))
+        sections.append(fit_section("4. The smallest layout that fits", why,
+                                    (Headline("min GPUs", fit.min_gpus, "GPU"),
+                                     Headline("per GPU", best.per_gpu_bytes, "B")),
+                                    fit, best.derivation))
         data.update(min_gpus=fit.min_gpus, min_layout=fit.layout.as_dict(),
                     per_gpu_bytes=best.per_gpu_bytes, breakdown=best.breakdown)
     # 5. the planner's layout for a real run: what the fastest layout that fits looks like
