@@ -197,11 +197,11 @@ class TrainLayout(Mapping):
         return recompute_code(self.recompute, self.recompute_modules, self.recompute_layers)
 
     def recompute_text(self) -> str:
-        """The policy in words: selective(mla_up_proj+mlp), full(2 layers per stage), ..."""
+        """The policy in words: selective(mla_up_proj+mlp), full(2 per chunk), ..."""
         if self.recompute_modules:
             return f"{self.recompute}({'+'.join(self.recompute_modules)})"
         if self.recompute_layers:
-            return f"{self.recompute}({self.recompute_layers} layers per stage)"
+            return f"{self.recompute}({self.recompute_layers} per chunk)"
         return self.recompute
 
     @classmethod
