@@ -10,7 +10,9 @@ transformer_layer.py / multi_latent_attention.py / experts.py checkpoint wrapper
 * ``mla_up_proj`` discards the up-projected q, k and v (output-discarding checkpoint);
 * ``mlp`` checkpoints a dense MLP whole (not an MoE layer's);
 * ``moe_act`` discards the expert activation's output (kept by fc2 otherwise);
-* ``layernorm`` discards the two norms' outputs.
+* ``layernorm`` discards the outputs of the norms that are modules of their own
+  (gpt_layer_specs.py: MLA's input norm, an MoE layer's pre-MLP norm; the others are fused
+  into the next linear).
 """
 
 import pytest
@@ -69,12 +71,19 @@ def test_moe_act_and_layernorm():
     # Mixtral 8x7B: top-2 routing, expert width 14,336: 2 B x 14,336 per routed copy
     assert _drop("mixtral-8x7b", True, 1, False, "moe_act") == pytest.approx(
         2 * 2 * 14336 * S)
-    # two norms' 16-bit outputs, h = 4096, TP-replicated, split by sequence parallelism (tp 4)
+    # the norms that are modules of their own (gpt_layer_specs.py): on Mixtral's MoE layer the
+    # pre-MLP norm (the router reads it); the input norm is fused into linear_qkv. Its 16-bit
+    # output, h = 4096, TP-replicated, split by sequence parallelism (tp 4)
     assert _drop("mixtral-8x7b", True, 4, True, "layernorm") == pytest.approx(
-        2 * 2 * 4096 * S / 4)
+        2 * 4096 * S / 4)
+    # a dense GPT layer: both norms are fused, nothing to drop
+    assert _drop("llama-3-8b", False, 1, False, "layernorm") == 0.0
+    # DeepSeek-V3 MoE layer: the input norm (MLA: q/kv down-projections are plain linears) and
+    # the pre-MLP norm, h = 7168
+    assert _drop("deepseek-v3", True, 1, False, "layernorm") == pytest.approx(2 * 2 * 7168 * S)
     # the two together drop both (their saved tensors do not overlap)
     both = _drop("mixtral-8x7b", True, 1, False, "moe_act", "layernorm")
-    assert both == pytest.approx(2 * 2 * 14336 * S + 2 * 2 * 4096 * S)
+    assert both == pytest.approx(2 * 2 * 14336 * S + 2 * 4096 * S)
 
 
 def test_full_recompute_of_n_layers_keeps_the_rest_whole():

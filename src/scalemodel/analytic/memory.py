@@ -185,7 +185,10 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     submodule (its input is the norm output the layer keeps anyway, so the inside is dropped:
     the MLP's saved set; the routed copies, expert MLPs, unpermute outputs and router
     probabilities); "moe_act" discards the activation's output that fc2 keeps (2 B per element
-    of the expert width per routed copy); "layernorm" the two norms' outputs; "mla_up_proj" the
+    of the expert width per routed copy); "layernorm" the outputs of the norms that are modules
+    of their own (gpt_layer_specs.py: the input norm with MLA, the pre-MLP norm of an MoE layer;
+    the others are fused into the next linear, IdentityOp, and keep nothing apart from it);
+    "mla_up_proj" the
     up-projected q, k and v (with RoPE applied). Dense modules on MoE layers and MoE modules on
     dense layers drop nothing (transformer_layer.py: "mlp" only where the MLP is not an
     MoELayer)."""
@@ -201,7 +204,7 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
         if moe_layer else zero,
         (0.0, 2.0 * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
         (0.0, mlp_k * shared, 0.0) if shared else zero,
-        (2.0 * h * min(n_norm, 2), 0.0, 0.0),
+        (2.0 * h * min(n_norm, int(mla) + int(moe_layer)), 0.0, 0.0),
         (0.0, 2.0 * q, kv) if mla else zero,
     )
 

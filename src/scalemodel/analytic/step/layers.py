@@ -44,17 +44,20 @@ def mla_up_share(c: Candidates) -> float:
 
 
 def _rc_modules(c: Candidates, a: AttentionTerms, mlp_f: Any, moe_f: Any = 0.0,
-                shared_f: Any = 0.0) -> tuple[Any, Any]:
+                shared_f: Any = 0.0, moe: bool = False) -> tuple[Any, Any]:
     """(seconds, of them memory-bound) the selective modules re-run in a layer's backward
     (Megatron-Core recompute_modules): core_attn the attention kernel, mla_up_proj the MLA
     up-projections, mlp the dense MLP (``mlp_f``), moe the MoE block (``moe_f``: experts,
     shared experts, router, permutes), shared_experts ``shared_f``, moe_act the experts'
     activation (read its 16-bit (up_k) input and write its output per element of the routed
-    copies' width), layernorm the two norms (read and write 16-bit h per token)."""
+    copies' width), layernorm the norms that are modules of their own (read and write 16-bit h
+    per token; memory.py _module_drops)."""
     ms = c.ms
     act = (c.e_a * (ms.up_k + 1) * c.T * c.m.top_k * ms.moe_ffn / c.tp / c.hbm
            if c.m.is_moe else 0.0)
-    norm = c.e_a * 2 * 2 * c.h * c.T / c.sp_div / c.hbm
+    # the norms that are modules of their own: MLA's input norm, an MoE layer's pre-MLP norm
+    n_sep = int(bool(c.m.kv_lora_rank)) + int(moe)
+    norm = c.e_a * 2 * n_sep * c.h * c.T / c.sp_div / c.hbm
     ng = c.recomputes("moe_act") * act + c.recomputes("layernorm") * norm
     t = (c.recomputes("core_attn") * a.core_f
          + c.recomputes("mla_up_proj") * mla_up_share(c) * a.in_proj_f
@@ -144,7 +147,7 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     ng_f, ng_b = ng_f + pf, ng_b + pb
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
     bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
-    sel, sel_ng = _rc_modules(c, a, 0.0, ef + sf + rf + pf, sf)
+    sel, sel_ng = _rc_modules(c, a, 0.0, ef + sf + rf + pf, sf, moe=True)
     rc = c.full_share * fwd + np.where(c.rc == 1, sel, 0.0)
     # without EP the MLP's TP collectives sit beside the experts (half each way)
     mf, mb_ = 0.5 * (ef + sf), 0.5 * (eb + sb)
