@@ -483,6 +483,46 @@ def _evaluate_ranked(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: in
     return _Ranked(**{k: np.concatenate(v) for k, v in parts.items()}, kept=kept)
 
 
+_OTHER_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch")
+
+
+def _evaluate_two_phase(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: int
+                        ) -> tuple[dict[str, np.ndarray], _Ranked, int]:
+    """Price the plain recompute modes first, then the partial policies (recompute codes >= 4)
+    only of the layouts that do not fit without recompute: where a layout fits with none, each
+    partial policy of it is as large or smaller and strictly slower (it adds recompute), so it
+    can be neither the best row nor better than the none row. Returns the rows priced, their
+    terms and the rows left unpriced (each fits: it holds no more than its none row)."""
+    part = cols["rc"] >= 4
+    if not part.any() or part.all():
+        return cols, _evaluate_ranked(job, cl, cols, top), 0
+    base = {k: v[~part] for k, v in cols.items()}
+    extra = {k: v[part] for k, v in cols.items()}
+    r0 = _evaluate_ranked(job, cl, base, top)
+    from .step.candidates import unique_rows
+
+    none = base["rc"] == 0
+    n_b = int(base["rc"].size)
+    # one key per layout of the other keys, shared by the two sets
+    both = tuple(np.concatenate([base[k][none], extra[k]]) for k in _OTHER_KEYS)
+    _, inv = unique_rows(both)
+    k_none, k_part = inv[:int(none.sum())], inv[int(none.sum()):]
+    fits_none = np.zeros(int(inv.max()) + 1 if inv.size else 0, dtype=bool)
+    fits_none[k_none[r0.fits[none]]] = True
+    keep = ~fits_none[k_part]
+    pruned = int(keep.size - np.count_nonzero(keep))
+    if not keep.any():
+        return base, r0, pruned
+    extra = {k: v[keep] for k, v in extra.items()}
+    r1 = _evaluate_ranked(job, cl, extra, top)
+    merged = {k: np.concatenate([base[k], extra[k]]) for k in cols}
+    kept = dict(r0.kept) | {n_b + i: t for i, t in r1.kept.items()}
+    res = _Ranked(**{k: np.concatenate([getattr(r0, k), getattr(r1, k)])
+                     for k in ("fits", "tokens_per_s", "memory_per_gpu_bytes", "capacity_bytes")},
+                  kept=kept)
+    return merged, res, pruned
+
+
 def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int = 5) -> PlanResult:
     """Enumerate, price and rank every valid layout; BadInput when none is valid or fits."""
     fixed = dict(fixed or {})
@@ -491,7 +531,7 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     n_valid = int(cols["tp"].size)
     if n_valid == 0:
         raise BadInput(_nothing_valid(job, cl, fixed, grid))
-    res = _evaluate_ranked(job, cl, cols, top)
+    cols, res, pruned = _evaluate_two_phase(job, cl, cols, top)
     fits = res.fits
     if not fits.any():
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
@@ -508,7 +548,7 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
               chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
-    return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()),
+    return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()) + pruned,
                       grid.rejected, grid.total, sl, chunks)
 
 
