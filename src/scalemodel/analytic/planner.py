@@ -207,6 +207,7 @@ class Grid:
     cols: dict[str, np.ndarray]
     rejected: dict[str, int]  # rule -> rows it removed (in the order the rules apply)
     total: int
+    partial: tuple[int, ...] = ()  # partial recompute codes the search adds in its 2nd phase
 
 
 def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
@@ -244,6 +245,9 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
     rcs = _recompute_codes(job, fixed)
+    # partial policies (codes >= 4) enter in the search's second phase (_evaluate_two_phase)
+    partial = tuple(x for x in rcs if x >= 4) if "recompute" not in fixed else ()
+    rcs = [x for x in rcs if x < 4] if partial else rcs
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
     keys = dict(tp=tps, pp=pps, cp=cps, ep=eps, etp=etps, zero=zeros, vpp=vpps, rc=rcs,
                 micro_batch=mbs)
@@ -279,7 +283,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     if "stages" in fixed:  # one split for every row (pp is pinned to its length)
         for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
             cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
-    return Grid(cols, rejected, total)
+    return Grid(cols, rejected, total, partial)
 
 
 def _recompute_codes(job: Job, fixed: dict[str, Any]) -> list[int]:
@@ -483,44 +487,48 @@ def _evaluate_ranked(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: in
     return _Ranked(**{k: np.concatenate(v) for k, v in parts.items()}, kept=kept)
 
 
-_OTHER_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch")
 
 
-def _evaluate_two_phase(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: int
+def _evaluate_two_phase(job: Job, cl: Cluster, grid: Grid, top: int
                         ) -> tuple[dict[str, np.ndarray], _Ranked, int]:
-    """Price the plain recompute modes first, then the partial policies (recompute codes >= 4)
-    only of the layouts that do not fit without recompute: where a layout fits with none, each
-    partial policy of it is as large or smaller and strictly slower (it adds recompute), so it
-    can be neither the best row nor better than the none row. Returns the rows priced, their
-    terms and the rows left unpriced (each fits: it holds no more than its none row)."""
-    part = cols["rc"] >= 4
-    if not part.any() or part.all():
-        return cols, _evaluate_ranked(job, cl, cols, top), 0
-    base = {k: v[~part] for k, v in cols.items()}
-    extra = {k: v[part] for k, v in cols.items()}
-    r0 = _evaluate_ranked(job, cl, base, top)
-    from .step.candidates import unique_rows
+    """Price the grid (plain recompute modes), then the partial policies ``grid.partial`` of the
+    layouts that do not fit without recompute: where a layout fits with none, each partial
+    policy of it holds no more memory and is slower (it adds recompute), so it can be neither
+    the best row nor better than the none row, and is left out. Returns the rows priced, their
+    terms and the partial rows added (counted with the grid's candidates)."""
+    from .layout import RULES, Context
 
-    none = base["rc"] == 0
-    n_b = int(base["rc"].size)
-    # one key per layout of the other keys, shared by the two sets
-    both = tuple(np.concatenate([base[k][none], extra[k]]) for k in _OTHER_KEYS)
-    _, inv = unique_rows(both)
-    k_none, k_part = inv[:int(none.sum())], inv[int(none.sum()):]
-    fits_none = np.zeros(int(inv.max()) + 1 if inv.size else 0, dtype=bool)
-    fits_none[k_none[r0.fits[none]]] = True
-    keep = ~fits_none[k_part]
-    pruned = int(keep.size - np.count_nonzero(keep))
-    if not keep.any():
-        return base, r0, pruned
-    extra = {k: v[keep] for k, v in extra.items()}
+    cols = grid.cols
+    r0 = _evaluate_ranked(job, cl, cols, top)
+    if not grid.partial:
+        return cols, r0, 0
+    sel = np.flatnonzero((cols["rc"] == 0) & ~r0.fits)
+    if not sel.size:
+        return cols, r0, 0
+    codes = np.asarray(grid.partial, dtype=cols["rc"].dtype)
+    extra = {k: np.repeat(v[sel], codes.size) for k, v in cols.items()}
+    extra["rc"] = np.tile(codes, sel.size)
+    n_extra = int(extra["rc"].size)
+    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule)
+    ok = np.ones(n_extra, dtype=bool)
+    for r in RULES:  # the recompute rules (the others hold: the rows passed them with none)
+        if r.name.startswith("recompute") and r.applies(ctx):
+            broken = ok & ~np.asarray(r.ok(extra, ctx), dtype=bool)
+            bad = int(np.count_nonzero(broken))
+            if bad:
+                grid.rejected[r.message(ctx)] = grid.rejected.get(r.message(ctx), 0) + bad
+                ok &= ~broken
+    extra = {k: v[ok] for k, v in extra.items()}
+    if not extra["rc"].size:
+        return cols, r0, n_extra
     r1 = _evaluate_ranked(job, cl, extra, top)
-    merged = {k: np.concatenate([base[k], extra[k]]) for k in cols}
+    n_b = int(cols["rc"].size)
+    merged = {k: np.concatenate([cols[k], extra[k]]) for k in cols}
     kept = dict(r0.kept) | {n_b + i: t for i, t in r1.kept.items()}
     res = _Ranked(**{k: np.concatenate([getattr(r0, k), getattr(r1, k)])
                      for k in ("fits", "tokens_per_s", "memory_per_gpu_bytes", "capacity_bytes")},
                   kept=kept)
-    return merged, res, pruned
+    return merged, res, n_extra
 
 
 def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int = 5) -> PlanResult:
@@ -531,7 +539,7 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     n_valid = int(cols["tp"].size)
     if n_valid == 0:
         raise BadInput(_nothing_valid(job, cl, fixed, grid))
-    cols, res, pruned = _evaluate_two_phase(job, cl, cols, top)
+    cols, res, added = _evaluate_two_phase(job, cl, grid, top)
     fits = res.fits
     if not fits.any():
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
@@ -548,8 +556,9 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
               chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
-    return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()) + pruned,
-                      grid.rejected, grid.total, sl, chunks)
+    n_valid = int(cols["tp"].size)
+    return PlanResult(job, cl, rows, pareto, grid.total + added, n_valid, int(fits.sum()),
+                      grid.rejected, grid.total + added, sl, chunks)
 
 
 def _chunks_of_stages(stages: tuple[int, ...], vpp: int) -> tuple[int, ...]:
