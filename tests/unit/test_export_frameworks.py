@@ -138,6 +138,7 @@ MEGATRON_FLAGS = {
     "--recompute-granularity": "megatron/core/transformer/transformer_config.py:532",
     "--recompute-method": "megatron/core/transformer/transformer_config.py:543",
     "--recompute-num-layers": "megatron/core/transformer/transformer_config.py:551",
+    "--recompute-modules": "megatron/core/transformer/transformer_config.py:560",
     "--seq-length": "megatron/training/arguments.py:3305",
     "--sequence-parallel": "megatron/core/model_parallel_config.py:94",
     "--split": "megatron/training/arguments.py:3266",
@@ -235,9 +236,10 @@ def megatron_rules(f: dict[str, list[str]], env: dict[str, str] | None = None) -
         assert "--untie-embeddings-and-output-weights" in f
         if env is not None:
             assert env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1"
-    # every flag that takes a value has exactly one; switches have none
+    # every flag that takes a value has exactly one; switches have none; list arguments
+    # (TransformerConfig fields typed List[str], e.g. recompute_modules) take their words
     for k, v in f.items():
-        assert len(v) <= 1, (k, v)
+        assert len(v) <= 1 or k in ("--recompute-modules",), (k, v)
     return vpp
 
 
@@ -294,6 +296,8 @@ def megatron_config(f: dict[str, list[str]], vpp: int | None):
     if "--microbatch-group-size-per-virtual-pipeline-stage" in f:
         kw["microbatch_group_size_per_vp_stage"] = get(
             "--microbatch-group-size-per-virtual-pipeline-stage")
+    if "--recompute-modules" in f:  # a list argument (nargs="*")
+        kw["recompute_modules"] = list(f["--recompute-modules"])
     if "--moe-layer-freq" in f:
         kw["moe_layer_freq"] = _layer_freq(f["--moe-layer-freq"][0])
     if "--swiglu" in f:

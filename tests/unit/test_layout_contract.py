@@ -141,9 +141,15 @@ CHANGED = {
     "vpp": dict(vpp=2, stages=None),
     "micro_batch": dict(micro_batch=2),
     "recompute": dict(recompute="full"),
+    # against the same mode without the key (BASE_FOR): Megatron-Core's selective default
+    # (core_attn) and full recompute of every layer
+    "recompute_modules": dict(recompute="selective", recompute_modules=("moe_act",)),
+    "recompute_layers": dict(recompute="full", recompute_layers=2),
     "sp": dict(sp=False),
     "stages": dict(stages=(15, 17)),
 }
+BASE_FOR = {"recompute_modules": dict(recompute="selective"),
+            "recompute_layers": dict(recompute="full")}
 COMMANDS = {
     "plan": ("plan", "train"),
     "memory": ("memory",),
@@ -173,7 +179,7 @@ def test_every_layout_key_is_honoured_or_refused(capsys, cmd, key):
         return (*COMMANDS[cmd], "--model", "mixtral-8x7b", "--seq-len", "4096",
                 "--global-batch", "256", *extra, "--layout", text(keys), "--json")
 
-    base = BASE  # sp is on unless the layout says sp=0
+    base = BASE | BASE_FOR.get(key, {})  # sp is on unless the layout says sp=0
     rc0, out0, err0 = run(capsys, *argv(base))
     assert rc0 == 0, err0
     rc1, out1, err1 = run(capsys, *argv(base | CHANGED[key]))

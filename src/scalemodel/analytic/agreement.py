@@ -93,10 +93,15 @@ def framework_choices(row: dict[str, str]) -> list[dict[str, Any]]:
     base: dict[str, Any] = {}
     if str(fw.values.get("cp_impl", "")).strip() == "none":
         base["cp"] = 1
-    opts = [o for o in fw.values.get("recompute_options", PLAN_RECOMPUTE) if o in PLAN_RECOMPUTE]
+    from .layout import recompute_spec
+
+    allowed = fw.values.get("recompute_options", PLAN_RECOMPUTE)
+    opts = [o for o in allowed if o in PLAN_RECOMPUTE]
     if not opts or set(opts) == set(PLAN_RECOMPUTE):
         return [base]
-    return [dict(base, recompute=o) for o in opts]
+    # partial policies ("selective:mla_up_proj+mlp", "full:1") as layout keys
+    return [dict(base, **recompute_spec(str(o))) for o in allowed
+            if str(o).partition(":")[0] in PLAN_RECOMPUTE]
 
 
 def agree_row(row: dict[str, str]) -> AgreementRow:

@@ -25,6 +25,27 @@ import numpy as np
 from ..errors import BadInput
 
 RECOMPUTE = ("none", "selective", "full", "op")  # op: torchtitan's op-level policy
+# Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules, core_v0.16),
+# in bit order of the planner's recompute code; no module given = its default, core_attn
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm",
+                     "mla_up_proj")
+_MOD_SPAN = 1 << len(RECOMPUTE_MODULES)
+
+
+def recompute_code(mode: str, modules: tuple[str, ...] = (), layers: int = 0) -> int:
+    """The planner's recompute code of one policy: mode index + 4 x module bits + 4 x 2^7 x
+    layers (layers: the N layers per stage fully recomputed, 0 = all)."""
+    bits = sum(1 << RECOMPUTE_MODULES.index(x) for x in modules)
+    return RECOMPUTE.index(mode) + 4 * bits + 4 * _MOD_SPAN * layers
+
+
+def decode_recompute(code: Any) -> tuple[Any, Any, Any]:
+    """(mode code 0-3, module bits, layers) of recompute codes (arrays or ints)."""
+    return code % 4, (code // 4) % _MOD_SPAN, code // (4 * _MOD_SPAN)
+
+
+def modules_of(bits: int) -> tuple[str, ...]:
+    return tuple(x for i, x in enumerate(RECOMPUTE_MODULES) if int(bits) >> i & 1)
 
 
 def _int(lo: int, hi: int | None = None) -> Callable[[str, str], int]:
@@ -55,6 +76,30 @@ def _recompute(key: str, text: str) -> str:
         raise BadInput(f"--layout recompute must be one of {', '.join(RECOMPUTE)} (op: "
                        f"torchtitan's op-level policy), got {text!r}")
     return text
+
+
+def _modules(key: str, text: str) -> tuple[str, ...]:
+    names = tuple(p.strip() for p in text.replace("/", "+").split("+") if p.strip())
+    bad = [x for x in names if x not in RECOMPUTE_MODULES]
+    if bad or not names:
+        raise BadInput(f"--layout recompute_modules must be module names joined by '+' from "
+                       f"{', '.join(RECOMPUTE_MODULES)}, got {text!r}")
+    return tuple(x for x in RECOMPUTE_MODULES if x in names)  # canonical order, no repeats
+
+
+def recompute_spec(text: str) -> dict[str, Any]:
+    """A recompute policy written as one value, as a framework profile's ``recompute_options``
+    and a validation row's ``recompute`` column write it: ``selective:mla_up_proj+mlp``,
+    ``full:2`` (2 layers per chunk), or a plain mode -> the layout keys it sets."""
+    mode, _, arg = text.strip().partition(":")
+    out: dict[str, Any] = {"recompute": _recompute("recompute", mode)}
+    if arg and mode == "selective":
+        out["recompute_modules"] = _modules("recompute_modules", arg)
+    elif arg and mode == "full":
+        out["recompute_layers"] = _int(1)("recompute_layers", arg)
+    elif arg:
+        raise BadInput(f"recompute {text!r}: only selective:MODULES and full:N take a value")
+    return out
 
 
 def _stages(key: str, text: str) -> tuple[int, ...]:
@@ -91,6 +136,10 @@ KEYS: tuple[Key, ...] = (
     Key("vpp", _int(1), "interleaved pipeline chunks per stage"),
     Key("micro_batch", _int(1), "sequences per micro-batch"),
     Key("recompute", _recompute, "activation recomputation: none, selective, full or op"),
+    Key("recompute_modules", _modules, "with recompute=selective: the modules recomputed, "
+        "joined by '+' (Megatron-Core --recompute-modules; default core_attn)"),
+    Key("recompute_layers", _int(0), "with recompute=full: layers per model chunk (a stage "
+        "with vpp 1) fully recomputed, the rest not (Megatron-Core --recompute-method block --recompute-num-layers; 0 = all)"),
     Key("sp", _bool, "sequence parallelism with TP (1 on, the default; 0 off)"),
     Key("stages", _stages, "layers per pipeline stage, first to last, e.g. 7/8/8/7 (default: "
         "the planner's balanced split)"),
@@ -98,6 +147,8 @@ KEYS: tuple[Key, ...] = (
 KEY_NAMES = tuple(k.name for k in KEYS)
 # the keys the planner's search enumerates (sp and stages are fixed or derived)
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
+# searched through the recompute code with recompute; in the JSON only where set
+RECOMPUTE_KEYS = ("recompute_modules", "recompute_layers")
 ALIASES = {"mb": "micro_batch", "micro-batch": "micro_batch", "microbatch": "micro_batch"}
 
 
@@ -118,6 +169,8 @@ class TrainLayout(Mapping):
     vpp: int = 1
     micro_batch: int = 1
     recompute: str = "none"
+    recompute_modules: tuple[str, ...] = ()  # selective: () = Megatron's default, core_attn
+    recompute_layers: int = 0  # full: layers per stage recomputed, 0 = all
     sp: bool = True  # sequence parallelism; only meaningful when tp > 1
     stages: tuple[int, ...] | None = None  # layers per stage; None: the balanced split
 
@@ -138,6 +191,19 @@ class TrainLayout(Mapping):
         """The recompute mode as the planner's array code (index in RECOMPUTE)."""
         return RECOMPUTE.index(self.recompute)
 
+    @property
+    def rc_code(self) -> int:
+        """The whole recompute policy as one planner code (:func:`recompute_code`)."""
+        return recompute_code(self.recompute, self.recompute_modules, self.recompute_layers)
+
+    def recompute_text(self) -> str:
+        """The policy in words: selective(mla_up_proj+mlp), full(2 per chunk), ..."""
+        if self.recompute_modules:
+            return f"{self.recompute}({'+'.join(self.recompute_modules)})"
+        if self.recompute_layers:
+            return f"{self.recompute}({self.recompute_layers} per chunk)"
+        return self.recompute
+
     @classmethod
     def from_keys(cls, keys: dict[str, Any], **defaults: Any) -> TrainLayout:
         unknown = set(keys) - set(KEY_NAMES)
@@ -152,6 +218,10 @@ class TrainLayout(Mapping):
         where they differ from their defaults."""
         d: dict[str, Any] = {k: getattr(self, k) for k in SEARCHED}
         d["etp"] = self.expert_tp
+        if self.recompute_modules:
+            d["recompute_modules"] = "+".join(self.recompute_modules)
+        if self.recompute_layers:
+            d["recompute_layers"] = self.recompute_layers
         if not self.sp:
             d["sp"] = False
         if self.stages is not None:
@@ -181,7 +251,7 @@ class TrainLayout(Mapping):
             parts.append(f"VPP{self.vpp}")
         parts.append(f"ZeRO-{self.zero}")
         parts.append(f"mb={self.micro_batch}")
-        parts.append(f"recompute={self.recompute}")
+        parts.append(f"recompute={self.recompute_text()}")
         if self.tp > 1:
             parts.append("SP" if self.sp else "no-SP")
         if self.stages is not None:
@@ -191,6 +261,8 @@ class TrainLayout(Mapping):
     def __getitem__(self, key: str) -> Any:
         if key == "etp":
             return self.expert_tp
+        if key == "recompute_modules" and self.recompute_modules:
+            return "+".join(self.recompute_modules)
         if key not in KEY_NAMES:
             raise KeyError(key)
         return getattr(self, key)
@@ -316,9 +388,41 @@ RULES: tuple[Rule, ...] = (
     Rule("recompute", lambda ctx: "recompute=op (torchtitan's op-level policy) is modelled for "
          f"dense models without MLA; {ctx.model.id} is "
          f"{'MoE' if ctx.model.is_moe else 'MLA'}: use selective or full",
-         lambda c, ctx: c["rc"] != RECOMPUTE.index("op"),
+         lambda c, ctx: c["rc"] % 4 != RECOMPUTE.index("op"),
          lambda ctx: bool(ctx.model.is_moe or ctx.model.kv_lora_rank)),
+    Rule("recompute modules", lambda ctx: "recompute_modules needs recompute=selective "
+         "(Megatron-Core reads --recompute-modules with --recompute-granularity selective)",
+         lambda c, ctx: (_rc_bits(c) == 0) | (c["rc"] % 4 == 1)),
+    Rule("recompute modules", lambda ctx: f"{ctx.model.id} has no "
+         f"{'experts' if not ctx.model.is_moe else 'dense MLP layers'} for the module named "
+         "(mlp: dense MLP layers; moe, moe_act, shared_experts: MoE layers)",
+         lambda c, ctx: _bits_ok(c, ctx, ("mlp",), _has_dense(ctx))
+         & _bits_ok(c, ctx, ("moe", "moe_act"), bool(ctx.model.is_moe))
+         & _bits_ok(c, ctx, ("shared_experts",), bool(ctx.model.n_shared_experts
+                                                      or ctx.model.shared_ffn))),
+    Rule("recompute modules", lambda ctx: f"mla_up_proj needs multi-latent attention; "
+         f"{ctx.model.id} has none",
+         lambda c, ctx: _bits_ok(c, ctx, ("mla_up_proj",), bool(ctx.model.kv_lora_rank))),
+    Rule("recompute layers", lambda ctx: "recompute_layers needs recompute=full and at most "
+         "the layers of one model chunk (L / (pp x vpp), Megatron-Core's block method)",
+         lambda c, ctx: (c["rc"] // (4 * _MOD_SPAN) == 0)
+         | ((c["rc"] % 4 == 2) & (c["rc"] // (4 * _MOD_SPAN)
+                                  <= -(-ctx.model.n_layers // np.maximum(c["pp"] * c["vpp"], 1))))),
 )
+
+
+def _rc_bits(c: dict[str, Any]) -> Any:
+    return (c["rc"] // 4) % _MOD_SPAN
+
+
+def _bits_ok(c: dict[str, Any], ctx: Context, names: tuple[str, ...], present: bool) -> Any:
+    mask = sum(1 << RECOMPUTE_MODULES.index(x) for x in names)
+    return True if present else (_rc_bits(c) & mask) == 0
+
+
+def _has_dense(ctx: Context) -> bool:
+    m = ctx.model
+    return (not m.is_moe) or m.n_moe_layers < m.n_layers
 
 
 def derived(c: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -336,7 +440,7 @@ def check(lay: TrainLayout, ctx: Context) -> int:
     micro-batches per pipeline per step."""
     c = {f.name: getattr(lay, f.name) for f in fields(lay)}
     c["etp"] = lay.expert_tp
-    c["rc"] = lay.rc
+    c["rc"] = lay.rc_code
     c = derived(c, ctx)
     for r in RULES:
         if r.applies(ctx) and not bool(r.ok(c, ctx)):

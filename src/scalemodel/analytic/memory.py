@@ -42,7 +42,7 @@ from ..specs.frameworks import get_framework
 from ..specs.saved_tensors import KernelSaves, kernel_saves
 from ..specs.sources import cite
 from .kv import check_tp
-from .layout import TrainLayout
+from .layout import RECOMPUTE_MODULES, TrainLayout
 from .params import ParamCount, count_params
 
 RECOMPUTE = ("none", "selective", "full")
@@ -107,6 +107,9 @@ class ActCoeffs:
     op: float = 0.0  # TP-split bytes per token kept by the op-level policy (dense, no MLA)
     lse: float = 0.0
     overlap: float = 0.0
+    # what each selective module's recompute drops, (TP-replicated, TP-split, K/V) bytes per
+    # token, in layout.RECOMPUTE_MODULES order (core_attn: the scores and lse above)
+    mods: tuple[tuple[float, float, float], ...] = ()
 
 
 def _norm_bytes(m: ModelSpec, ks: KernelSaves) -> tuple[float, float, float]:
@@ -172,7 +175,38 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     # with the attention kernel's output; 16-bit, per token
     op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
     return ActCoeffs(rep=rep, split=split, kv=kv, scores=scores, full=2 * h, op=op, lse=lse,
-                     overlap=keep_in * h)
+                     overlap=keep_in * h, mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm))
+
+
+def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm: int
+                  ) -> tuple[tuple[float, float, float], ...]:
+    """Bytes per token each Megatron-Core selective module stops keeping (TransformerConfig
+    .recompute_modules, core_v0.16): "mlp", "moe" and "shared_experts" checkpoint the whole
+    submodule (its input is the norm output the layer keeps anyway, so the inside is dropped:
+    the MLP's saved set; the routed copies, expert MLPs, unpermute outputs and router
+    probabilities); "moe_act" discards the activation's output that fc2 keeps (2 B per element
+    of the expert width per routed copy); "layernorm" the outputs of the norms that are modules
+    of their own (gpt_layer_specs.py: the input norm with MLA, the pre-MLP norm of an MoE layer;
+    the others are fused into the next linear, IdentityOp, and keep nothing apart from it);
+    "mla_up_proj" the
+    up-projected q, k and v (with RoPE applied). Dense modules on MoE layers and MoE modules on
+    dense layers drop nothing (transformer_layer.py: "mlp" only where the MLP is not an
+    MoELayer)."""
+    h = m.hidden
+    shared = (m.shared_ffn or m.n_shared_experts * m.moe_ffn) if moe_layer else 0
+    q, _, _, _ = _attention_widths(m)
+    mla = bool(m.kv_lora_rank)
+    zero = (0.0, 0.0, 0.0)
+    return (
+        zero,  # core_attn: c.scores and c.lse
+        zero if moe_layer else (0.0, mlp_k * m.ffn, 0.0),
+        (4.0 * m.n_experts, m.top_k * (4 * h + mlp_k * m.moe_ffn) + mlp_k * shared, 0.0)
+        if moe_layer else zero,
+        (0.0, 2.0 * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
+        (0.0, mlp_k * shared, 0.0) if shared else zero,
+        (2.0 * h * min(n_norm, int(mla) + int(moe_layer)), 0.0, 0.0),
+        (0.0, 2.0 * q, kv) if mla else zero,
+    )
 
 
 def _layer_coeffs(m: ModelSpec, saves: KernelSaves | None = None
@@ -195,8 +229,32 @@ def _act_parts(c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any
     return sel, none, full, full + c.op * sb / tp, c.overlap * sb / rep_div
 
 
+def _module_bytes(c: ActCoeffs, s: Any, b: Any, n_kv: int, tp: Any, sp: Any, mla: bool,
+                  mods: Any) -> tuple[Any, Any]:
+    """(bytes the selective modules ``mods`` (bits) drop, the largest one module's re-run
+    holds) of one layer per micro-batch; core_attn is counted with the scores."""
+    sb = s * b
+    rep_div = np.where(sp, tp, 1)
+    kv_div = tp if mla else np.minimum(tp, n_kv)
+    mods = np.asarray(mods).astype(np.int64)
+    total, top = 0.0, 0.0
+    present = int(np.bitwise_or.reduce(mods, axis=None)) if mods.size else 0
+    for i, (r, sp_, k) in enumerate(c.mods):
+        if not (r or sp_ or k) or not present >> i & 1:
+            continue
+        x = np.where((mods >> i) & 1, r * sb / rep_div + sp_ * sb / tp + k * sb / kv_div, 0.0)
+        total, top = total + x, np.maximum(top, x)
+    return total, top
+
+
+def _core_attn(rc: Any, mods: Any) -> Any:
+    mods = np.asarray(mods).astype(np.int64)
+    return (rc == 1) & ((mods == 0) | ((mods & 1) == 1))
+
+
 def act_per_layer(
     c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
+    mods: Any = 0,
 ) -> Any:
     """Bytes of one layer's stored activations (vectorised over s, b, tp, sp, rc codes 0/1/2/3;
     3 = the op-level policy: the layer input and the kept matmul / attention outputs).
@@ -205,18 +263,23 @@ def act_per_layer(
     and ``c.lse`` its per-token statistic), so "none" then keeps what "selective" keeps plus
     that statistic."""
     sel, none, full, op, _ = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
+    dropped, _ = _module_bytes(c, s, b, n_kv, tp, sp, mla, mods)
+    sel = np.where(_core_attn(rc, mods), sel, none) - dropped
     return np.where(rc == 0, none, np.where(rc == 1, sel, np.where(rc == 3, op, full)))
 
 
 def act_working_set(
     c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
+    mods: Any = 0,
 ) -> Any:
     """Bytes the layer being recomputed holds on top of what is stored, during its backward:
     full recompute re-runs the layer's forward (its no-recompute set, less the stored input the
     re-run keeps again), selective the attention core (the scores), the op-level policy the
     dropped matmul outputs. 0 without recompute."""
     sel, none, full, op, overlap = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
-    return np.where(rc == 0, 0.0, np.where(rc == 1, none - sel, np.where(
+    _, top = _module_bytes(c, s, b, n_kv, tp, sp, mla, mods)
+    sel_ws = np.maximum(np.where(_core_attn(rc, mods), none - sel, 0.0), top)
+    return np.where(rc == 0, 0.0, np.where(rc == 1, sel_ws, np.where(
         rc == 3, np.maximum(none - op, 0.0), none - overlap)))
 
 
@@ -367,6 +430,8 @@ def training_bytes(
     etp: Any = None,
     zero: Any = 0,
     rc: Any = 0,
+    rc_mods: Any = 0,
+    rc_layers: Any = 0,
     sp: Any = True,
     micro_batch: Any = 1,
     seq_len: Any = 4096,
@@ -392,7 +457,9 @@ def training_bytes(
 
     Activations are the stored ones of the micro-batches in flight plus, under recompute, the
     working set of the one layer being recomputed (:func:`act_working_set`); the kernels are
-    those ``sm`` was read for (:func:`with_kernels`).
+    those ``sm`` was read for (:func:`with_kernels`). ``rc_mods`` are the selective modules
+    (bits of layout.RECOMPUTE_MODULES), ``rc_layers`` the N layers per model chunk that full
+    recompute re-runs (0: all; the other layers of the stage keep their no-recompute set).
 
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
     boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
@@ -439,20 +506,36 @@ def training_bytes(
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
-    args = (s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc, sm.mla)
-    a_dense = act_per_layer(sm.dense, *args)
-    ws = act_working_set(sm.dense, *args)
-    if sm.moe is not None:
-        a_moe = act_per_layer(sm.moe, *args)
-        ws = np.maximum(ws, act_working_set(sm.moe, *args))
-        n_dense = L - sm.n_moe_layers
-        a_big = np.maximum(a_dense, a_moe)
-        stage_layers_act = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe, nf * a_big)
-    else:
-        a_big = a_dense
-        stage_layers_act = nf * a_dense
-    last_layers_act = np.where(one, stage_layers_act, nl * a_big)
-    mid_layers_act = nm * a_big
+    rc_mods = np.asarray(rc_mods)
+    n_rc = np.asarray(rc_layers, dtype=np.float64) * np.asarray(vpp, dtype=np.float64)
+
+    def layer_acts(rc_: Any) -> tuple[Any, Any, Any, Any]:
+        args = (s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc_, sm.mla)
+        a_dense = act_per_layer(sm.dense, *args, rc_mods)
+        ws_ = act_working_set(sm.dense, *args, rc_mods)
+        if sm.moe is not None:
+            a_moe = act_per_layer(sm.moe, *args, rc_mods)
+            ws_ = np.maximum(ws_, act_working_set(sm.moe, *args, rc_mods))
+            n_dense = L - sm.n_moe_layers
+            a_big = np.maximum(a_dense, a_moe)
+            first = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe, nf * a_big)
+        else:
+            a_big = a_dense
+            first = nf * a_dense
+        return first, np.where(one, first, nl * a_big), nm * a_big, ws_
+
+    stage_layers_act, last_layers_act, mid_layers_act, ws = layer_acts(rc)
+    if np.any(n_rc > 0):  # full recompute of N layers per chunk: the rest keep everything
+        f0, l0, m0, _ = layer_acts(np.zeros_like(rc))
+        part = (rc == 2) & (n_rc > 0)
+
+        def mix(x: Any, x0: Any, n: Any) -> Any:
+            share = np.minimum(n_rc, n) / np.maximum(n, 1.0)
+            return np.where(part, share * x + (1 - share) * x0, x)
+
+        stage_layers_act = mix(stage_layers_act, f0, np.where(one, float(L), nf))
+        last_layers_act = mix(last_layers_act, l0, np.where(one, float(L), nl))
+        mid_layers_act = mix(mid_layers_act, m0, nm)
     m_eff = pp if microbatches is None else np.minimum(pp, np.asarray(microbatches))
     vpp = np.asarray(vpp, dtype=np.float64)
     interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
@@ -627,6 +710,7 @@ def memory_report(
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     sm = static_model(m, ks)
     rc_code = PLAN_RECOMPUTE.index(lay.recompute)
+    rc_mods = (lay.rc_code // 4) % (1 << len(RECOMPUTE_MODULES))
     sp = lay.sp and lay.tp > 1
     etp = lay.expert_tp
     shape: dict[str, Any] = {}
@@ -635,7 +719,8 @@ def memory_report(
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
-        rc=rc_code, sp=sp, micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
+        rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
+        micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         **shape,
     )
@@ -746,8 +831,23 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
     return f"{ks.kernels} kernels, {ks.attention} attention: " + "; ".join(parts)
 
 
+def _module_steps(d: Derivation, c: ActCoeffs, tag: str, mods: tuple[str, ...]
+                  ) -> list[str]:
+    """One symbol per selective module that drops bytes on this layer (bytes per micro-batch)."""
+    out = []
+    for name in mods:
+        r, x, k = c.mods[RECOMPUTE_MODULES.index(name)]
+        if r or x or k:
+            d.calc(f"{tag} layer: bytes the {name} recompute stops keeping", f"D_{name}_{tag}",
+                   f"({r:g} / sp_div + {x:g} / t + {k:g} / kv_div) * s * b", "B",
+                   note="Megatron-Core recompute_modules (transformer_layer.py, core_v0.16): "
+                        "the module's saved tensors")
+            out.append(f"D_{name}_{tag}")
+    return out
+
+
 def _layer_steps(d: Derivation, m: ModelSpec, c: ActCoeffs, tag: str, rc: str,
-                 ks: KernelSaves) -> tuple[str, str | None]:
+                 ks: KernelSaves, lay: TrainLayout | None = None) -> tuple[str, str | None]:
     """One layer's stored activations per micro-batch (its symbol) and, under recompute, the
     working set of the layer being recomputed (its symbol)."""
     sym, ws = f"A_{tag}", f"W_{tag}"
@@ -779,6 +879,9 @@ def _layer_steps(d: Derivation, m: ModelSpec, c: ActCoeffs, tag: str, rc: str,
                 f"l_{tag}", c.lse, "B", src("lse"),
                 note="the a s^2 scores are recomputed inside the kernel, never stored")
         none_f += f" + l_{tag} * s * b / t"
+    if rc == "full" and lay is not None and lay.recompute_layers:
+        d.calc(f"{tag} layer: stored activations of a layer not recomputed", f"A0_{tag}",
+               none_f, "B")
     if rc == "full":
         d.calc(f"{tag} layer: stored input only (full recompute)", sym,
                f"{c.full:g} * s * b / sp_div", "B",
@@ -796,11 +899,17 @@ def _layer_steps(d: Derivation, m: ModelSpec, c: ActCoeffs, tag: str, rc: str,
         d.calc(f"{tag} layer: working set of the layer being recomputed", ws,
                f"max({none_f} - {sym}, 0)", "B", note="the dropped matmul outputs, re-made")
         return sym, ws
+    mods = lay.recompute_modules if lay is not None else ()
+    core = rc == "selective" and (not mods or "core_attn" in mods)
+    drops = _module_steps(d, c, tag, mods) if rc == "selective" else []
+    base = sel_f if core else none_f
     d.calc(f"{tag} layer: stored activations per micro-batch", sym,
-           sel_f if rc == "selective" else none_f, "B")
+           base + "".join(f" - {x}" for x in drops) if rc == "selective" else none_f, "B")
     if rc == "selective":
-        d.calc(f"{tag} layer: working set of the layer being recomputed", ws,
-               f"{none_f} - {sel_f}", "B", note="the attention core re-run for its backward")
+        parts = ([f"({none_f} - {sel_f})"] if core else []) + drops
+        f = parts[0] if len(parts) == 1 else f"max({', '.join(parts)})" if parts else "0"
+        d.calc(f"{tag} layer: working set of the layer being recomputed", ws, f, "B",
+               note="the largest recomputed module's re-run, held for its backward")
         return sym, ws
     return sym, None
 
@@ -823,7 +932,7 @@ def _activation_steps(
     if m.attention != "mla" and lay.tp > 1:
         d.note(f"Sequence parallelism {'on' if sp else 'off'}: replicated terms are "
                f"{'split by t' if sp else 'kept whole'} on each TP rank.")
-    dense_sym, ws = _layer_steps(d, m, sm.dense, "dense", rc, ks)
+    dense_sym, ws = _layer_steps(d, m, sm.dense, "dense", rc, ks, lay)
     L = m.n_layers
     n_l = "ceil(L / p)"
     if n_stage is not None:
@@ -831,7 +940,7 @@ def _activation_steps(
                 note=f"stages hold {list(lay.stages or ())} layers")
         n_l = "n_s"
     if sm.moe is not None:
-        moe_sym, ws_moe = _layer_steps(d, m, sm.moe, "moe", rc, ks)
+        moe_sym, ws_moe = _layer_steps(d, m, sm.moe, "moe", rc, ks, lay)
         if ws is not None:
             ws = f"max({ws}, {ws_moe})"
         d.given("MoE layers", "L_moe", sm.n_moe_layers, "1", src)
@@ -843,6 +952,17 @@ def _activation_steps(
     else:
         d.given("layers", "L", L, "1", src)
         stage_f = f"{n_l} * {dense_sym}"
+    if rc == "full" and lay.recompute_layers:
+        n_st = L if lay.pp == 1 else (n_stage or -(-L // lay.pp))
+        d.given("layers of this stage fully recomputed (N per chunk x v chunks, at most the "
+                "stage's)", "n_rc", min(lay.recompute_layers * lay.vpp, n_st), "1",
+                note="Megatron-Core --recompute-method block --recompute-num-layers N: the "
+                     "first N layers of each model chunk; the others keep everything")
+        d.given("layers of this stage", "n_st", n_st, "1")
+        stage0 = stage_f.replace(dense_sym, f"A0_{'dense'}")
+        if sm.moe is not None:
+            stage0 = stage0.replace("A_moe", "A0_moe")
+        stage_f = f"n_rc / n_st * ({stage_f}) + (1 - n_rc / n_st) * ({stage0})"
     d.calc("one micro-batch through this stage's layers", "A_stage", stage_f, "B")
     d.given("vocabulary", "V", m.vocab, "1", src)
     d.calc("output layer: norm and head inputs + fp32 logits", "A_out",

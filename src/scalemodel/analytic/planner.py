@@ -69,6 +69,7 @@ __all__ = ["ATTENTION_KINDS", "FUSED_ATTENTION", "KERNEL_MODES", "SCHEDULES", "S
            "ranks_per_node", "schedule_1f1b"]
 
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
+RECOMPUTE_KEYS = ("recompute_modules", "recompute_layers")  # pinned with recompute
 STRATEGIES = ("tp", "cp", "ep", "pp", "dp")
 
 
@@ -206,6 +207,7 @@ class Grid:
     cols: dict[str, np.ndarray]
     rejected: dict[str, int]  # rule -> rows it removed (in the order the rules apply)
     total: int
+    partial: tuple[int, ...] = ()  # partial recompute codes the search adds in its 2nd phase
 
 
 def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
@@ -223,7 +225,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         fixed.setdefault("pp", len(st))
         fixed.setdefault("vpp", 1)  # a split given per stage is one of a plain pipeline
         check_stages(st, fixed["pp"], m)
-    unknown = set(fixed) - set(LAYOUT_KEYS) - {"stages"}
+    unknown = set(fixed) - set(LAYOUT_KEYS) - set(RECOMPUTE_KEYS) - {"stages"}
     if unknown:
         raise BadInput(f"--layout {sorted(unknown)[0]}: plan train cannot use this key; keys: "
                        f"{', '.join(LAYOUT_KEYS)}, stages")
@@ -242,7 +244,10 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     etps = ([fixed["etp"]] if "etp" in fixed else ([0, 1] if m.is_moe else [0]))
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
-    rcs = [PLAN_RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
+    rcs = _recompute_codes(job, fixed)
+    # partial policies (codes >= 4) enter in the search's second phase (_evaluate_two_phase)
+    partial = tuple(x for x in rcs if x >= 4) if "recompute" not in fixed else ()
+    rcs = [x for x in rcs if x < 4] if partial else rcs
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
     keys = dict(tp=tps, pp=pps, cp=cps, ep=eps, etp=etps, zero=zeros, vpp=vpps, rc=rcs,
                 micro_batch=mbs)
@@ -278,7 +283,38 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     if "stages" in fixed:  # one split for every row (pp is pinned to its length)
         for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
             cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
-    return Grid(cols, rejected, total)
+    return Grid(cols, rejected, total, partial)
+
+
+def _recompute_codes(job: Job, fixed: dict[str, Any]) -> list[int]:
+    """The recompute codes searched (layout.recompute_code): the pinned policy, or none,
+    selective, full and the partial policies the framework profile lists in its
+    ``recompute_options`` ("selective:mla_up_proj+mlp", "full:2": N layers per chunk)."""
+    from ..specs.frameworks import get_framework
+    from .layout import RULES, Context, recompute_code, recompute_spec
+
+    if "recompute" in fixed:
+        return [recompute_code(fixed["recompute"], tuple(fixed.get("recompute_modules", ())),
+                               int(fixed.get("recompute_layers", 0)))]
+    if "recompute_modules" in fixed or "recompute_layers" in fixed:
+        raise BadInput("--layout recompute_modules / recompute_layers need recompute=selective "
+                       "/ recompute=full")
+    codes = [0, 1, 2]
+    for opt in get_framework(job.framework_id).values.get("recompute_options", ()):
+        if ":" in str(opt):
+            spec = recompute_spec(str(opt))
+            codes.append(recompute_code(spec["recompute"], spec.get("recompute_modules", ()),
+                                        spec.get("recompute_layers", 0)))
+    # module sets the model has nothing for (mla_up_proj without MLA, moe_act on a dense
+    # model) would only be rejected row by row: leave them out of the grid
+    ctx = Context(job.model, 1, 1, job.seq_len, job.schedule)
+    arr = {"rc": np.asarray(codes, dtype=np.int64)}
+    keep = np.ones(len(codes), dtype=bool)
+    for r in RULES:
+        if r.name == "recompute modules" and r.applies(ctx):
+            keep &= np.asarray(r.ok(arr, ctx), dtype=bool)
+    codes = [int(x) for x, k in zip(codes, keep, strict=True) if k]
+    return codes
 
 
 def _grid_dtype(keys: dict[str, list[int]], dp_max: int, job: Job) -> type:
@@ -363,11 +399,13 @@ class PlanResult:
 
 def row_at(cols: dict[str, np.ndarray], res: StepTerms, i: int,
            stages: tuple[int, ...] | None = None) -> PlanRow:
-    from .layout import TrainLayout
+    from .layout import TrainLayout, decode_recompute, modules_of
 
+    mode, bits, n_rc = decode_recompute(int(cols["rc"][i]))
     lay = TrainLayout(**{k: int(cols[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
                                                       "zero", "vpp", "micro_batch")},
-                      recompute=PLAN_RECOMPUTE[int(cols["rc"][i])], stages=stages)
+                      recompute=PLAN_RECOMPUTE[mode], recompute_modules=modules_of(bits),
+                      recompute_layers=int(n_rc), stages=stages)
     return PlanRow(lay, _values_at(cols, res, i))
 
 
@@ -449,6 +487,50 @@ def _evaluate_ranked(job: Job, cl: Cluster, cols: dict[str, np.ndarray], top: in
     return _Ranked(**{k: np.concatenate(v) for k, v in parts.items()}, kept=kept)
 
 
+
+
+def _evaluate_two_phase(job: Job, cl: Cluster, grid: Grid, top: int
+                        ) -> tuple[dict[str, np.ndarray], _Ranked, int]:
+    """Price the grid (plain recompute modes), then the partial policies ``grid.partial`` of the
+    layouts that do not fit without recompute: where a layout fits with none, each partial
+    policy of it holds no more memory and is slower (it adds recompute), so it can be neither
+    the best row nor better than the none row, and is left out. Returns the rows priced, their
+    terms and the partial rows added (counted with the grid's candidates)."""
+    from .layout import RULES, Context
+
+    cols = grid.cols
+    r0 = _evaluate_ranked(job, cl, cols, top)
+    if not grid.partial:
+        return cols, r0, 0
+    sel = np.flatnonzero((cols["rc"] == 0) & ~r0.fits)
+    if not sel.size:
+        return cols, r0, 0
+    codes = np.asarray(grid.partial, dtype=cols["rc"].dtype)
+    extra = {k: np.repeat(v[sel], codes.size) for k, v in cols.items()}
+    extra["rc"] = np.tile(codes, sel.size)
+    n_extra = int(extra["rc"].size)
+    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule)
+    ok = np.ones(n_extra, dtype=bool)
+    for r in RULES:  # the recompute rules (the others hold: the rows passed them with none)
+        if r.name.startswith("recompute") and r.applies(ctx):
+            broken = ok & ~np.asarray(r.ok(extra, ctx), dtype=bool)
+            bad = int(np.count_nonzero(broken))
+            if bad:
+                grid.rejected[r.message(ctx)] = grid.rejected.get(r.message(ctx), 0) + bad
+                ok &= ~broken
+    extra = {k: v[ok] for k, v in extra.items()}
+    if not extra["rc"].size:
+        return cols, r0, n_extra
+    r1 = _evaluate_ranked(job, cl, extra, top)
+    n_b = int(cols["rc"].size)
+    merged = {k: np.concatenate([cols[k], extra[k]]) for k in cols}
+    kept = dict(r0.kept) | {n_b + i: t for i, t in r1.kept.items()}
+    res = _Ranked(**{k: np.concatenate([getattr(r0, k), getattr(r1, k)])
+                     for k in ("fits", "tokens_per_s", "memory_per_gpu_bytes", "capacity_bytes")},
+                  kept=kept)
+    return merged, res, n_extra
+
+
 def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int = 5) -> PlanResult:
     """Enumerate, price and rank every valid layout; BadInput when none is valid or fits."""
     fixed = dict(fixed or {})
@@ -457,7 +539,7 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     n_valid = int(cols["tp"].size)
     if n_valid == 0:
         raise BadInput(_nothing_valid(job, cl, fixed, grid))
-    res = _evaluate_ranked(job, cl, cols, top)
+    cols, res, added = _evaluate_two_phase(job, cl, grid, top)
     fits = res.fits
     if not fits.any():
         raise BadInput(_nothing_fits(job, cl, fixed, cols, res))
@@ -474,8 +556,9 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
               chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
-    return PlanResult(job, cl, rows, pareto, grid.total, n_valid, int(fits.sum()),
-                      grid.rejected, grid.total, sl, chunks)
+    n_valid = int(cols["tp"].size)
+    return PlanResult(job, cl, rows, pareto, grid.total + added, n_valid, int(fits.sum()),
+                      grid.rejected, grid.total + added, sl, chunks)
 
 
 def _chunks_of_stages(stages: tuple[int, ...], vpp: int) -> tuple[int, ...]:
@@ -505,10 +588,15 @@ def _nothing_valid(job: Job, cl: Cluster, fixed: dict[str, Any], grid: Grid) -> 
                 score = score + np.where(res.fits, 0, 100)
                 i = int(np.argmin(score))
                 r = row_at(near.cols, res, i).layout
-                hint = "; nearest valid layout: " + ",".join(f"{k}={r[k]}" for k in LAYOUT_KEYS)
+                hint = "; nearest valid layout: " + ",".join(f"{k}={r[k]}" for k in _shown(r))
         except BadInput:
             pass
     return f"no valid layout: {first}{hint}"
+
+
+def _shown(lay: Any) -> tuple[str, ...]:
+    """LAYOUT_KEYS and the recompute keys the layout sets."""
+    return LAYOUT_KEYS + tuple(k for k in RECOMPUTE_KEYS if k in lay.as_dict())
 
 
 def _nothing_fits(job: Job, cl: Cluster, fixed: dict[str, Any], cols: dict[str, np.ndarray],
@@ -524,10 +612,10 @@ def _nothing_fits(job: Job, cl: Cluster, fixed: dict[str, Any], cols: dict[str, 
     if "zero" in fixed and fixed["zero"] < 3:
         tips.append("a higher ZeRO stage")
     # dp follows from the others and etp is optional, so nine keys (eight without dp) pin a layout
-    given = len(set(fixed) - {"etp", "dp"})
+    given = len(set(fixed) - {"etp", "dp"} - set(RECOMPUTE_KEYS))
     what = "the given layout" if given >= len(LAYOUT_KEYS) - 2 else "the smallest layout"
     return (f"does not fit in memory: {what} "
-            f"({','.join(f'{k}={lay[k]}' for k in LAYOUT_KEYS)}) needs {need / 1e9:.1f} GB per "
+            f"({','.join(f'{k}={lay[k]}' for k in _shown(lay))}) needs {need / 1e9:.1f} GB per "
             f"GPU, usable {cap / 1e9:.1f} GB; try {' or '.join(tips)}")
 
 
@@ -551,7 +639,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
     c: dict[str, np.ndarray] = {k: np.array([getattr(x, k) for x in lays], dtype=np.int64)
                                 for k in keys}
     c["etp"] = np.array([x.expert_tp for x in lays], dtype=np.int64)
-    c["rc"] = np.array([x.rc for x in lays], dtype=np.int64)
+    c["rc"] = np.array([x.rc_code for x in lays], dtype=np.int64)
     c = derived(c, ctx)
     for r in RULES:
         if not r.applies(ctx):

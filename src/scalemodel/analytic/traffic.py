@@ -90,7 +90,8 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
 
     n = one(v.n_first if lay.pp == 1 else slowest_stage_layers(v))
     mb, rc, dom = one(c.mb), lay.rc, c.dom
-    full = rc == 2
+    full = one(c.full_share)  # share of the layers full recompute re-runs (1 or N / chunk)
+    moe_rc = one(c.recomputes("moe"))  # the selective "moe" module dispatches again
     out: list[StepTraffic] = []
 
     def add(name: str, coll: str, size: float, rpn: Any, nbytes: Any, calls: float, raw: Any,
@@ -117,9 +118,10 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
         "K and V blocks passed around the ring (cp - 1 hops forward, K, V and their gradients "
         "backward), behind the attention of the block in hand")
     if job.model.is_moe:
-        ep_raw = mb * n * (one(cm.ep_f_raw) * (1 + full) + one(cm.ep_b_raw))
+        ep_raw = mb * n * (one(cm.ep_f_raw) * (1 + full + moe_rc) + one(cm.ep_b_raw))
         add("EP", "all-to-all" + (" + expert-TP all-gather" if lay.expert_tp > 1 else ""), ep,
-            ranks_per_node(ep_stride(c), ep, dom), v.ep_bytes, mb * n * (4 + 2 * full), ep_raw,
+            ranks_per_node(ep_stride(c), ep, dom), v.ep_bytes, mb * n * (4 + 2 * (full + moe_rc)),
+            ep_raw,
             v.ep_s, "tokens dispatched to their experts and combined back, forward and backward")
     add("PP", "send-recv", pp, ranks_per_node(tp * cp * lay.dp, pp, dom), v.pp_bytes,
         2 * lay.vpp * mb, v.pp_raw_s, v.pp_s,

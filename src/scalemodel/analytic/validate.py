@@ -178,7 +178,12 @@ def row_problem(row: dict[str, str]) -> RowProblem:
     for k in LAYOUT_KEYS:
         v = (row.get(k) or "").strip()
         if v:
-            fixed[k] = v if k == "recompute" else _int(row, k)
+            if k == "recompute":  # a mode, or selective:MODULES / full:N (layout.recompute_spec)
+                from .layout import recompute_spec
+
+                fixed.update(recompute_spec(v))
+            else:
+                fixed[k] = _int(row, k)
     return RowProblem(m, job, cl, fixed)
 
 

@@ -283,6 +283,7 @@ def _cost_with_profile(args: argparse.Namespace, grp: Any) -> Any:
 
 
 TRAFFIC_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+                "recompute_modules", "recompute_layers",
                 "stages")
 
 

@@ -20,6 +20,7 @@ from .common import (
 
 # the keys plan train prices (sp: the planner prices sequence parallelism on with TP)
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+             "recompute_modules", "recompute_layers",
              "stages")
 layout_arg = layout_type("plan train", PLAN_KEYS)
 

@@ -62,6 +62,8 @@ class ExportPlan:
     grad_accum_fusion: bool
     ep_overlap: bool
     title: str
+    recompute_modules: tuple[str, ...] = ()  # selective: the modules (() = core_attn)
+    recompute_layers: int = 0  # full: layers per model chunk recomputed (0 = all)
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -86,12 +88,18 @@ def plan_of(res: Any) -> ExportPlan:
         gpus_per_node=cl.gpus_per_node, precision=job.precision, schedule=job.schedule,
         grad_accum_fusion=job.grad_accum_fusion, ep_overlap=job.ep_overlap,
         title=f"{job.model.id} on {cl.n_gpus} x {cl.gpu.id}, seq {job.seq_len}, "
-              f"global batch {job.global_batch_seqs} sequences")
+              f"global batch {job.global_batch_seqs} sequences",
+        recompute_modules=tuple(x for x in str(lay.get("recompute_modules") or "").split("+")
+                                if x),
+        recompute_layers=int(lay.get("recompute_layers") or 0))
 
 
 def _layout_line(p: ExportPlan) -> str:
     return (f"tp={p.tp} pp={p.pp} vpp={p.vpp} dp={p.dp} cp={p.cp} ep={p.ep} etp={p.etp} "
-            f"zero={p.zero} micro_batch={p.micro_batch} recompute={p.recompute}")
+            f"zero={p.zero} micro_batch={p.micro_batch} recompute={p.recompute}"
+            + (f" recompute_modules={'+'.join(p.recompute_modules)}" if p.recompute_modules
+               else "")
+            + (f" recompute_layers={p.recompute_layers}" if p.recompute_layers else ""))
 
 
 def _runs(bits: list[int]) -> str:
@@ -224,10 +232,16 @@ def megatron_args(p: ExportPlan) -> tuple[list[str], list[str]]:
         flag("no-gradient-accumulation-fusion")
     if p.recompute == "selective":
         flag("recompute-granularity", "selective")
+        if p.recompute_modules:  # Megatron-Core's default is core_attn alone
+            a.extend(["--recompute-modules", *p.recompute_modules])
     elif p.recompute == "op":
         flag("recompute-granularity", "selective")
         dropped.append("recompute=op (torchtitan's op-level policy): Megatron has no such "
                        "policy; exported as selective recompute")
+    elif p.recompute == "full" and p.recompute_layers:
+        flag("recompute-granularity", "full")  # the first N layers of each model chunk
+        flag("recompute-method", "block")
+        flag("recompute-num-layers", p.recompute_layers)
     elif p.recompute == "full":
         flag("recompute-granularity", "full")
         flag("recompute-method", "uniform")
@@ -415,6 +429,7 @@ def torchtitan(p: ExportPlan) -> str:
         if p.zero == 1:
             dropped.append("zero=1: torchtitan shards with FSDP2 only; exported as FSDP that "
                            "keeps parameters gathered after forward (ZeRO-2-like)")
+    dropped.extend(_partial_recompute_dropped(p, "torchtitan"))
     ac = {"none": "none", "selective": "selective", "full": "full", "op": "selective"}
     # with a pipeline one step's micro-batches all feed it; without, the local batch is one
     # micro-batch and the rest is gradient accumulation (global / (local x dp ranks))
@@ -472,6 +487,19 @@ def torchtitan(p: ExportPlan) -> str:
 # --- DeepSpeed --------------------------------------------------------------------------------
 
 
+def _partial_recompute_dropped(p: ExportPlan, name: str) -> list[str]:
+    """Notes for the partial recompute policies a non-Megatron config cannot state."""
+    out = []
+    if p.recompute_modules:
+        out.append(f"recompute_modules={'+'.join(p.recompute_modules)}: {name} has no per-module "
+                   "recompute list (Megatron-Core's --recompute-modules); exported as "
+                   f"{p.recompute} recompute")
+    if p.recompute_layers:
+        out.append(f"recompute_layers={p.recompute_layers}: {name} recomputes every layer or "
+                   "none here; exported as full recompute")
+    return out
+
+
 def deepspeed(p: ExportPlan) -> str:
     dropped: list[str] = []
     zero = p.zero
@@ -485,6 +513,7 @@ def deepspeed(p: ExportPlan) -> str:
     if p.recompute == "op":
         dropped.append("recompute=op: DeepSpeed checkpoints whole layers; exported as "
                        "activation checkpointing")
+    dropped.extend(_partial_recompute_dropped(p, "DeepSpeed"))
     cfg: dict[str, Any] = {
         "train_batch_size": p.global_batch_seqs,
         "train_micro_batch_size_per_gpu": p.micro_batch,

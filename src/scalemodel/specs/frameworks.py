@@ -41,8 +41,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
                     "ring, all_gather or all_to_all"),
     "recompute_options": (lambda v: isinstance(v, list)
-                          and all(x in ("none", "selective", "full", "op") for x in v),
-                          "a list of none, selective, full, op"),
+                          and all(str(x).partition(":")[0] in ("none", "selective", "full", "op")
+                                  for x in v),
+                          "a list of none, selective, full, op, selective:MODULE+MODULE, "
+                          "full:N"),
     "fp8_recipe": (lambda v: isinstance(v, str), "text"),
     "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
         x in ("output_head", "router", "attention_matmuls") for x in v),

@@ -37,7 +37,12 @@ def _lay(r: PlanRow) -> str:
         s += f" EP{lay['ep']}"
         if lay.get("etp", lay["tp"]) != lay["tp"]:
             s += f" ETP{lay['etp']}"
-    return s + f" Z{lay['zero']} mb{lay['micro_batch']} rc={lay['recompute']}"
+    rc = lay["recompute"]
+    if lay.get("recompute_modules"):
+        rc += f"({lay['recompute_modules']})"
+    elif lay.get("recompute_layers"):
+        rc += f"({lay['recompute_layers']}/chunk)"
+    return s + f" Z{lay['zero']} mb{lay['micro_batch']} rc={rc}"
 
 
 def row_json(r: PlanRow) -> dict[str, Any]:

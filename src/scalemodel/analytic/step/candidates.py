@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +32,7 @@ class Candidates:
     etp: np.ndarray  # expert tensor parallelism (1 or tp)
     zero: np.ndarray
     vpp: np.ndarray
-    rc: np.ndarray  # index into memory.PLAN_RECOMPUTE (none, selective, full, op)
+    rc: np.ndarray  # the recompute mode: index into memory.PLAN_RECOMPUTE (none, sel, full, op)
     b: np.ndarray  # sequences per micro-batch
     mb: np.ndarray  # micro-batches per step per pipeline
     S: float  # sequence length
@@ -46,6 +47,28 @@ class Candidates:
     # a stage split the layout fixes (--layout stages=...): layers on the first, middle and last
     # stage and the middle stage's index (planner.STAGE_COLS); None = the planner's own split
     fixed_split: tuple[np.ndarray, ...] | None = None
+    rc_mods: Any = 0  # selective: module bits (layout.RECOMPUTE_MODULES; 0 = core_attn)
+    rc_layers: Any = 0  # full: layers per stage recomputed (0 = all)
+
+    def recomputes(self, module: str) -> Any:
+        """Where the selective policy recomputes ``module`` (layout.RECOMPUTE_MODULES)."""
+        from ..layout import RECOMPUTE_MODULES
+
+        bit = (np.asarray(self.rc_mods).astype(np.int64) >> RECOMPUTE_MODULES.index(module)) & 1
+        sel = self.rc == 1
+        if module == "core_attn":  # Megatron-Core's default module list
+            return sel & ((bit == 1) | (np.asarray(self.rc_mods) == 0))
+        return sel & (bit == 1)
+
+    @cached_property
+    def full_share(self) -> Any:
+        """Share of the layers full recompute re-runs: 1 (all), N / (L / (pp vpp)) with
+        recompute_layers = N (Megatron-Core's block method counts N per model chunk:
+        TransformerBlock._checkpointed_forward over the chunk's layers), 0 without it."""
+        per_chunk = self.m.n_layers / np.maximum(self.pp * self.vpp, 1)
+        n = np.asarray(self.rc_layers, dtype=np.float64)
+        share = np.where(n > 0, np.minimum(n / per_chunk, 1.0), 1.0)
+        return np.where(self.rc == 2, share, 0.0)
 
     @property
     def m(self) -> ModelSpec:
@@ -82,9 +105,13 @@ def candidates(job: Job, cl: Cluster, cols: dict[str, Any]) -> Candidates:
     T = f["micro_batch"] * S / f["cp"]
     split = (tuple(np.broadcast_to(f[k], tp.shape) for k in STAGE_COLS)
              if STAGE_COLS[0] in f else None)
+    from ..layout import decode_recompute
+
+    mode, mods, n_rc = decode_recompute(np.asarray(cols["rc"], dtype=np.int64))
     return Candidates(
         job=job, cl=cl, ms=model_shapes(job.model), tp=tp, pp=f["pp"], dp=f["dp"], cp=f["cp"],
-        ep=f["ep"], etp=f.get("etp", tp), zero=f["zero"], vpp=f["vpp"], rc=f["rc"],
+        ep=f["ep"], etp=f.get("etp", tp), zero=f["zero"], vpp=f["vpp"],
+        rc=mode.astype(np.float64), rc_mods=mods, rc_layers=n_rc.astype(np.float64),
         b=f["micro_batch"], mb=f["microbatches"], S=S, h=float(job.model.hidden), e_a=2.0,
         peak=gpu.peak_flop_per_s(job.precision), peak16=gpu.peak_flop_per_s("bf16"),
         e_mm=dtype(job.precision).bytes,

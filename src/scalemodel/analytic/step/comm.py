@@ -108,7 +108,8 @@ def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
     tp_f = TP_FWD_COLLECTIVES * tp_one
     tp_b = tp_bwd_collectives(c.job) * tp_one
     # the op-level policy keeps reduce-scatter outputs and repeats the all-gathers (half of them)
-    tp_rc = np.where(c.rc == 2, tp_f, np.where(c.rc == 3, 0.5 * tp_f, 0.0))
+    # (full recompute of N layers per chunk: that share of the layers)
+    tp_rc = c.full_share * tp_f + np.where(c.rc == 3, 0.5 * tp_f, 0.0)
     return act_bytes, tp_one, tp_f, tp_b, tp_rc
 
 
@@ -305,16 +306,17 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
     if profile_value(c.job, "tp_overlap", False):
         xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp)
-        xt_rc = np.where(rc == 2, xt_f, np.where(rc == 3, 0.5 * xt_f, 0.0))
+        xt_rc = c.full_share * xt_f + np.where(rc == 3, 0.5 * xt_f, 0.0)
     else:
         xt_f, xt_b, xt_rc = tp_exp * tp_f, tp_exp * tp_b, tp_exp * tp_rc
-    rc_ep = np.where(rc == 2, e_f, 0.0)
-    rc_cp = np.where(rc == 2, cm.cp_f, 0.0)
+    # a recomputed MoE layer (full, or the selective "moe" module) dispatches again
+    rc_ep = (c.full_share + c.recomputes("moe")) * e_f
+    rc_cp = c.full_share * cm.cp_f
     if moe and c.job.ep_overlap:
         x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
-    cp_raw = cm.cp_f_raw + cm.cp_b_raw + np.where(rc == 2, cm.cp_f_raw, 0.0)
+    cp_raw = cm.cp_f_raw + cm.cp_b_raw + c.full_share * cm.cp_f_raw
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,

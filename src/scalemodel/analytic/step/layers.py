@@ -32,10 +32,45 @@ class LayerCompute:
     attn_b: Any = 0.0
 
 
-def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
-    """Full recompute repeats the forward, selective the attention core, the op-level policy
-    every second matmul of the block (k, o, and up or down) and every elementwise kernel, not
-    the attention kernel (its output is kept)."""
+def mla_up_share(c: Candidates) -> float:
+    """Share of the MLA input projections' FLOPs in the up-projections (q_up from the q latent,
+    kv_up from the kv latent): what the "mla_up_proj" module re-runs."""
+    m, ms = c.m, c.ms
+    if not m.kv_lora_rank or not ms.attn_in_n:
+        return 0.0
+    q_up = m.q_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    kv_up = m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
+    return (q_up + kv_up) / (ms.attn_in_n * c.h)
+
+
+def _rc_modules(c: Candidates, a: AttentionTerms, mlp_f: Any, moe_f: Any = 0.0,
+                shared_f: Any = 0.0, moe: bool = False) -> tuple[Any, Any]:
+    """(seconds, of them memory-bound) the selective modules re-run in a layer's backward
+    (Megatron-Core recompute_modules): core_attn the attention kernel, mla_up_proj the MLA
+    up-projections, mlp the dense MLP (``mlp_f``), moe the MoE block (``moe_f``: experts,
+    shared experts, router, permutes), shared_experts ``shared_f``, moe_act the experts'
+    activation (read its 16-bit (up_k) input and write its output per element of the routed
+    copies' width), layernorm the norms that are modules of their own (read and write 16-bit h
+    per token; memory.py _module_drops)."""
+    ms = c.ms
+    act = (c.e_a * (ms.up_k + 1) * c.T * c.m.top_k * ms.moe_ffn / c.tp / c.hbm
+           if c.m.is_moe else 0.0)
+    # the norms that are modules of their own: MLA's input norm, an MoE layer's pre-MLP norm
+    n_sep = int(bool(c.m.kv_lora_rank)) + int(moe)
+    norm = c.e_a * 2 * n_sep * c.h * c.T / c.sp_div / c.hbm
+    ng = c.recomputes("moe_act") * act + c.recomputes("layernorm") * norm
+    t = (c.recomputes("core_attn") * a.core_f
+         + c.recomputes("mla_up_proj") * mla_up_share(c) * a.in_proj_f
+         + c.recomputes("mlp") * mlp_f + c.recomputes("moe") * moe_f
+         + c.recomputes("shared_experts") * shared_f + ng)
+    return t, ng
+
+
+def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> tuple[Any, Any]:
+    """(seconds re-run, of them memory-bound): full recompute repeats the forward (of the share
+    of the layers it covers), selective its modules, the op-level policy every second matmul of
+    the block (k, o, and up or down) and every elementwise kernel, not the attention kernel
+    (its output is kept)."""
     ms = c.ms
     up_f, _ = gemm3(c, c.T, ms.up_k * ms.ffn / c.tp, c.h)
     down_f, _ = gemm3(c, c.T, c.h, ms.ffn / c.tp)
@@ -43,11 +78,14 @@ def _rc_dense(c: Candidates, a: AttentionTerms, fwd: Any, ng_f: Any) -> Any:
     op_mm = a.in_proj_f * k_share + a.out_proj_f + (0.5 * up_f if ms.up_k == 2 else down_f)
     op_f = op_mm + ng_f
     rc = c.rc
-    return np.where(rc == 2, fwd, np.where(rc == 1, a.core_f, np.where(rc == 3, op_f, 0.0)))
+    sel, sel_ng = _rc_modules(c, a, up_f + down_f)
+    t = c.full_share * fwd + np.where(rc == 1, sel, np.where(rc == 3, op_f, 0.0))
+    ng = c.full_share * ng_f + np.where(rc == 1, sel_ng, np.where(rc == 3, ng_f, 0.0))
+    return t, ng
 
 
 def _attention_share(c: Candidates, a: AttentionTerms) -> Any:
-    return a.core_f + a.core_b + np.where((c.rc == 1) | (c.rc == 2), a.core_f, 0.0)
+    return a.core_f + a.core_b + (c.recomputes("core_attn") + c.full_share) * a.core_f
 
 
 def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
@@ -59,9 +97,10 @@ def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     ng_f, ng_b = nongemm_time(c, c.ms.ffn)
     fwd = a.proj_f + a.core_f + df_ + ng_f
     bwd = a.proj_b + a.core_b + db_ + ng_b
-    return LayerCompute(fwd=fwd, bwd=bwd, recompute=_rc_dense(c, a, fwd, ng_f),
+    rc, rc_ng = _rc_dense(c, a, fwd, ng_f)
+    return LayerCompute(fwd=fwd, bwd=bwd, recompute=rc,
                         wgrad=a.proj_f + df_, attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc >= 2, ng_f, 0.0),
+                        nongemm=ng_f + ng_b + rc_ng,
                         tp_gemm_f=(a.in_proj_f, a.out_proj_f, up_f, dn_f),
                         tp_gemm_b=(a.in_proj_b, a.out_proj_b, up_b, dn_b))
 
@@ -108,12 +147,14 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     ng_f, ng_b = ng_f + pf, ng_b + pb
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
     bwd = a.proj_b + a.core_b + eb + sb + rb + ng_b
-    rc = np.where(c.rc == 2, fwd, np.where(c.rc == 1, a.core_f, 0.0))
+    sel, sel_ng = _rc_modules(c, a, 0.0, ef + sf + rf + pf, sf, moe=True)
+    rc = c.full_share * fwd + np.where(c.rc == 1, sel, 0.0)
     # without EP the MLP's TP collectives sit beside the experts (half each way)
     mf, mb_ = 0.5 * (ef + sf), 0.5 * (eb + sb)
     return LayerCompute(fwd=fwd, bwd=bwd, recompute=rc, wgrad=a.proj_f + ef + sf + rf,
                         attention=_attention_share(c, a),
-                        nongemm=ng_f + ng_b + np.where(c.rc == 2, ng_f, 0.0),
+                        nongemm=ng_f + ng_b + c.full_share * ng_f
+                        + np.where(c.rc == 1, sel_ng, 0.0),
                         tp_gemm_f=(a.in_proj_f, a.out_proj_f, mf, mf),
                         tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_),
                         attn_f=a.proj_f + a.core_f, attn_b=a.proj_b + a.core_b)

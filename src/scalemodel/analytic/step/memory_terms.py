@@ -39,7 +39,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     opt = optimizer(job.optimizer_id)
     sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention))
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
-                         zero=c.zero, rc=c.rc, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
+                         zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
+                         rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last)

@@ -23,7 +23,7 @@ from .comm import (
 )
 from .config import TP_FWD_COLLECTIVES, constants, tp_bwd_collectives
 from .data_parallel import DPTerms, dp_terms, local_params
-from .layers import dense_layer, moe_layer
+from .layers import dense_layer, mla_up_share, moe_layer
 from .memory_terms import memory_terms
 from .optimizer import grad_accum_time, optimizer_time
 from .pipeline import (
@@ -96,15 +96,22 @@ def tp_share(c: Candidates, cm: LayerComm) -> Any:
 
 def flops(c: Candidates) -> tuple[float, Any]:
     """(model FLOPs, hardware FLOPs) per step: PaLM's convention, and the same plus what
-    recompute repeats (full: a forward, selective: the attention scores, op-level: every second
-    matmul)."""
+    recompute repeats (full: a forward of the layers it covers, selective: its modules' forward
+    matmuls (core_attn the attention scores), op-level: every second matmul)."""
     m, ms, rc = c.m, c.ms, c.rc
     tokens = float(c.job.tokens_per_step)
     fpt = model_flops_per_token(m, c.job.seq_len)
     attn_fwd_tok = 2 * m.n_layers * c.S * (ms.qk_dim + ms.v_dim)
     op_tok = 2 * m.n_layers * m.hidden * (m.kv_dim + ms.attn_out_k + ms.ffn)
-    rc_tok = np.where(rc == 2, fpt / 3, np.where(rc == 1, attn_fwd_tok,
-                                                 np.where(rc == 3, op_tok, 0.0)))
+    h, w = m.hidden, ms.up_k + 1  # matmuls per MLP: (gate,) up and down
+    shared = 2 * h * w * ms.shared_ffn * ms.n_moe
+    moe = (2 * h * w * ms.moe_ffn * m.top_k + 2 * h * (m.n_experts or 0)) * ms.n_moe + shared
+    sel_tok = (c.recomputes("core_attn") * attn_fwd_tok
+               + c.recomputes("mla_up_proj") * 2 * m.n_layers * ms.attn_in_n * h
+               * (mla_up_share(c) if m.kv_lora_rank else 0.0)
+               + c.recomputes("mlp") * 2 * h * w * ms.ffn * ms.n_dense
+               + c.recomputes("moe") * moe + c.recomputes("shared_experts") * shared)
+    rc_tok = c.full_share * fpt / 3 + np.where(rc == 1, sel_tok, np.where(rc == 3, op_tok, 0.0))
     return fpt * tokens, (fpt + rc_tok) * tokens
 
 
@@ -112,10 +119,11 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
                   share: Any) -> dict[str, Any]:
     """Bytes each strategy sends per GPU per step (the slowest stage's layers)."""
     mb, rc, n = c.mb, c.rc, st.n_slow
-    tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + (rc == 2) + 0.5 * (rc == 3))
+    full = c.full_share
+    tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + full + 0.5 * (rc == 3))
                             + tp_bwd_collectives(c.job)) * (c.tp - 1) / c.tp * cm.act_bytes)
     if c.m.is_moe:
-        ep = (mb * n * (4 + 2 * (rc == 2)) * (c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
+        ep = (mb * n * (4 + 2 * (full + c.recomputes("moe"))) * (c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
               * dispatch_copies(c.m, c.ep, ranks_per_node(ep_stride(c), c.ep, c.dom)))
     else:
         ep = np.zeros_like(mb)
