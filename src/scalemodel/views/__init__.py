@@ -10,7 +10,7 @@ bench), ``roofline``, ``gpu`` (the GPU lab), ``memory`` (memory and the training
 answer), ``kv`` (kv and the kv-cache answer), ``reliability``, ``cluster``, ``triage``, ``bill``,
 ``claim``, ``drill``, ``validate`` (validate, --cv, --agreement; --serving is ``serving``'s),
 ``moe`` (moe route, place, serve; moe global is the moe-global-serving answer), ``specs`` and
-``study`` (the question bank, the static site, serve). Every command computes (engines) and hands the results to its view; tests/unit/test_layering.py keeps
-Report and Section construction out of commands/. (engines) and hands the results to its view; tests/unit/test_layering.py keeps
-Report and Section construction out of commands/.
+``study`` (the question bank, the static site, serve). A command computes (engines) and hands
+the results to its view; tests/unit/test_layering.py keeps Report and Section construction out
+of commands/.
 """
