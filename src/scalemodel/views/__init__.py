@@ -8,7 +8,9 @@ One module per tool, named for it: ``plan`` (plan train, --layouts, and the plan
 answers end with), ``comm`` (traffic per parallelism), ``collective`` (comm cost and comm
 bench), ``roofline``, ``gpu`` (the GPU lab), ``memory`` (memory and the training-memory
 answer), ``kv`` (kv and the kv-cache answer), ``reliability``, ``cluster``, ``triage``, ``bill``,
-``claim``, ``drill``, ``specs`` and ``study`` (the question bank, the static site, serve). A
-command computes (engines) and hands the results to its view; tests/unit/test_layering.py keeps
-Report and Section construction out of commands/.
+``claim``, ``drill``, ``validate`` (validate, --cv, --agreement; --serving is ``serving``'s),
+``moe`` (moe route, place, serve; moe global is the moe-global-serving answer), ``specs`` and
+``study`` (the question bank, the static site, serve). A command computes (engines) and hands
+the results to its view; tests/unit/test_layering.py keeps Report and Section construction out
+of commands/.
 """
