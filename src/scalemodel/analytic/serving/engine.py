@@ -137,6 +137,16 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     if max_batch or token_budget:
         why = "given"
     wdt = {"int4": "int4", "fp8": "fp8"}.get(prec.name, "bf16")
+    if m.quant is None and prec.checkpoint:
+        # a 16-bit checkpoint the engine quantizes: linears at the precision, the output head,
+        # embeddings, norms and routers kept 16-bit (serving.toml precisions.*.checkpoint)
+        from dataclasses import replace
+
+        from ...specs.quant import WeightQuant
+
+        q = WeightQuant(**dict(prec.checkpoint),
+                        label=f"{prec.name} linears, the output head and embeddings 16-bit")
+        m, wdt = replace(m, quant=q), "bf16"
     kv = engine_kv_budget(m, gpu, tp=lay.tp, pp=lay.pp, weight_dtype=wdt, kv_dtype=kv_dtype,
                           engine_id=eng.profile, util=eng.kv_fraction, max_model_len=mml,
                           max_num_seqs=bs, max_num_batched_tokens=tok)

@@ -54,6 +54,9 @@ class Precision:
     gemm_dtype: str
     kv_dtype: str  # the KV dtype engines use for such checkpoints unless told otherwise
     source: str
+    # how the engine's quantizer stores a 16-bit checkpoint at this precision (specs.quant
+    # WeightQuant fields; empty: stored as it is)
+    checkpoint: tuple[tuple[str, Any], ...] = ()
 
 
 PRECISIONS = ("bf16", "fp8", "int4")
@@ -64,7 +67,8 @@ def precision(name: str) -> Precision:
     if t is None:
         raise BadInput(f"--precision: {name!r} is not one of {', '.join(PRECISIONS)}")
     return Precision(name, float(t["weight_bytes"]), float(t["activation_bytes"]),
-                     str(t["gemm_dtype"]), str(t["kv_dtype"]), str(t["source"]))
+                     str(t["gemm_dtype"]), str(t["kv_dtype"]), str(t["source"]),
+                     tuple(sorted(dict(t.get("checkpoint", {})).items())))
 
 
 @dataclass(frozen=True)
