@@ -305,10 +305,14 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         p2p = np.interp(M, grid, np.asarray(p2p_g) * np.ones_like(grid))
     else:
         p2p = np.zeros_like(M)
-    # output head (kept in 16 bits by FP8 and INT4 checkpoints alike) and sampling
+    # output head and sampling; the head is stored as the precision's checkpoint says
+    # (serving.toml precisions.*.checkpoint quantize_head: 16-bit for FP8 and INT4 alike, the
+    # same record the engine's KV budget prices the weights with)
     S = np.arange(max(max_seqs, 1) + 1, dtype=np.float64)
     vocab = float(m.vocab)
-    head, _ = _roofline(gpu, peak16, "bf16", hbm, S, vocab / tp, h, 2.0, 2.0)
+    head_q = bool(dict(prec.checkpoint).get("quantize_head"))
+    head, _ = _roofline(gpu, peak if head_q else peak16, dt if head_q else "bf16", hbm, S,
+                        vocab / tp, h, e_w if head_q else 2.0, 2.0)
     head = head + S * vocab / tp * float(serving_constants()["sampling"]["bytes_per_logit"]) / hbm
     # decode attention: each decode token reads its sequence's KV on this rank
     kv_layer = model_kv_bytes_per_token(m, kv_dtype) / m.n_layers
