@@ -124,14 +124,12 @@ def _kv_section(b: Any, res: Any) -> Any:
     return None
 
 
-def _pct(x: float, sign: bool = True) -> str:
-    return f"{100 * x:+.1f}%" if sign else f"{100 * x:.1f}%"
-
 
 def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
                       kv: tuple[Any, dict[str, Any]] | None, *, plot: bool = False) -> Any:
     """``validate --serving``: throughput rows (and the engines' logged KV rows, ``kv``)."""
     from ..derive import Headline, Report, Section, Table
+    from .validate import _pct
 
     table = tuple((r.id, r.model, f"{r.tp} x {r.gpu}", r.precision, f"{r.isl}/{r.osl}",
                    r.max_batch, round(r.measured), round(r.predicted), _pct(r.error))
