@@ -27,11 +27,11 @@ from typing import Any
 
 from ..derive import Derivation, Table
 from ..errors import BadInput
-from ..specs import GPUSpec, ModelSpec, assumption, get_gpu, get_model
+from ..specs import GPUSpec, ModelSpec, get_gpu, get_model
 from ..specs.model import model_ids
 from ..specs.sources import cite, load_toml
 from .layout import TrainLayout
-from .memory import find_min_gpus, memory_report
+from .memory import find_min_gpus, memory_report, usable_memory
 from .params import count_params
 
 VERDICTS = ("plausible", "stretched", "implausible")
@@ -366,7 +366,12 @@ def check_claim(c: Claim) -> ClaimCheck:
     else:
         fit = find_min_gpus(m, gpu, seq_len=c.seq_len, weight_dtype=c.dtype, max_gpus=c.gpus,
                             whole_nodes=False)
-        cap = gpu.hbm_bytes * assumption("training_memory_fraction").value
+        # usable memory as the memory engine prices it: that of the layout the search found,
+        # else before any communicator (a layout's NCCL buffers only lower it)
+        cap = float(usable_memory(gpu.hbm_bytes, 0))
+        if fit.layout is not None:
+            cap = float(memory_report(m, fit.layout, seq_len=c.seq_len, gpu=gpu,
+                                      weight_dtype=c.dtype).capacity_bytes or cap)
         min_gpus = fit.min_gpus
         fits = min_gpus is not None and min_gpus <= c.gpus
         if fit.layout is not None:

@@ -13,10 +13,13 @@ from ..analytic.memory import (
     korthikanti_per_layer,
     memory_report,
     static_model,
+    usable_memory,
 )
 from ..analytic.params import count_params
 from ..derive import Derivation, Headline, Report, Section
 from ..specs import assumption, dtype, get_gpu, get_model, optimizer
+from ..specs.frameworks import get_framework
+from ..specs.sources import cite
 from ..units import fmt_bytes
 from ..views.memory import activations_table, breakdown_row, fit_section, layouts_table
 from .params import Param, gpu, model
@@ -38,7 +41,7 @@ PARAMS: tuple[Param, ...] = (
     Param("optimizer", "str", DEFAULTS["optimizer"], "optimizer id (adam, adam-8bit, sgd, ...)"),
     Param("dtype", "str", DEFAULTS["dtype"], "weight / compute precision"),
     Param("gpus", "int", DEFAULTS["gpus"], "GPUs the layouts are planned for", "GPUs", lo=1, hi=131072),
-    Param("mem_fraction", "fraction", None, "usable share of HBM (default: the planner's assumption)"),
+    Param("mem_fraction", "fraction", None, "usable share of HBM (default: HBM less the framework's reserve, as the memory engine prices it)"),
 )
 
 
@@ -49,8 +52,10 @@ def build(opts: dict[str, Any]) -> Report:
     opt = optimizer(o["optimizer"])
     ew = dtype(o["dtype"])
     pc = count_params(m)
-    frac_a = assumption("training_memory_fraction")
-    frac = o.get("mem_fraction") or frac_a.value
+    # usable memory as the memory engine prices it (analytic/memory.usable_memory: HBM less
+    # the default framework's CUDA context and NCCL buffers, over its allocator slack), unless
+    # --mem-fraction replaces it with a fraction of HBM
+    frac = o.get("mem_fraction")
 
     # 1. bytes of the model state, before any parallelism
     d = Derivation(f"training state of {m.id}")
@@ -62,9 +67,17 @@ def build(opts: dict[str, Any]) -> Report:
     d.calc("bytes per parameter", "k", "e_w + e_g + K", "B")
     state = d.calc("model state (weights + gradients + optimizer)", "M_state", "P * k", "B")
     d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
-    d.given("fraction planned for the step", "u", frac, "1", frac_a.source)
+    if frac:
+        d.given("fraction planned for the step (--mem-fraction)", "u", frac, "1")
+        d.calc("usable memory per GPU", "M_use", "M_hbm * u", "B")
+    else:
+        fw = get_framework(None)
+        d.given("usable memory per GPU before any communicator ((M_hbm - CUDA context) / "
+                "(1 + allocator slack), the default framework's reserve; a layout's NCCL "
+                "buffers only lower it)", "M_use", float(usable_memory(gpu.hbm_bytes, 0)), "B",
+                cite(fw.sources.get("reserved_bytes", fw.source)))
     lower = d.calc("GPUs needed for the state alone (perfect sharding)", "N_min",
-                   "ceil(M_state / (M_hbm * u))", "GPU", bound="lower")
+                   "ceil(M_state / M_use)", "GPU", bound="lower")
     s1 = Section(
         "1. Bytes first",
         text=(f"Mixed-precision Adam keeps {ew.bytes:g} + {ew.bytes:g} + {opt.bytes_per_param:g} "
@@ -111,20 +124,21 @@ def build(opts: dict[str, Any]) -> Report:
         ("TP8 + PP4 + ZeRO-1, selective", Layout(tp=8, pp=4, dp=max(1, n // 32), zero=1,
                                                  recompute="selective")),
     ]
-    cap = gpu.hbm_bytes * frac
-    trows = []
+    trows, caps = [], []
     for label, lay in layouts:
         lay = replace(lay, micro_batch=b)
         if lay.gpus != n or m.n_heads % lay.tp:
             continue
-        r = memory_report(m, lay, seq_len=s, optimizer_id=opt.id, weight_dtype=ew.name)
-        trows.append(breakdown_row(label, r, cap))
+        r = memory_report(m, lay, seq_len=s, gpu=gpu, optimizer_id=opt.id,
+                          weight_dtype=ew.name, memory_fraction=frac)
+        caps.append(float(r.capacity_bytes))
+        trows.append(breakdown_row(label, r, caps[-1]))
     s3 = Section(
         f"3. The same step on {n} GPUs, layout by layout",
         text=("ZeRO-1/2/3 divide optimizer states, then gradients, then weights by the "
               "data-parallel degree; TP and PP divide everything per GPU including activations, "
               "but the first pipeline stage holds p micro-batches of activations in flight."),
-        tables=(layouts_table(trows, cap),),
+        tables=(layouts_table(trows, min(caps, default=0.0), max(caps, default=0.0)),),
     )
 
     # 4. the smallest layout, found by search
@@ -189,7 +203,10 @@ def build(opts: dict[str, Any]) -> Report:
         f"{m.id} ({pc.total / 1e9:.2f}B parameters from its config), {ew.name} weights and "
         f"gradients, {opt.label}.",
         f"Sequence {s:,}, micro-batch {b}; 16-bit activations, unfused attention scores.",
-        f"{gpu.id}: {frac:g} of HBM usable for the step; TP kept within an 8-GPU node.",
+        (f"{gpu.id}: {frac:g} of HBM usable for the step" if frac else
+         f"{gpu.id}: usable memory as the memory engine prices it (HBM less the default "
+         "framework's CUDA context and NCCL buffers, over its allocator slack)")
+        + "; TP kept within an 8-GPU node.",
     )
     return Report(f"training-memory: {m.id} on {gpu.id}", tuple(sections), data,
                   question=PROMPT, assumptions=assumptions, followups=followups)

@@ -41,7 +41,7 @@ LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",
                     "grad_reduce_bytes", "dp_bucket_params")
-PLANNER_ASSUMPTIONS = ("gpus_per_node", "training_memory_fraction")
+PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
 @dataclass(frozen=True)

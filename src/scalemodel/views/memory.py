@@ -107,10 +107,15 @@ def breakdown_row(label: str, r: Any, capacity_bytes: float) -> tuple[Any, ...]:
             "yes" if r.per_gpu_bytes <= capacity_bytes else "no")
 
 
-def layouts_table(rows: list[tuple[Any, ...]], capacity_bytes: float) -> Any:
-    """The breakdown rows of several layouts (``breakdown_row``) against the usable memory."""
+def layouts_table(rows: list[tuple[Any, ...]], capacity_bytes: float,
+                  capacity_hi: float | None = None) -> Any:
+    """The breakdown rows of several layouts (``breakdown_row``) against the usable memory
+    (a range where the layouts' communicators leave different amounts)."""
     from ..derive import Table
 
-    return Table(f"GB per GPU (usable: {capacity_bytes / 1e9:.1f} GB)",
+    usable = f"{capacity_bytes / 1e9:.1f} GB"
+    if capacity_hi is not None and round(capacity_hi / 1e8) != round(capacity_bytes / 1e8):
+        usable = f"{capacity_bytes / 1e9:.1f}-{capacity_hi / 1e9:.1f} GB by layout"
+    return Table(f"GB per GPU (usable: {usable})",
                  ("layout", "weights", "grads", "optimizer", "activations", "total", "fits"),
                  tuple(rows))
