@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Context, Decimal, Inexact, InvalidOperation, Rounded, localcontext
@@ -281,6 +281,7 @@ def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger 
             hold(rid, line, "duplicate id with a different payload (every version held)")
 
     known = ledger.parts() if ledger else {}
+    lookup = (lambda r, p: known.get((r, p))) if known else None
     closed = ledger.closed() if ledger else {}
     for per, cur in closed.items():
         if cur and cur != cat.currency:
@@ -293,39 +294,9 @@ def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger 
         if rid in conflict:
             hold(rid, line, "duplicate id with a different payload (every version held)")
             continue
-        new = already = clash = later = 0
-        for per, v, raw, q in parts:
-            if month is not None and per > month:
-                later += 1
-                deferred.append({"id": rid, "line": line, "period": per,
-                                 "quantity": fmt_dec(raw)})
-                continue
-            k = known.get((rid, per))
-            if k is not None:
-                if k == h:
-                    already += 1
-                else:
-                    clash += 1
-                continue
-            g = groups.get((per, account, sku.id, v))
-            if g is None:
-                groups[(per, account, sku.id, v)] = [q, 1, raw]
-            else:
-                g[0] += q
-                g[1] += 1
-                g[2] += raw
-            new_parts.append((rid, per, h))
-            new += 1
-        if new:
+        if _settle(parts, rid, line, h, account, sku.id, month, lookup, groups,
+                   new_parts if ledger is not None else None, deferred, dups, hold):
             billed += 1
-        elif clash:
-            hold(rid, line, "id already billed with a different payload (ledger)")
-        elif already:
-            dups.append({"id": rid, "line": line, "reason": "already billed (ledger)"})
-        else:
-            deferred[:] = [x for x in deferred if not (x["id"] == rid and x["line"] == line)]
-            hold(rid, line, f"belongs to a later period ({parts[0][0]}); bill it with "
-                            f"--period {parts[0][0]}")
     lines, totals = _lines(groups, cat, month, closed, ledger)
     counts = {"read": read, "billed": billed, "duplicates": len(dups), "unbilled": len(unbilled)}
     if counts["billed"] + counts["duplicates"] + counts["unbilled"] != read:  # pragma: no cover
@@ -335,6 +306,61 @@ def _bill(raws: Iterable[Raw], cat: Catalog, period: str | None, ledger: Ledger 
         ledger.commit(new_parts, totals, periods, cat.currency)
     return Invoice(cat.currency, cat.exponent, cat.rounding, month or "all", tuple(lines),
                    tuple(unbilled), tuple(dups), tuple(deferred), counts)
+
+
+def _add(groups: dict[tuple[str, str, str, int], list], key: tuple[str, str, str, int],
+         q: Decimal, raw: Decimal) -> None:
+    """Add one part to its (period, account, SKU, version) sums: [rounded, records, raw]."""
+    g = groups.get(key)
+    if g is None:
+        groups[key] = [q, 1, raw]
+    else:
+        g[0] += q
+        g[1] += 1
+        g[2] += raw
+
+
+def _settle(parts: list, rid: str, line: int, h: str, account: str, sid: str,
+            month: str | None, lookup: Callable[[str, str], str | None] | None,
+            groups: dict[tuple[str, str, str, int], list],
+            new_parts: list[tuple[str, str, str]] | None, deferred: list[dict[str, Any]],
+            dups: list[dict[str, Any]], hold: Callable[[str, int, str], None]) -> bool:
+    """Settle one record's (period, version, raw, rounded) parts: bill the ones of ``month``
+    or before that no ledger part already holds, defer the later ones, and say why a record
+    with nothing billed now is a duplicate or held. True when some part is billed now.
+
+    ``lookup(id, period)`` gives the payload hash a ledger billed that part with (None where
+    no ledger has parts); ``new_parts`` collects what the ledger stores (None without one).
+    The reference path and the fast path both settle records here."""
+    new = already = clash = later = 0
+    for per, v, raw, q in parts:
+        if month is not None and per > month:
+            later += 1
+            deferred.append({"id": rid, "line": line, "period": per, "quantity": fmt_dec(raw)})
+            continue
+        if lookup is not None:
+            k = lookup(rid, per)
+            if k is not None:
+                if k == h:
+                    already += 1
+                else:
+                    clash += 1
+                continue
+        _add(groups, (per, account, sid, v), q, raw)
+        if new_parts is not None:
+            new_parts.append((rid, per, h))
+        new += 1
+    if new:
+        return True
+    if clash:
+        hold(rid, line, "id already billed with a different payload (ledger)")
+    elif already:
+        dups.append({"id": rid, "line": line, "reason": "already billed (ledger)"})
+    else:
+        del deferred[len(deferred) - later:]  # this record's parts, just appended
+        hold(rid, line, f"belongs to a later period ({parts[0][0]}); bill it with "
+                        f"--period {parts[0][0]}")
+    return False
 
 
 def _allocate(cum: list[Decimal], free: Decimal, sku: Sku) -> list[Decimal]:

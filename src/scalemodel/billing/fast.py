@@ -132,18 +132,6 @@ def _decoder() -> Any:
     return decode
 
 
-def _add(groups: dict[tuple[str, str, str, int], list], key: tuple[str, str, str, int],
-         q: Decimal, raw: Decimal) -> None:
-    """Add one part to its (period, account, SKU, version) sums: [rounded, records, raw]."""
-    g = groups.get(key)
-    if g is None:
-        groups[key] = [q, 1, raw]
-    else:
-        g[0] += q
-        g[1] += 1
-        g[2] += raw
-
-
 def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
               ledger: Ledger | None, strict: bool) -> Any:
     """Bill a usage file; called by :func:`scalemodel.billing.engine.bill` inside its exact
@@ -158,7 +146,7 @@ def bill_fast(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
 
 def _bill_stream(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
                  ledger: Ledger | None, strict: bool, repeated: set[int]) -> Any:
-    from .engine import Invoice, _Bad, _count, _lines, _parts, _payload_hash, fmt_dec
+    from .engine import Invoice, _Bad, _count, _lines, _parts, _payload_hash, _settle
 
     early: list[dict[str, Any]] = []  # held while reading (the reference's first phase)
     later_held: list[dict[str, Any]] = []  # held while pricing (its second phase)
@@ -293,37 +281,11 @@ def _bill_stream(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             billed += 1
             return
         parts = p0 if p2 is None else ((p0, p1, p2, p3),)
-        new = already = clash = later = 0
-        for per, v, raw, q in parts:
-            if month is not None and per > month:
-                later += 1
-                deferred.append({"id": rid, "line": line, "period": per,
-                                 "quantity": fmt_dec(raw)})
-                continue
-            if lookup is not None:
-                k = lookup(rid, per)
-                if k is not None:
-                    if k == h:
-                        already += 1
-                    else:
-                        clash += 1
-                    continue
-            _add(groups, (per, account, sid, v), q, raw)
-            if ledger is not None:
-                new_parts.append((rid, per, h))
-            new += 1
+        if _settle(parts, rid, line, h, account, sid, month, lookup, groups,
+                   new_parts if ledger is not None else None, deferred, later_dups, hold):
+            billed += 1
         if ledger is not None and len(new_parts) >= _BATCH:
             flush()
-        if new:
-            billed += 1
-        elif clash:
-            hold(rid, line, "id already billed with a different payload (ledger)")
-        elif already:
-            later_dups.append({"id": rid, "line": line, "reason": "already billed (ledger)"})
-        else:
-            del deferred[len(deferred) - later:]  # this record's parts, just appended
-            hold(rid, line, f"belongs to a later period ({parts[0][0]}); bill it with "
-                            f"--period {parts[0][0]}")
 
     n_records = 0
 
