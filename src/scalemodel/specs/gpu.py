@@ -152,9 +152,54 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
     )
 
 
+_TABLES = ("flop_per_s", "sm", "interconnect")  # merged key by key under ``extends``
+
+
+def _extended(gid: str, t: Mapping[str, Any], tables: Mapping[str, Mapping[str, Any]],
+              origin: str, seen: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    """A GPU entry with ``extends = "other-id"`` resolved: the other entry's fields, then this
+    entry's over them (``flop_per_s``, ``sm`` and ``interconnect`` merged key by key). A field
+    this entry sets is cited by this entry (its ``sources`` row, else its ``source``), never by
+    the parent's row for that field."""
+    base_id = t.get("extends")
+    if base_id is None:
+        return t
+    if not isinstance(base_id, str) or base_id.lower() not in tables:
+        raise BadInput(f"GPU {gid!r} ({origin}): extends unknown GPU {base_id!r}")
+    if base_id.lower() in seen or base_id.lower() == gid:
+        raise BadInput(f"GPU {gid!r} ({origin}): extends itself through "
+                       f"{' -> '.join((*seen, gid, base_id))}")
+    base = _extended(base_id.lower(), tables[base_id.lower()], tables, origin, (*seen, gid))
+    out: dict[str, Any] = {k: v for k, v in base.items() if k not in ("extends", "sources")}
+    own_sources = dict(t.get("sources", {}))
+    sources = dict(base.get("sources", {}))
+    for k in base:  # inherited figures keep the parent's citation, even its fallback one
+        inherited = k not in t or (k in _TABLES and isinstance(t[k], dict))
+        if inherited and k not in sources and base.get("source"):
+            sources[k] = base["source"]
+    for k, v in t.items():
+        if k in ("extends", "sources"):
+            continue
+        if k in _TABLES and isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+            set_paths = [f"{k}.{sub}" for sub in v]
+        else:
+            out[k] = v
+            set_paths = [k]
+        for path in set_paths:
+            if path not in own_sources:
+                sources.pop(path, None)
+                own_sources[path] = t.get("source", "")
+    sources.update({k: v for k, v in own_sources.items() if v})
+    out["sources"] = sources
+    return out
+
+
 @cache
 def _bundled_gpus() -> dict[str, Mapping[str, Any]]:
-    return load_toml("gpus.toml")
+    raw = load_toml("gpus.toml")
+    return {gid: _extended(gid, t, raw, "bundled gpus.toml") if isinstance(t, dict) else t
+            for gid, t in raw.items()}
 
 
 def gpu_ids() -> list[str]:
@@ -172,6 +217,7 @@ def get_gpu(name: str) -> GPUSpec:
             gid, t = data.get("id", Path(name).stem), data
         if not isinstance(t, dict):
             raise BadInput(f"--gpu: {name} must hold one GPU table")
+        t = _extended(str(gid).lower(), t, _bundled_gpus(), f"user file {name}")
         return _build_gpu(gid, t, origin=f"user file {name}")
     table = _bundled_gpus().get(name.lower())
     if table is None:
