@@ -151,7 +151,9 @@ def exposed_crossings(c: Candidates) -> Any:
       chunks (schedules.py get_num_warmup_microbatches) and the p - 1 of the fill; without
       virtual stages all of them;
     * "all": none (DualPipe: each send/recv beside the paired chunk's compute).
-    """
+
+    A hidden send/recv is taken as hidden whole: one activation shard is far shorter than the
+    chunk's forward or backward it runs beside (its time still enters the overlap slowdown)."""
     total = c.vpp * c.mb + c.pp - 1
     mode = profile_value(c.job, "pp_p2p_overlap", "none")
     if mode == "all":
