@@ -169,3 +169,29 @@ def test_plan_train_json_respects_the_profile(capsys):
     d = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert all(r["tp"] == 1 and r["pp"] == 1 and r["zero"] in (0, 2, 3) for r in d["top"])
+
+
+def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
+    # DeepSpeed v0.16.0: pipeline engine with TrainSchedule (1F1B only), Ulysses, MoE, ZeRO 1-3;
+    # tensor-parallel training (AutoTP) first in v0.16.4
+    c = _grid("deepspeed")
+    assert set(np.unique(c["tp"]).tolist()) == {1}
+    assert set(np.unique(c["vpp"]).tolist()) == {1}
+    assert c["pp"].max() > 1 and c["cp"].max() > 1
+    assert set(np.unique(c["zero"]).tolist()) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("parallelisms", '["tp", "zero4"]', "a list of tp, sp, pp"),
+    ("pp_p2p_overlap", '"sometimes"', "none, interleaved, all"),
+])
+def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
+    from scalemodel.specs.frameworks import load_frameworks_file
+
+    f = tmp_path / "fw.toml"
+    f.write_text('[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
+                 f'source = "deepspeed-config"\n{field} = {value}\n'
+                 f'{field}_source = "deepspeed-config"\n')
+    with pytest.raises(BadInput, match=needle) as e:
+        load_frameworks_file(str(f))
+    assert "\n" not in str(e.value)
