@@ -64,14 +64,21 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
     # on one node: TP8 adds two all-reduces (reduce-scatter + all-gather under SP) of the
     # activations per layer forward and backward that FSDP alone does not have, and leaves each
     # GEMM an eighth of its width, so the search must rank it below its own pick and name an
-    # exposed-TP or compute term
+    # exposed-TP or compute term. llm-foundry of 2023 had no TP (frameworks.toml parallelisms,
+    # llm-foundry-fsdp-2023), so the copy runs under torchtitan's profile, which has it; the same
+    # copy under llm-foundry is skipped with the profile's reason
     f = rows_file(tmp_path, {"mpt-7b-h100", "titan-llama2-13b"},
-                  [("mpt-7b-h100", {"id": "mpt-7b-h100-tp8", "tp": "8", "dp": "1", "zero": ""})])
+                  [("mpt-7b-h100", {"id": "mpt-7b-h100-tp8", "tp": "8", "dp": "1", "zero": "",
+                                    "framework": "torchtitan"}),
+                   ("mpt-7b-h100", {"id": "mpt-7b-h100-tp8-foundry", "tp": "8", "dp": "1",
+                                    "zero": ""})])
     rc, out, err = run(capsys, "validate", "--agreement", "--file", str(f), "--json")
     assert rc == 0, err
     d = json.loads(out)
     rows = {r["id"]: r for r in d["rows"]}
     assert set(rows) == {"mpt-7b-h100", "titan-llama2-13b", "mpt-7b-h100-tp8"}
+    skipped = {s["id"]: s["reason"] for s in d["skipped"]}
+    assert "tensor parallelism" in skipped["mpt-7b-h100-tp8-foundry"]
     for r in rows.values():
         assert set(r) >= {"id", "published_layout", "search_best", "speedup_predicted",
                           "rank_of_published"}
@@ -95,13 +102,14 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
 
 
 def test_agreement_keeps_to_what_the_framework_offered(capsys, tmp_path):
-    # Megatron-LM of 2021 had no context parallelism and recomputed all or nothing
-    # (frameworks.toml megatron-lm-2021: cp_impl none, recompute_options none / full)
+    # Megatron-LM of 2021 had no context parallelism, no ZeRO and recomputed all or nothing
+    # (frameworks.toml megatron-lm-2021: parallelisms tp / pp / vpp, recompute_options none /
+    # full; Megatron-LM 3d718bfc megatron/arguments.py)
     f = rows_file(tmp_path, {"megatron-1.7b"})
     rc, out, err = run(capsys, "validate", "--agreement", "--file", str(f), "--json")
     assert rc == 0, err
     best = json.loads(out)["rows"][0]["search_best"]
-    assert best["cp"] == 1 and best["recompute"] in ("none", "full")
+    assert best["cp"] == 1 and best["zero"] == 0 and best["recompute"] in ("none", "full")
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -4,7 +4,7 @@ For every validation row whose source states its layout (at least TP and PP), th
 asked the team's question with only what the team could not choose fixed: model, GPU count and
 type, global batch, sequence length, precision and framework profile. Every layout key (TP, PP,
 DP, CP, EP, expert TP, ZeRO, virtual stages, micro-batch, recompute) is free within what the
-framework profile offered (its ``recompute_options``; no CP where its ``cp_impl`` is "none"). The answer is
+framework profile offered (its ``recompute_options`` and ``parallelisms``). The answer is
 compared with the team's layout priced by the same step model (its unstated keys searched, as
 ``scalemodel validate`` does):
 
@@ -82,17 +82,18 @@ def states_layout(row: dict[str, str]) -> bool:
 
 
 def framework_choices(row: dict[str, str]) -> list[dict[str, Any]]:
-    """The layout choices the row's framework profile offered, as one ``fixed`` dict per option:
-    its ``recompute_options`` (Megatron-LM of 2021: none or full; Megatron-Core: no op-level
-    policy) and no context parallelism where its ``cp_impl`` is "none". A profile that offers
-    every option fixes nothing."""
+    """The recompute choices the row's framework profile offered, as one ``fixed`` dict per
+    option: its ``recompute_options`` (Megatron-LM of 2021: none or full; Megatron-Core: no
+    op-level policy). The parallelisms it offers are the grid's own bound (its
+    ``parallelisms``, read by planner.layout_grid). A profile that offers every option fixes
+    nothing."""
     from ..specs.frameworks import get_framework
     from .memory import PLAN_RECOMPUTE
 
     fw = get_framework((row.get("framework") or "").strip() or None)
+    # the parallelisms the profile offers (frameworks.toml parallelisms) bound the grid itself
+    # (planner.layout_grid), for this search and for plan train alike
     base: dict[str, Any] = {}
-    if str(fw.values.get("cp_impl", "")).strip() == "none":
-        base["cp"] = 1
     from .layout import recompute_spec
 
     allowed = fw.values.get("recompute_options", PLAN_RECOMPUTE)

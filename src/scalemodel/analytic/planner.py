@@ -210,6 +210,58 @@ class Grid:
     partial: tuple[int, ...] = ()  # partial recompute codes the search adds in its 2nd phase
 
 
+# the parallelism (frameworks.toml ``parallelisms``) a layout key needs where its value is above
+# the plain one (1, or ZeRO 0); ZeRO names its stage
+PARALLELISM_OF = {"tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "zero": "zero"}
+PARALLELISM_NAMES = {"tp": "tensor parallelism", "sp": "sequence parallelism",
+                     "pp": "pipeline parallelism", "vpp": "interleaved (virtual) pipeline stages",
+                     "cp": "context parallelism", "ep": "expert parallelism",
+                     "zero1": "ZeRO-1 (sharded optimizer state)",
+                     "zero2": "ZeRO-2 (sharded gradients)", "zero3": "ZeRO-3 (sharded parameters)"}
+
+
+def offered_parallelisms(job: Job) -> frozenset[str] | None:
+    """The parallelisms the job's framework profile offers (frameworks.toml parallelisms);
+    None where the profile does not say (every layout of the grid)."""
+    from .step.config import profile_value
+
+    v = profile_value(job, "parallelisms", None)
+    return None if v is None else frozenset(v)
+
+
+def needed_parallelism(key: str, value: int) -> str | None:
+    """The parallelism a layout key's value needs (None: the plain value, offered everywhere)."""
+    if key not in PARALLELISM_OF:
+        return None
+    v = int(value)
+    if key == "zero":
+        return f"zero{v}" if v > 0 else None
+    return PARALLELISM_OF[key] if v > 1 else None
+
+
+def check_offered(job: Job, key: str, value: int, where: str = "--layout") -> None:
+    """BadInput (one line) where an explicit layout value needs a parallelism that the job's
+    framework profile does not offer."""
+    par = offered_parallelisms(job)
+    need = needed_parallelism(key, value)
+    if par is None or need is None or need in par:
+        return
+    from ..specs.frameworks import get_framework
+
+    fw = get_framework(job.framework_id)
+    has = ", ".join([*(x for x in PARALLELISM_NAMES if x in par), "plain data parallelism"])
+    raise BadInput(f"{where} {key}={value}: {fw.id} ({fw.version}) offers no "
+                   f"{PARALLELISM_NAMES[need]}; it offers {has}")
+
+
+def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
+    """The searched values of one key that the framework profile offers."""
+    par = offered_parallelisms(job)
+    if par is None:
+        return values
+    return [v for v in values if (n := needed_parallelism(key, v)) is None or n in par]
+
+
 def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
     """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of the searched layout
     keys. The rules are analytic/layout.py RULES, applied in order; ``rejected`` counts the rows
@@ -231,6 +283,9 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
                        f"{', '.join(LAYOUT_KEYS)}, stages")
     if "recompute" in fixed and fixed["recompute"] not in PLAN_RECOMPUTE:
         raise BadInput(f"--layout recompute must be one of {', '.join(PLAN_RECOMPUTE)}")
+    for k in PARALLELISM_OF:  # an explicit value the framework does not offer: refused
+        if k in fixed:
+            check_offered(job, k, fixed[k])
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -249,6 +304,9 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     partial = tuple(x for x in rcs if x >= 4) if "recompute" not in fixed else ()
     rcs = [x for x in rcs if x < 4] if partial else rcs
     mbs = [fixed["micro_batch"]] if "micro_batch" in fixed else [1, 2, 4, 8, 16, 32]
+    # only the parallelisms the framework profile offers (frameworks.toml parallelisms)
+    tps, pps, cps, eps, zeros, vpps = (_offered_values(job, k, v) for k, v in (
+        ("tp", tps), ("pp", pps), ("cp", cps), ("ep", eps), ("zero", zeros), ("vpp", vpps)))
     keys = dict(tp=tps, pp=pps, cp=cps, ep=eps, etp=etps, zero=zeros, vpp=vpps, rc=rcs,
                 micro_batch=mbs)
     dt = _grid_dtype(keys, fixed.get("dp", N), job)
@@ -640,6 +698,10 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
                                 for k in keys}
     c["etp"] = np.array([x.expert_tp for x in lays], dtype=np.int64)
     c["rc"] = np.array([x.rc_code for x in lays], dtype=np.int64)
+    for k in PARALLELISM_OF:  # a value the framework profile does not offer: refused
+        for v in np.unique(c[k]).tolist():
+            i = int(np.flatnonzero(c[k] == v)[0])
+            check_offered(job, k, int(v), f"layout {i + 1}:" if len(lays) > 1 else "--layout")
     c = derived(c, ctx)
     for r in RULES:
         if not r.applies(ctx):

@@ -126,7 +126,8 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
     add("PP", "send-recv", pp, ranks_per_node(tp * cp * lay.dp, pp, dom), v.pp_bytes,
         2 * lay.vpp * mb, v.pp_raw_s, v.pp_s,
         "activations forward and their gradients backward at each stage boundary, per "
-        "micro-batch (seconds: the 2 (v m + p - 1) crossings on the critical path)")
+        "micro-batch (seconds: the 2 (v m + p - 1) crossings on the critical path; exposed: "
+        "those the framework's P2P overlap leaves, frameworks.toml pp_p2p_overlap)")
     group = lay.dp * cp
     egroup = tp * group / (lay.expert_tp * ep) if job.model.is_moe else 1
     groups = int(group > 1) + int(job.model.is_moe and egroup > 1)

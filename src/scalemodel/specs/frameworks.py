@@ -18,6 +18,13 @@ from .sources import all_sources, load_toml, read_user_toml
 
 KINDS = ("training", "serving")
 ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
+# the parallelisms a training framework may offer (frameworks.toml ``parallelisms``): tensor,
+# sequence, pipeline, interleaved (virtual) pipeline, context and expert parallelism, and the
+# ZeRO stages of sharded data parallelism (FSDP's SHARD_GRAD_OP is zero2, FULL_SHARD zero3).
+# Plain replicated data parallelism (zero 0) is in every framework. A profile that omits the
+# field offers all of them (the planner's whole grid).
+PARALLELISMS = ("tp", "sp", "pp", "vpp", "cp", "ep", "zero1", "zero2", "zero3")
+PP_P2P_OVERLAP = ("none", "interleaved", "all")
 # field -> (check, what is allowed); every field needs <field>_source
 FIELDS: dict[str, tuple[Any, str]] = {
     "attention": (lambda v: isinstance(v, dict) and all(x in ATTENTION_KINDS
@@ -53,6 +60,9 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
                         "a fraction in [0, 1)"),
+    "parallelisms": (lambda v: isinstance(v, list) and all(x in PARALLELISMS for x in v),
+                     f"a list of {', '.join(PARALLELISMS)}"),
+    "pp_p2p_overlap": (lambda v: v in PP_P2P_OVERLAP, ", ".join(PP_P2P_OVERLAP)),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...specs.sources import cite
 from .attention import attention_efficiency, curve_for
-from .config import FUSED_ATTENTION, constants
+from .config import FUSED_ATTENTION, constants, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
 from .shapes import model_flops_per_token, model_shapes
 
@@ -168,7 +168,9 @@ def pipeline_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
         d.calc("pipeline bubble", "t_bub", "(p - 1) / v * t_mb", "s", check=v.bubble_s,
                rel_tol=1e-6, source=cite("narayanan-2021-megatron"))
     d.given("exposed pipeline send/recv", "t_pp", v.pp_s, "s",
-            note="2 (v m + p - 1) crossings on the critical path")
+            note="of 2 (v m + p - 1) crossings on the critical path, those the framework's "
+                 "P2P overlap leaves exposed (frameworks.toml pp_p2p_overlap: "
+                 f"{profile_value(res.job, 'pp_p2p_overlap', 'none')})")
 
 
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from ..memory import stage_partition, stage_shape
 from .candidates import Candidates, unique_rows
 from .comm import LayerTime, collective_time
-from .config import constants
+from .config import constants, profile_value
 from .gemm import gemm3_of
 
 PARTS = ("compute", "tp", "cp", "ep")
@@ -139,13 +139,41 @@ class PipelineComm:
     intra: Any  # the stages share one NVLink domain
 
 
+def exposed_crossings(c: Candidates) -> Any:
+    """Send/recv crossings per direction left on the critical path by the framework's P2P
+    overlap (frameworks.toml pp_p2p_overlap), of the v m + p - 1 a step has:
+
+    * "none": all of them (every send/recv is waited on before the next compute: Megatron-LM of
+      2021, batched P2P without virtual stages, torch.distributed.pipelining's 1F1B);
+    * "interleaved": with virtual stages (v > 1) only the warm-up and flush ones, the steady-state
+      sends and receives running beside the other chunk's compute (Megatron-Core
+      overlap_p2p_comm): the first stage's min(v m, 2 (p - 1) + (v - 1) p) warm-up micro-batch
+      chunks (schedules.py get_num_warmup_microbatches) and the p - 1 of the fill; without
+      virtual stages all of them;
+    * "all": none (DualPipe: each send/recv beside the paired chunk's compute).
+
+    A hidden send/recv is taken as hidden whole: one activation shard is far shorter than the
+    chunk's forward or backward it runs beside (its time still enters the overlap slowdown)."""
+    total = c.vpp * c.mb + c.pp - 1
+    mode = profile_value(c.job, "pp_p2p_overlap", "none")
+    if mode == "all":
+        return np.zeros_like(total)
+    if mode == "interleaved":
+        warm = np.minimum(c.vpp * c.mb, 2 * (c.pp - 1) + (c.vpp - 1) * c.pp)
+        return np.where(c.vpp > 1, np.minimum(total, warm + c.pp - 1), total)
+    return total
+
+
 def pipeline_comm(c: Candidates) -> PipelineComm:
     ov = constants()["overlap"]
     intra = c.tp * c.cp * c.dp * c.pp <= c.dom
     msg = c.e_a * c.T * c.h / c.sp_div
     t_p2p = collective_time("send_recv", msg, 2.0, np.where(intra, 2.0, 1.0), c.cl)
     raw = np.where(c.pp > 1, 2 * (c.vpp * c.mb + c.pp - 1) * t_p2p, 0.0)
-    return PipelineComm(msg, raw, (1 - ov["pp"]) * raw, intra)
+    # what the framework hides (pp_p2p_overlap), then the planner's flat share (planner.toml
+    # [overlap] pp, 0: nothing more)
+    exposed = np.where(c.pp > 1, 2 * exposed_crossings(c) * t_p2p, 0.0)
+    return PipelineComm(msg, raw, (1 - ov["pp"]) * exposed, intra)
 
 
 def schedule_1f1b(p: int, m: int, t_f: float, t_b: float) -> list[tuple[int, int, str, float,

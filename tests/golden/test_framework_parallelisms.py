@@ -1,0 +1,197 @@
+"""Golden checks of what each framework profile lets the planner search (frameworks.toml
+``parallelisms``) and of the pipeline send/recv overlap it prices (``pp_p2p_overlap``). Each
+expectation names the framework source it comes from (sources_frameworks.toml)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scalemodel.analytic.planner import (
+    evaluate_one,
+    layout_grid,
+    make_cluster,
+    make_job,
+    search,
+)
+from scalemodel.cli import main
+from scalemodel.errors import BadInput
+from scalemodel.specs import get_model
+from scalemodel.specs.frameworks import framework_ids, get_framework
+
+
+def _job(model="llama-3-8b", fw=None, seq=2048, batch=256, **kw):
+    return make_job(get_model(model), seq_len=seq, global_batch_seqs=batch, framework_id=fw,
+                    **kw)
+
+
+def _grid(fw, model="llama-3-8b", n=64, seq=2048, batch=256):
+    return layout_grid(_job(model, fw, seq, batch), make_cluster("a100-sxm-80gb", n)).cols
+
+
+def test_megatron_2021_grid_has_no_zero_no_sp_cp_ep():
+    # Megatron-LM at 3d718bfc (2021-08-31), megatron/arguments.py: tensor, pipeline and
+    # virtual-pipeline sizes, no distributed optimizer, no sequence / context / expert parallelism
+    c = _grid("megatron-lm-2021")
+    assert set(np.unique(c["zero"]).tolist()) == {0}
+    assert set(np.unique(c["cp"]).tolist()) == {1}
+    assert set(np.unique(c["ep"]).tolist()) == {1}
+    assert c["tp"].max() > 1 and c["pp"].max() > 1 and c["vpp"].max() > 1
+
+
+def test_megatron_2021_search_never_returns_zero():
+    # the best and every reported row of a free search keep ZeRO 0
+    j = _job("llama-3-8b", "megatron-lm-2021")
+    res = search(j, make_cluster("a100-sxm-80gb", 32), top=5)
+    assert all(r.layout["zero"] == 0 for r in [*res.rows, *res.pareto])
+
+
+def test_llm_foundry_is_fsdp_only():
+    # llm-foundry v0.4.0: Composer FSDP (FULL_SHARD / SHARD_GRAD_OP / NO_SHARD), tensor
+    # parallelism only from 2024-09 (PR #1521), no pipeline parallelism
+    c = _grid("llm-foundry", model="llama-3-70b")
+    assert set(np.unique(c["tp"]).tolist()) == {1}
+    assert set(np.unique(c["pp"]).tolist()) == {1}
+    assert set(np.unique(c["cp"]).tolist()) == {1}
+    assert set(np.unique(c["zero"]).tolist()) == {0, 2, 3}  # NO_SHARD, SHARD_GRAD_OP, FULL_SHARD
+    res = search(_job("llama-3-70b", "llm-foundry"), make_cluster("a100-sxm-80gb", 64), top=5)
+    assert all(r.layout["tp"] == 1 and r.layout["pp"] == 1 for r in res.rows)
+
+
+def test_torchtitan_2025_has_no_zero1_and_no_ep():
+    # torchtitan at 6b11290c (2025-06-27) config_manager.py Parallelism: DDP or FSDP2 (reshard
+    # after forward or not), no optimizer-only sharding, no expert-parallel degree
+    c = _grid("torchtitan", model="mixtral-8x7b")
+    assert set(np.unique(c["ep"]).tolist()) == {1}
+    assert _grid("megatron-core", model="mixtral-8x7b")["ep"].max() == 8
+    c = _grid("torchtitan")
+    assert 1 not in set(np.unique(c["zero"]).tolist())
+    assert {2, 3} <= set(np.unique(c["zero"]).tolist())
+    assert c["cp"].max() > 1 and c["tp"].max() > 1 and c["vpp"].max() > 1
+
+
+def test_hai_llm_has_no_cp_no_virtual_stages_and_zero1_only():
+    # DeepSeek LLM Sec. 3.3 (HAI-LLM: DP, TP, SP, 1F1B PP) and the V3 report Sec. 3.2 (DualPipe,
+    # EP, ZeRO-1): no context parallelism, interleaving or ZeRO-2/3 is described
+    c = _grid("deepseek-hai-llm")
+    assert set(np.unique(c["cp"]).tolist()) == {1}
+    assert set(np.unique(c["vpp"]).tolist()) == {1}
+    assert set(np.unique(c["zero"]).tolist()) == {0, 1}
+
+
+def test_megatron_core_offers_the_whole_grid():
+    # core_r0.8.0 arguments (TP, SP, PP, VPP, CP, EP, distributed optimizer) and Megatron-FSDP's
+    # sharding strategies from core_v0.12.0: nothing is cut from the grid
+    assert _grid("megatron-core")["tp"].size == _grid(None)["tp"].size
+
+
+def test_sequence_parallel_field_agrees_with_parallelisms():
+    # one fact, two records: the pricing reads sequence_parallel, the grid reads parallelisms
+    for fid in framework_ids():
+        fw = get_framework(fid)
+        par = fw.values.get("parallelisms")
+        if fw.kind != "training" or par is None or "tp" not in par:
+            continue
+        assert ("sp" in par) == bool(fw.values.get("sequence_parallel", True)), fid
+
+
+@pytest.mark.parametrize("fw, layout, needle", [
+    ("megatron-lm-2021", "zero=1", "ZeRO-1"),
+    ("megatron-lm-2021", "cp=2", "context parallelism"),
+    ("llm-foundry", "tp=8", "tensor parallelism"),
+    ("llm-foundry", "pp=2", "pipeline parallelism"),
+    ("torchtitan", "zero=1", "ZeRO-1"),
+    ("deepseek-hai-llm", "cp=2", "context parallelism"),
+])
+def test_explicit_layout_the_profile_cannot_run_is_one_line_exit_2(capsys, fw, layout, needle):
+    rc = main(["plan", "train", "--model", "llama-3-8b", "--gpus", "64", "--seq-len", "2048",
+               "--global-batch", "256", "--framework", fw, "--layout", layout])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and needle in err and fw in err and len(err.splitlines()) == 1
+
+
+def test_explicit_layouts_file_is_checked_too():
+    j = _job("llama-3-8b", "megatron-lm-2021")
+    with pytest.raises(BadInput, match="ZeRO-1"):
+        evaluate_one(j, make_cluster("a100-sxm-80gb", 64),
+                     {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
+                      "micro_batch": 1, "recompute": "full"})
+    from scalemodel.analytic.layout import TrainLayout
+    from scalemodel.analytic.planner import evaluate_layouts
+
+    with pytest.raises(BadInput, match="ZeRO-1"):
+        evaluate_layouts(j, make_cluster("a100-sxm-80gb", 64),
+                         [TrainLayout(tp=1, pp=1, dp=64, cp=1, ep=1, zero=1, vpp=1,
+                                      micro_batch=1, recompute="full")])
+
+
+# --- pipeline send/recv overlap ------------------------------------------------------------------
+
+LAY = {"tp": 8, "pp": 8, "dp": 1, "cp": 1, "ep": 1, "zero": 0, "micro_batch": 1,
+       "recompute": "full"}
+
+
+def _pp(fw, vpp, n=64, batch=64):
+    j = _job("llama-3-70b", fw, seq=4096, batch=batch)
+    return evaluate_one(j, make_cluster("h100-sxm", n), dict(LAY, vpp=vpp)).values
+
+
+def test_interleaved_p2p_leaves_warmup_and_flush_exposed():
+    # Megatron-Core (core_v0.15.0 schedules.py; training/arguments.py overlap_p2p_comm on, warm-up
+    # / flush overlap off): with v virtual stages the exposed crossings per direction are the
+    # first stage's warm-up chunks min(v m, 2 (p - 1) + (v - 1) p) and the p - 1 of the fill, of
+    # the v m + p - 1 the 2021 code leaves exposed (batch_isend_irecv + synchronize).
+    p, v, m = 8, 2, 64  # batch 64 over dp 1 at micro-batch 1
+    old = _pp("megatron-lm-2021", v).pp_s
+    new = _pp("megatron-core", v).pp_s
+    warm = min(v * m, 2 * (p - 1) + (v - 1) * p)
+    # the message is the same size in both (the 2021 scatter-gather split by tp, SP's shard)
+    assert new / old == pytest.approx((warm + p - 1) / (v * m + p - 1), rel=1e-9)
+
+
+def test_no_virtual_stages_no_overlap_in_megatron_core():
+    # --no-overlap-p2p-communication is forced when no virtual pipeline is given (batched P2P)
+    a, b = _pp("megatron-core", 1), _pp("megatron-lm-2021", 1)
+    assert a.pp_s == pytest.approx(b.pp_s, rel=1e-9) and a.pp_s > 0
+
+
+def test_dualpipe_hides_the_pipeline_p2p():
+    # DeepSeek-V3 report Sec. 3.2.1: DualPipe hides both the all-to-all and the PP communication
+    lay = {"tp": 1, "pp": 8, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1, "micro_batch": 1,
+           "recompute": "full"}
+    j = _job("llama-3-8b", "deepseek-hai-llm", seq=4096, batch=64)
+    assert evaluate_one(j, make_cluster("h100-sxm", 64), lay).values.pp_s == 0.0
+
+
+def test_plan_train_json_respects_the_profile(capsys):
+    rc = main(["plan", "train", "--model", "llama-3-70b", "--gpus", "64", "--seq-len", "2048",
+               "--global-batch", "256", "--framework", "llm-foundry", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert all(r["tp"] == 1 and r["pp"] == 1 and r["zero"] in (0, 2, 3) for r in d["top"])
+
+
+def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
+    # DeepSpeed v0.16.0: pipeline engine with TrainSchedule (1F1B only), Ulysses, MoE, ZeRO 1-3;
+    # tensor-parallel training (AutoTP) first in v0.16.4
+    c = _grid("deepspeed")
+    assert set(np.unique(c["tp"]).tolist()) == {1}
+    assert set(np.unique(c["vpp"]).tolist()) == {1}
+    assert c["pp"].max() > 1 and c["cp"].max() > 1
+    assert set(np.unique(c["zero"]).tolist()) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("parallelisms", '["tp", "zero4"]', "a list of tp, sp, pp"),
+    ("pp_p2p_overlap", '"sometimes"', "none, interleaved, all"),
+])
+def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
+    from scalemodel.specs.frameworks import load_frameworks_file
+
+    f = tmp_path / "fw.toml"
+    f.write_text('[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
+                 f'source = "deepspeed-config"\n{field} = {value}\n'
+                 f'{field}_source = "deepspeed-config"\n')
+    with pytest.raises(BadInput, match=needle) as e:
+        load_frameworks_file(str(f))
+    assert "\n" not in str(e.value)
