@@ -48,14 +48,10 @@ class Engine:
 
 def serving_engine_ids() -> list[str]:
     """The bundled profiles plan serve can run (kind = "serving" with the scheduling fields)."""
-    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, framework_ids, get_framework
+    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, engine_ids, get_engine
 
-    out = []
-    for fid in framework_ids():
-        fw = get_framework(fid)
-        if fw.kind == "serving" and all(k in fw.values for k in SERVING_ENGINE_REQUIRED):
-            out.append(fid)
-    return out
+    return [fid for fid in engine_ids()
+            if all(k in get_engine(fid).values for k in SERVING_ENGINE_REQUIRED)]
 
 
 def get_serving_engine(fid: str | None) -> Engine:
