@@ -142,7 +142,7 @@ def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
     from .validate import _pct
 
     table = tuple((r.id, r.source, r.engine, r.model, f"{r.dp} x {r.tp} x {r.gpu}",
-                   r.precision, f"{r.isl}/{r.osl}", r.stream, r.max_batch,
+                   r.precision, f"{r.isl}/{r.osl}", r.stream, r.max_batch, r.metric,
                    f"{r.measured:,.6g}", f"{r.predicted:,.6g}", _pct(r.error)) for r in rows)
     heads = ((Headline("mean absolute error", 100 * s["mape"], "%"),
               Headline("max absolute error", 100 * s["max_ape"], "%")) if rows else ())
@@ -152,8 +152,8 @@ def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
         headlines=heads,
         tables=(_by_source(s),
                 Table("rows", ("id", "source", "engine", "model", "replicas x TP x GPU",
-                               "precision", "ISL/OSL", "stream", "max batch", "measured",
-                               "predicted", "error"), table),
+                               "precision", "ISL/OSL", "stream", "max batch", "metric",
+                               "measured", "predicted", "error"), table),
                 Table("skipped", ("id", "why"), tuple((i, w) for i, w in skipped))),
         text="validation/serving_published.csv: MLPerf Inference submissions, older TensorRT-LLM "
              "tables and engine teams' benchmark posts, each with its source, settings and the "
