@@ -114,6 +114,27 @@ def test_trtllm050_table_read_and_priced(priced, key):
     assert (r.isl, r.osl, r.tp) == (i, o, tp) and r.predicted > 0
 
 
+# TensorRT-LLM blogs/H200launch.md (v0.5.0), H200 FP8 Max throughput:
+# (model, batch, TP, input, output) -> Throughput (out tok/s/GPU)
+H200LAUNCH = {
+    ("13b", 1024, 1, 128, 128): 11819, ("13b", 128, 1, 128, 2048): 4750,
+    ("13b", 64, 1, 2048, 128): 1349, ("70b", 512, 1, 128, 128): 3014,
+    ("70b", 512, 2, 128, 2048): 1654, ("70b", 64, 1, 2048, 128): 341,
+    ("70b", 32, 1, 2048, 128): 303,
+}
+
+
+@pytest.mark.parametrize("key", sorted(H200LAUNCH))
+def test_h200_launch_table_read_and_priced_per_gpu(priced, key):
+    size, bs, tp, i, o = key
+    rid = f"trtllm050-h200-llama-{size}-tp{tp}-bs{bs}-{i}-{o}"
+    row = _rows()[rid]
+    assert float(row["measured"]) == H200LAUNCH[key]
+    assert row["metric"] == "output_tokens_per_s_per_gpu"  # the table's tok/s/GPU
+    r = priced[0][rid]
+    assert (r.isl, r.osl, r.tp, r.max_batch) == (i, o, tp, bs) and r.predicted > 0
+
+
 # SGLang benchmark_vllm_060/README.md, offline results: (request throughput, output token
 # throughput) per engine and model
 SGLANG = {
@@ -142,7 +163,8 @@ def test_by_source_mean_and_max(priced):
         assert g["max_abs_error"] == pytest.approx(max(errs))
         assert g["mean_abs_error"] == pytest.approx(sum(errs) / len(errs))
     assert {g["source"] for g in s["by_source"]} == {
-        "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050"}
+        "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
+        "trtllm-h200-launch-v050"}
 
 
 def test_every_source_key_is_in_sources_serving():
