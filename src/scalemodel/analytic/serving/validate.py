@@ -81,7 +81,8 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                      required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
     """(results, skipped rows with the reason) of a serving validation CSV; ``base`` is the
-    folder model paths are relative to. Optional columns: dp (replicas the figure covers),
+    folder model paths are relative to. Optional columns: ep (experts over that many of the TP
+    ranks), dp (replicas the figure covers),
     max_batch and kv_fraction (what the run set), rate and concurrency (the stream's). A row
     whose isl or osl is empty (the source does not state it) is skipped with its
     length_basis; a malformed number is bad input."""
@@ -107,6 +108,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
         meas = _number(row, "measured")
         tp, pp = _number(row, "tp", int), _number(row, "pp", int)
         dp = _number(row, "dp", int, default=1)
+        ep = _number(row, "ep", int, default=1)
         requests = _number(row, "requests", int)
         max_batch = _number(row, "max_batch", int, default=0) or None
         kv_frac = _number(row, "kv_fraction", default=0.0) or None
@@ -128,7 +130,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
             if kv_frac is not None:  # the fraction the published run set (a flag of that run)
                 eng = replace(eng, kv_fraction=kv_frac)
             prec = precision(row["precision"])
-            lay = ServeLayout(tp, pp, dp=dp)
+            lay = ServeLayout(tp, pp, ep=ep, dp=dp)
             stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc)
             r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream, isl, osl,
                          max_batch=max_batch)
