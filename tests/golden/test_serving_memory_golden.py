@@ -27,7 +27,7 @@ MODELS = ROOT / "validation" / "serving_models"
 
 def test_vllm_064_budget_by_hand():
     """Llama-3.1-8B on an RTX 3090 at max_model_len 20k, as vLLM 0.6.4 sizes it."""
-    m = get_model(str(MODELS / "llama-3.1-8b-instruct.json"))
+    m = get_model(str(ROOT / "validation" / "models" / "llama-3.1-8b.json"))
     r = engine_kv_budget(m, get_gpu("h100-sxm"), engine_id="vllm-0.6.4", util=0.9,
                          max_model_len=20_000, total_bytes=23.58 * GIB)
     weights = 8_030_261_248 * 2  # bf16 parameters of the config
@@ -51,7 +51,7 @@ def test_vllm_064_budget_by_hand():
 def test_vllm_profile_run_grows_with_max_model_len():
     """At 29k the profile pass is larger, the pool smaller, and one 29k sequence no longer
     fits: vLLM refused to start (issue #10517, 1478 blocks = 23,648 tokens < 29,000)."""
-    m = get_model(str(MODELS / "llama-3.1-8b-instruct.json"))
+    m = get_model(str(ROOT / "validation" / "models" / "llama-3.1-8b.json"))
     kw = dict(engine_id="vllm-0.6.4", util=0.9, total_bytes=23.58 * GIB)
     a = engine_kv_budget(m, get_gpu("h100-sxm"), max_model_len=20_000, **kw)
     b = engine_kv_budget(m, get_gpu("h100-sxm"), max_model_len=29_000, **kw)

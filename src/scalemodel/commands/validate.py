@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
                       "runs re-derived without that source's rows (or the statement that none is)")
     mode.add_argument("--serving", action="store_true",
                       help="validate the serving planner instead (validation/serving_runs.csv, "
-                      "and the engines' logged KV capacities)")
+                      "the out-of-sample validation/serving_published.csv, and the engines' "
+                      "logged KV capacities)")
     mode.add_argument("--agreement", action="store_true",
                       help="free search on every row that states its layout: where the team's "
                       "layout ranks, how much faster the pick is predicted and the term why")

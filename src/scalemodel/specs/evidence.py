@@ -183,7 +183,10 @@ def _grouped(name: str, items: dict[str, Any], fields: tuple[str, ...]
 
 
 def _frameworks() -> list[tuple[str, str, str]]:
-    profiles = load_toml("frameworks.toml").get("profiles", {})
+    # training profiles only: the serving engines' fields (their attention family too) are read
+    # by plan serve, not by the training planner this table covers
+    profiles = {k: t for k, t in load_toml("frameworks.toml").get("profiles", {}).items()
+                if t.get("kind") != "serving"}
     out = []
     for f in FRAMEWORK_FIELDS:
         groups: dict[str, list[str]] = {}

@@ -118,7 +118,18 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "scheduler": (_text, "text"),
     "attention_kernels": (_text, "text"),
     "gemm_kernels": (_text, "text"),
+    # how plan serve runs the engine (analytic/serving/engine.py)
+    "attention": FIELDS["attention"],
+    "fp8_checkpoint_kv": (lambda v: v in ("bf16", "fp16", "fp8"), "bf16, fp16 or fp8"),
+    "reserve": (lambda v: v in ("full", "on_demand"), "full or on_demand"),
+    "batch_rule": (lambda v: v in ("profile", "trtllm-bench"), "profile or trtllm-bench"),
+    "chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
+    "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
+    "overhead_s": (_num(0), "seconds >= 0"),
 }
+# what plan serve needs of a serving profile beyond its pool sizing
+SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv",
+                           "overhead_s")
 # every serving profile must say how it sizes its pool
 SERVING_REQUIRED = ("kv_pool", "util_default", "profile_run", "token_budget_default",
                     "max_num_seqs_default", "block_size", "non_torch_bytes")

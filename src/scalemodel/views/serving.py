@@ -125,9 +125,48 @@ def _kv_section(b: Any, res: Any) -> Any:
 
 
 
+def _by_source(s: dict[str, Any]) -> Any:
+    from ..derive import Table
+    from .validate import _pct
+
+    return Table("by source", ("source", "rows", "mean |error|", "max |error|", "lowest",
+                               "highest"),
+                 tuple((g["source"], g["rows"], _pct(g["mean_abs_error"], sign=False),
+                        _pct(g["max_abs_error"], sign=False), _pct(g["min_error"]),
+                        _pct(g["max_error"])) for g in s["by_source"]))
+
+
+def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
+    """The out-of-sample rows (validation/serving_published.csv), every row shown."""
+    from ..derive import Headline, Section, Table
+    from .validate import _pct
+
+    table = tuple((r.id, r.source, r.engine, r.model, f"{r.dp} x {r.tp} x {r.gpu}",
+                   r.precision, f"{r.isl}/{r.osl}", r.stream, r.max_batch, r.metric,
+                   f"{r.measured:,.6g}", f"{r.predicted:,.6g}", _pct(r.error)) for r in rows)
+    heads = ((Headline("mean absolute error", 100 * s["mape"], "%"),
+              Headline("max absolute error", 100 * s["max_ape"], "%")) if rows else ())
+    return Section(
+        f"Other published serving measurements, out of sample ({len(rows)} priced, "
+        f"{len(skipped)} skipped)",
+        headlines=heads,
+        tables=(_by_source(s),
+                Table("rows", ("id", "source", "engine", "model", "replicas x TP x GPU",
+                               "precision", "ISL/OSL", "stream", "max batch", "metric",
+                               "measured", "predicted", "error"), table),
+                Table("skipped", ("id", "why"), tuple((i, w) for i, w in skipped))),
+        text="validation/serving_published.csv: MLPerf Inference submissions, older TensorRT-LLM "
+             "tables and engine teams' benchmark posts, each with its source, settings and the "
+             "engine profile it is priced with. No constant was set from these rows; their "
+             "errors are as they fall. Rows whose lengths the source does not state are "
+             "skipped, with why.")
+
+
 def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
-                      kv: tuple[Any, dict[str, Any]] | None, *, plot: bool = False) -> Any:
-    """``validate --serving``: throughput rows (and the engines' logged KV rows, ``kv``)."""
+                      kv: tuple[Any, dict[str, Any]] | None, *, plot: bool = False,
+                      published: tuple[Any, Any, dict[str, Any]] | None = None) -> Any:
+    """``validate --serving``: throughput rows (and the engines' logged KV rows, ``kv``; the
+    out-of-sample published rows, ``published``)."""
     from ..derive import Headline, Report, Section, Table
     from .validate import _pct
 
@@ -138,10 +177,7 @@ def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
         f"Serving throughput, predicted vs measured ({len(rows)} rows)",
         headlines=(Headline("mean absolute error", 100 * s["mape"], "%"),
                    Headline("max absolute error", 100 * s["max_ape"], "%")),
-        tables=(Table("by source", ("source", "rows", "mean |error|", "lowest", "highest"),
-                      tuple((g["source"], g["rows"], _pct(g["mean_abs_error"], sign=False),
-                             _pct(g["min_error"]), _pct(g["max_error"]))
-                            for g in s["by_source"])),
+        tables=(_by_source(s),
                 Table("rows", ("id", "model", "GPUs", "precision", "ISL/OSL", "max batch",
                                "measured", "predicted", "error"), table)),
         text="Each row is simulated with its engine profile (trtllm-bench's batch tuning, the "
@@ -151,6 +187,11 @@ def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
     data: dict[str, Any] = {"rows": [r.to_dict() for r in rows],
                             "skipped": [{"id": i, "reason": w} for i, w in skipped], **s}
     sections = [sec]
+    if published is not None:
+        p_rows, p_skipped, p_s = published
+        data["published"] = {"rows": [r.to_dict() for r in p_rows],
+                             "skipped": [{"id": i, "reason": w} for i, w in p_skipped], **p_s}
+        sections.append(_published_section(p_rows, p_skipped, p_s))
     if kv is not None:
         kv_rows, kv_s = kv
         data["kv"] = {"rows": [r.to_dict() for r in kv_rows], **kv_s}

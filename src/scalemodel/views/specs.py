@@ -70,13 +70,18 @@ def specs_report(k: str, one: str | None = None) -> Any:
 
         items = [get_framework(i) for i in ([one] if one else framework_ids())]
         default = default_framework_id()
+        train = [f for f in items if f.kind != "serving"]
         rows = tuple((f.id + (" (default)" if f.id == default else ""), f.kind, f.name,
                       f.version, ", ".join(f"{a}={v}" for a, v in
                                            (f.get("attention") or {}).items()),
-                      f.get("kernels"), f.get("schedule"), f.source) for f in items)
+                      f.get("kernels"), f.get("schedule"), f.source) for f in train)
         cols = ("id", "kind", "framework", "version", "attention", "kernels", "schedule",
                 "source")
         data = [f.to_dict() | {"default": f.id == default} for f in items]
+        tables = ((Table("training", cols, rows),) if train else ()) + tuple(
+            _engine_table([f for f in items if f.kind == "serving"]))
+        return Report(f"scalemodel specs {k}", (Section("", tables=tables),),
+                      {"kind": k, "items": data})
     else:
         allsrc = specs.all_sources()
         if one and one not in allsrc:
@@ -87,3 +92,58 @@ def specs_report(k: str, one: str | None = None) -> Any:
         data = [s.__dict__ for s in items]
     return Report(f"scalemodel specs {k}", (Section("", tables=(Table("", cols, rows),)),),
                   {"kind": k, "items": data})
+
+
+# how each engine sizes its KV pool, in words (frameworks.toml kv_pool)
+_KV_POOL = {
+    "util_of_total": "u x total - weights - profile peak - non-torch",
+    "fraction_of_free_after_profile": "f x (total - profile peak - non-torch)",
+    "fraction_of_free_after_load": "f x free once the engine is loaded",
+    "static_fraction": "f x free at start - weights",
+}
+
+
+def _engine_table(engines: list[Any]) -> Any:
+    """Serving engine profiles with their own columns: what the KV fraction is taken of, the
+    token budget, the batch limit and the scheduler."""
+    from ..derive import Table
+
+    if not engines:
+        return ()
+
+    def frac(f: Any) -> str:
+        by = f.get("util_by_tp")
+        u = f"{f.get('util_default'):g}"
+        if by:
+            u += " (by TP: " + ", ".join(f"{t}:{v:g}" for t, v in by.items()) + ")"
+        if f.get("kv_fraction"):
+            u += f"; published runs {f.get('kv_fraction'):g}"
+        return u
+
+    def budget(f: Any) -> str:
+        if f.get("batch_rule") == "trtllm-bench":
+            return "trtllm-bench tuning from the dataset's lengths"
+        b = f"{f.get('token_budget_default'):,}"
+        if f.get("token_budget_rule") == "max_model_len_unless_chunked":
+            b = f"max(max_model_len, {f.get('token_budget_default'):,}) unchunked"
+        if f.get("small_gpu_bytes"):
+            b += (f"; {f.get('small_gpu_token_budget'):,} under "
+                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB")
+        return b
+
+    def sched(f: Any) -> str:
+        res = {"full": "no-evict (whole sequence reserved)",
+               "on_demand": "blocks on demand, preemption"}.get(f.get("reserve"), "-")
+        above = f.get("chunked_prefill_above_len") or 0
+        chunk = ("chunked prefill" if f.get("chunked_prefill") else
+                 f"chunked prefill above {above:,} tokens" if above else "no chunked prefill")
+        return f"{res}; {chunk}"
+
+    rows = tuple((f.id, f.name, f.version, _KV_POOL.get(f.get("kv_pool"), f.get("kv_pool")),
+                  frac(f), budget(f),
+                  "trtllm-bench tuning" if f.get("batch_rule") == "trtllm-bench"
+                  else f"{f.get('max_num_seqs_default'):,}",
+                  f.get("block_size"), sched(f), f.source) for f in engines)
+    return (Table("serving engines (plan serve, kv --framework)",
+                  ("id", "engine", "version", "KV pool", "fraction", "token budget",
+                   "max batch", "block", "scheduler", "source"), rows),)

@@ -1,8 +1,9 @@
-"""A serving engine as the planner runs it: its profile (frameworks.toml, kind = "serving": KV
-pool sizing, token budget, batch size, block size) and the scheduler facts serving.toml adds
-(KV reservation, how the batch limits are chosen, chunking, per-iteration host cost). The KV
-pool itself is analytic/serving_memory.py's ``engine_kv_budget``, the same accounting
-``kv --framework`` prints."""
+"""A serving engine as the planner runs it: its profile (frameworks.toml, kind = "serving"), the
+one home of every engine fact: KV pool sizing, token budget, batch size, block size, and how it
+schedules (KV reservation, how the batch limits are chosen, chunking, the KV dtype of FP8
+checkpoints, attention kernels, per-iteration host cost). The KV pool itself is
+analytic/serving_memory.py's ``engine_kv_budget``, the same accounting ``kv --framework``
+prints."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from ...errors import BadInput
 from ...specs import GPUSpec, ModelSpec
-from .iteration import Precision, ServeLayout, serving_constants
+from .iteration import Precision, ServeLayout
 
 DEFAULT_ENGINE = "vllm-v1"
 
@@ -40,36 +41,39 @@ class Engine:
         return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
 
     def attention_kind(self, gpu: GPUSpec) -> str:
-        """The fused attention family (kernels.toml) the engine runs on this GPU: its
-        serving.toml ``attention`` table by architecture, flash where the table names none."""
+        """The fused attention family (kernels.toml) the engine runs on this GPU: its profile's
+        ``attention`` table by architecture, flash where the table names none."""
         return self.attention.get(gpu.arch or "", "flash")
 
 
 def serving_engine_ids() -> list[str]:
-    return [t["id"] for t in serving_constants()["engines"].values()]
+    """The bundled profiles plan serve can run (kind = "serving" with the scheduling fields)."""
+    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, engine_ids, get_engine
+
+    return [fid for fid in engine_ids()
+            if all(k in get_engine(fid).values for k in SERVING_ENGINE_REQUIRED)]
 
 
 def get_serving_engine(fid: str | None) -> Engine:
-    from ...specs.frameworks import get_framework
+    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, get_framework
 
     fid = fid or DEFAULT_ENGINE
-    table = {t["id"]: t for t in serving_constants()["engines"].values()}
-    if fid not in table:
+    ids = serving_engine_ids()
+    if fid not in ids:
         raise BadInput(f"--framework: {fid!r} is not a serving engine; choose one of "
-                       f"{', '.join(table)}")
+                       f"{', '.join(ids)}")
     fw = get_framework(fid)
-    t = table[fid]
     v = fw.values
+    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction")
     return Engine(
-        id=fid, name=fw.name, version=fw.version, reserve=str(t["reserve"]),
-        batch_rule=str(t["batch_rule"]), chunked_prefill=bool(t["chunked_prefill"]),
-        kv_fraction=float(t["kv_fraction"]) if "kv_fraction" in t else None,
-        overhead_s=float(t["overhead_s"]), block_size=int(v["block_size"]),
+        id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
+        batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
+        kv_fraction=float(v["kv_fraction"]) if "kv_fraction" in v else None,
+        overhead_s=float(v["overhead_s"]), block_size=int(v["block_size"]),
         max_num_seqs=int(v["max_num_seqs_default"]),
-        fp8_checkpoint_kv=str(t["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
-        sources={k.removesuffix("_source"): str(s) for k, s in t.items()
-                 if k.endswith("_source")},
-        profile=fw, attention=dict(t.get("attention", {})))
+        fp8_checkpoint_kv=str(v["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
+        sources={k: fw.sources[k] for k in keys if k in fw.sources},
+        profile=fw, attention=dict(v.get("attention") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

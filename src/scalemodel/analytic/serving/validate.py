@@ -1,6 +1,7 @@
-"""The serving planner against published serving measurements (validation/serving_runs.csv):
-every row is simulated with its engine profile, layout, precision, lengths and stream, and the
-predicted figure compared with the measured one. Nothing is fitted to the rows."""
+"""The serving planner against published serving measurements (validation/serving_runs.csv, and
+the out-of-sample rows of validation/serving_published.csv): every row is simulated with its
+engine profile, layout, precision, lengths and stream, and the predicted figure compared with the
+measured one. Nothing is fitted to the rows."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from ...errors import BadInput
 
 REQUIRED = ("id", "source", "engine", "model", "gpu", "tp", "pp", "precision", "isl", "osl",
             "requests", "stream", "metric", "measured")
-METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s")
+METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+           "output_tokens_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+# the published-measurement file (serving_published.csv) also names where each figure was read
+PUBLISHED_REQUIRED = REQUIRED + ("url", "date", "engine_version", "length_basis", "location")
+STREAMS = ("max-load", "rate", "concurrency")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,10 @@ class ServingRow:
     max_batch: int
     token_budget: int
     kv_capacity_tokens: int
+    dp: int = 1
+    stream: str = "max-load"
+    engine_version: str = ""
+    url: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,10 +58,36 @@ def _model(ref: str, base: Path) -> Any:
     return get_model(ref)
 
 
-def validate_serving(text: str, base: Path, only: set[str] | None = None
+def _number(row: dict[str, str], key: str, kind: type = float, *, default: Any = None) -> Any:
+    """A numeric field; empty gives ``default``; anything else unreadable is bad input."""
+    raw = (row.get(key) or "").strip()
+    if not raw:
+        if default is None:
+            raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: column {key!r} "
+                           "is empty")
+        return default
+    try:
+        v = kind(raw)
+    except ValueError:
+        raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: column {key!r} is "
+                       f"not a{'n integer' if kind is int else ' number'} ({raw!r})") from None
+    if not v == v or v < 0:  # NaN or negative
+        raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: column {key!r} must "
+                       f"be a non-negative number, got {raw!r}")
+    return v
+
+
+def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
+                     required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
     """(results, skipped rows with the reason) of a serving validation CSV; ``base`` is the
-    folder model paths are relative to."""
+    folder model paths are relative to. Optional columns: ep (experts over that many of the TP
+    ranks), dp (replicas the figure covers),
+    max_batch and kv_fraction (what the run set), rate and concurrency (the stream's). A row
+    whose isl or osl is empty (the source does not state it) is skipped with its
+    length_basis; a malformed number is bad input."""
+    from dataclasses import replace
+
     from ...specs import get_gpu
     from .engine import get_serving_engine
     from .iteration import ServeLayout, precision
@@ -61,7 +96,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None
 
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     rd = csv.DictReader(io.StringIO("\n".join(lines)))
-    missing = [k for k in REQUIRED if k not in (rd.fieldnames or [])]
+    missing = [k for k in required if k not in (rd.fieldnames or [])]
     if missing:
         raise BadInput(f"serving validation CSV: missing column(s) {', '.join(missing)}")
     out: list[ServingRow] = []
@@ -70,31 +105,56 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None
         rid = row["id"]
         if only and rid not in only:
             continue
+        meas = _number(row, "measured")
+        tp, pp = _number(row, "tp", int), _number(row, "pp", int)
+        dp = _number(row, "dp", int, default=1)
+        ep = _number(row, "ep", int, default=1)
+        requests = _number(row, "requests", int)
+        max_batch = _number(row, "max_batch", int, default=0) or None
+        kv_frac = _number(row, "kv_fraction", default=0.0) or None
+        rate = _number(row, "rate", default=0.0)
+        conc = _number(row, "concurrency", int, default=0)
+        if not (row.get("isl") or "").strip() or not (row.get("osl") or "").strip():
+            skipped.append((rid, "input or output length not stated by the source: "
+                                 + (row.get("length_basis") or "no length_basis given")))
+            continue
+        isl, osl = _number(row, "isl", int), _number(row, "osl", int)
         try:
             if row["metric"] not in METRICS:
                 raise BadInput(f"metric {row['metric']!r} is not one of {', '.join(METRICS)}")
+            if row["stream"] not in STREAMS:
+                raise BadInput(f"stream {row['stream']!r} is not one of {', '.join(STREAMS)}")
             gpu = get_gpu(row["gpu"])
             m = _model(row["model"], base)
             eng = get_serving_engine(row["engine"])
+            if kv_frac is not None:  # the fraction the published run set (a flag of that run)
+                eng = replace(eng, kv_fraction=kv_frac)
             prec = precision(row["precision"])
-            lay = ServeLayout(int(row["tp"]), int(row["pp"]))
-            stream = Stream(row["stream"] if row["stream"] != "max-load" else "max-load",
-                            int(row["requests"]))
-            r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream,
-                         int(row["isl"]), int(row["osl"]))
+            lay = ServeLayout(tp, pp, ep=ep, dp=dp)
+            stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc)
+            r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream, isl, osl,
+                         max_batch=max_batch)
         except BadInput as e:
             skipped.append((rid, str(e)))
             continue
         except ValueError as e:
             skipped.append((rid, f"unreadable field ({e})"))
             continue
-        meas = float(row["measured"])
         pred = float(getattr(r, row["metric"]))
         out.append(ServingRow(rid, row["source"], eng.id, m.id, gpu.id, lay.tp, lay.pp,
-                              prec.name, int(row["isl"]), int(row["osl"]), row["metric"], meas,
-                              pred, pred / meas - 1, r.max_batch, r.token_budget,
-                              r.kv_capacity_tokens))
+                              prec.name, isl, osl, row["metric"], meas, pred,
+                              pred / meas - 1 if meas else float("inf"), r.max_batch,
+                              r.token_budget, r.kv_capacity_tokens, dp=lay.dp,
+                              stream=row["stream"], engine_version=row.get("engine_version", ""),
+                              url=row.get("url", "")))
     return out, skipped
+
+
+def validate_published(text: str, base: Path, only: set[str] | None = None
+                       ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
+    """validation/serving_published.csv: the same pricing, with each row's provenance columns
+    required."""
+    return validate_serving(text, base, only, required=PUBLISHED_REQUIRED)
 
 
 def summary(rows: list[ServingRow]) -> dict[str, Any]:
@@ -105,5 +165,6 @@ def summary(rows: list[ServingRow]) -> dict[str, Any]:
     return {"row_count": len(rows), "mape": sum(errs) / len(errs) if errs else float("nan"),
             "max_ape": max(errs) if errs else float("nan"),
             "by_source": [{"source": k, "rows": len(v), "mean_abs_error":
-                           sum(map(abs, v)) / len(v), "min_error": min(v), "max_error": max(v)}
+                           sum(map(abs, v)) / len(v), "max_abs_error": max(map(abs, v)),
+                           "min_error": min(v), "max_error": max(v)}
                           for k, v in by.items()]}
