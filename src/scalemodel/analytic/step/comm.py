@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...specs import ModelSpec
-from .attention import AttentionTerms
+from .attention import AttentionTerms, sdpa_kv_width
 from .candidates import Candidates, unique_rows
 from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
 from .layers import LayerCompute
@@ -191,6 +191,10 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
     m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
     kv_bytes = c.e_a * c.b * (c.S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else c.e_a * c.b * (c.S / cp) * ms.kv_dim
+    if profile_value(c.job, "cp_kv_heads", "kv") == "query" and not m.kv_lora_rank:
+        # K and V repeated to every query head before the call (torchtitan's repeat_kv): the
+        # exchange moves the repeated tensors, split over TP like the query heads
+        kv_bytes = c.e_a * c.b * (c.S / cp) * sdpa_kv_width(c) / tp
     mode = profile_value(c.job, "cp_exchange", "ring")
     r_cp = ranks_per_node(tp, cp, c.dom)
     if mode == "all_to_all":
