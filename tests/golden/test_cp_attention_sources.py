@@ -90,3 +90,22 @@ def test_default_merge_stays_sixteen_bit():
     m_f, m_b = cp_merge_time(c)
     assert m_f == pytest.approx(6 * 32768 * 4096 / 1e12)
     assert m_b == pytest.approx(6 * 32768 * (4096 + 2048) / 1e12)
+
+
+def test_torch_cp_exchange_bytes_per_step():
+    # torchtitan-2024-12, Llama 3 8B, 131,072 tokens over CP4 (32,768 per rank, no TP), one layer:
+    # K and V repeated to 32 heads: 2 B x 32,768 x (4,096 + 4,096) = 536,870,912 B per rank.
+    # Forward: the all-gather brings the other 3 ranks' K/V; backward the same again; dK, dV in
+    # fp32 go to the next rank after each of the 4 calls: 4 x 536,870,912 / 2 x 4 B.
+    from scalemodel.analytic.planner import make_cluster, make_job, search
+    from scalemodel.specs import get_model
+
+    kv = 2 * 32768 * (4096 + 4096)
+    per_layer = 2 * 3 * kv + 4 * (kv // 2 * 4)
+    _, s = job_settings("torchtitan-2024-12", "h100-sxm-hbm2e-500w")
+    job = make_job(get_model("llama-3-8b"), seq_len=131072, global_batch_seqs=2,
+                   precision="fp8", **s)
+    lay = {"tp": 1, "pp": 1, "dp": 2, "cp": 4, "ep": 1, "zero": 3, "vpp": 1,
+           "micro_batch": 1, "recompute": "full"}
+    best = search(job, make_cluster("h100-sxm-hbm2e-500w", 8), lay, top=0).best.values
+    assert float(best.cp_bytes) == pytest.approx(32 * per_layer, rel=1e-9)
