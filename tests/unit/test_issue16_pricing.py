@@ -147,8 +147,13 @@ def test_cp_exchange_by_framework():
     m, ul = _cp_run("deepspeed")
     per = 2 * 3 / 4 * 2 * (32768 / 4) * (4096 + 2 * 1024 + 4096)
     assert np.isclose(float(ul.cp_bytes), 4 * 32 * per)
-    # ring and all-gather send (cp - 1) chunks of K, V forward and twice that backward:
-    # 3 x 3 x 2 B x 8192 x 2048 per layer
-    for fid in ("megatron-core", "torchtitan"):
-        _, v = _cp_run(fid)
-        assert np.isclose(float(v.cp_bytes), 4 * 32 * 3 * 3 * 2 * 8192 * 2048)
+    # ring (Transformer Engine p2p) sends (cp - 1) chunks of K, V forward and twice that
+    # backward: 3 x 3 x 2 B x 8192 x 2048 per layer
+    _, v = _cp_run("megatron-core")
+    assert np.isclose(float(v.cp_bytes), 4 * 32 * 3 * 3 * 2 * 8192 * 2048)
+    # torch's context_parallel (torchtitan): K, V repeated to the 32 query heads (repeat_kv),
+    # 2 B x 8192 x (4096 + 4096) per chunk; the all-gather brings 3 chunks forward and 3 again
+    # backward, and dK, dV in fp32 go to the next rank after each of the 4 backward calls
+    kv = 2 * 8192 * (4096 + 4096)
+    _, v = _cp_run("torchtitan")
+    assert np.isclose(float(v.cp_bytes), 4 * 32 * (2 * 3 * kv + 4 * (kv // 2 * 4)))

@@ -73,16 +73,38 @@ def test_a_borrow_needs_a_note_and_a_measured_lender():
     assert e.borrowed_from == "hopper" and e.borrow_note == "why"
 
 
-def test_b200_borrows_the_h100_curve_and_the_derivation_says_so():
-    # kernels.toml: blackwell has no FlashAttention-2 measurement and borrows hopper's, so the
+def test_mi300x_borrows_the_h100_curve_and_the_derivation_says_so():
+    # kernels.toml: cdna3 has no FlashAttention-2 measurement and borrows hopper's, so the
     # fractions of peak are the H100 ones (FlashAttention-3 paper Fig. 5: 335 / 989.4 at 16k)
-    assert attention_efficiency(get_gpu("b200"), 16384) == pytest.approx(335 / 989.4, rel=1e-9)
+    assert attention_efficiency(get_gpu("mi300x"), 16384) == pytest.approx(335 / 989.4, rel=1e-9)
+    from scalemodel.analytic.planner import derive_row
+
+    job = make_job(get_model("llama-3-8b"), seq_len=4096, global_batch_seqs=64)
+    res = search(job, make_cluster("mi300x", 16), top=0)
+    text = json.dumps(derive_row(res, res.best).to_dict())
+    assert "Borrowed curve: FlashAttention-2 on cdna3: borrows hopper" in text
+    assert "Borrowed GEMM tile: cdna3 uses hopper" in text
+
+
+def test_b200_attention_is_measured_not_borrowed():
+    # cudnn-frontend SDPA benchmark (commit f937055, sdpa_benchmark_results_NVIDIA_B200.csv,
+    # B200, bf16, causal, head dim 128): flash-attn 2.7.3 forward 428.611 TFLOP/s at 16k,
+    # cuDNN (pyt_cudnn) 1358.566 forward and 1074.499 backward; B200 dense bf16 peak 2250
+    b200 = get_gpu("b200")
+    assert attention_efficiency(b200, 16384) == pytest.approx(428.611 / 2250, rel=1e-3)
+    assert attention_efficiency(b200, 16384, kind="flash3") == pytest.approx(1358.566 / 2250,
+                                                                             rel=1e-3)
+    assert attention_efficiency(b200, 16384, kind="flash3", backward=True) == pytest.approx(
+        1074.499 / 2250, rel=1e-3)
+    # only the causal mask is measured: the unmasked call is read at the causal rate
+    assert attention_efficiency(b200, 32768, kind="flash3", causal=False) == pytest.approx(
+        1435.072 / 2250, rel=1e-3)
     from scalemodel.analytic.planner import derive_row
 
     job = make_job(get_model("llama-3-8b"), seq_len=4096, global_batch_seqs=64)
     res = search(job, make_cluster("b200", 16), top=0)
     text = json.dumps(derive_row(res, res.best).to_dict())
-    assert "Borrowed curve: FlashAttention-2 on blackwell: borrows hopper" in text
+    assert "Borrowed curve" not in text
     assert "Borrowed GEMM tile: blackwell uses hopper" in text
 
 
@@ -90,7 +112,7 @@ def test_flash3_on_ampere_is_one_line_naming_the_file(capsys):
     rc = main(["plan", "train", "--model", "llama-3-8b", "--gpu", "a100-sxm-80gb", "--gpus", "8",
                "--attention", "flash3"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "kernels.toml [attention.fa3] has: hopper" in err[0]
+    assert rc == 2 and len(err) == 1 and "kernels.toml [attention.fa3] has: blackwell, hopper" in err[0]
 
 
 def test_gpu_latency_on_b200_borrows_hopper(capsys):

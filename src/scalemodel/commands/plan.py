@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
                    default=None,
                    help="attention kernel (default: the framework's for the GPU's "
                         "architecture): flash (FlashAttention-2 class), flash3 "
-                        "(FlashAttention-3 / cuDNN, Hopper only), triton (the older Triton "
+                        "(FlashAttention-3 / cuDNN on Hopper, cuDNN on Blackwell), triton (the older Triton "
                         "FlashAttention kernel, 1.8x slower) or unfused (scores in HBM)")
     t.add_argument("--kernels", choices=["fused", "eager"], default=None,
                    help="elementwise kernels (default: the framework's): fused "

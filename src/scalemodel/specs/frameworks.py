@@ -47,6 +47,13 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "cp_impl": (lambda v: isinstance(v, str), "text"),
     "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
                     "ring, all_gather or all_to_all"),
+    "cp_merge_bytes": (lambda v: isinstance(v, dict)
+                       and set(v) == {"fwd_out", "fwd_kv", "bwd_q", "bwd_kv"}
+                       and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                               and x >= 0 for x in v.values()),
+                       "a table fwd_out, fwd_kv, bwd_q, bwd_kv = bytes >= 0 per element"),
+    "cp_kv_heads": (lambda v: v in ("kv", "query"), "kv or query"),
+    "cp_grad_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per dK/dV element sent)"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(str(x).partition(":")[0] in ("none", "selective", "full", "op")
                                   for x in v),
@@ -301,6 +308,14 @@ def get_engine(fid: str | Framework) -> Framework:
     return fw
 
 
+def _has_attention_entry(kind: str, arch: str | None) -> bool:
+    """Whether kernels.toml's family for an ``--attention`` kind has an entry (measured or
+    borrowing) for ``arch``."""
+    from .kernels import attention_family
+
+    return isinstance(attention_family(kind)[1].get(arch or ""), dict)
+
+
 def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
                 kernels: str | None = None) -> tuple[Framework, dict[str, str]]:
     """The profile and the attention / kernels a job runs on ``gpu`` (an id or a GPUSpec):
@@ -314,8 +329,8 @@ def job_kernels(fid: str | None, gpu: Any, *, attention: str | None = None,
                                                     if f.kind == "training"))
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
     att, _ = fw.attention_for(getattr(g, "arch", None))
-    if att == "flash3" and getattr(g, "arch", None) != "hopper":
-        att = "flash"  # FA-3 class kernels are Hopper-only; the profile's Ampere-class entry
+    if att == "flash3" and not _has_attention_entry("flash3", getattr(g, "arch", None)):
+        att = "flash"  # no FA-3-class curve on this architecture (kernels.toml): the FA-2 class
     return fw, {"attention": attention or att, "kernels": kernels or fw.get("kernels") or "fused"}
 
 

@@ -45,11 +45,13 @@ class AttentionCurve:
 
 def _measured_curve(family: str, label: str, arch: str, d: dict[str, Any],
                     head_dim: float) -> AttentionCurve:
-    """A measured entry: the curve of the head dim nearest ``head_dim`` (log distance)."""
+    """A measured entry: the curve of the head dim nearest ``head_dim`` (log distance). An entry
+    measured with the causal mask only (``bwd_causal_tflops``, no ``*_full_tflops``) takes the
+    unmasked rate equal to the causal one (kernels.toml says so in its note)."""
     cv = min(d["curves"], key=lambda c: abs(math.log2(float(c["head_dim"]) / head_dim)))
     fc = np.asarray(cv["fwd_causal_tflops"], dtype=np.float64)
-    ff = np.asarray(cv["fwd_full_tflops"], dtype=np.float64)
-    bf = np.asarray(cv["bwd_full_tflops"], dtype=np.float64)
+    ff = np.asarray(cv.get("fwd_full_tflops", cv["fwd_causal_tflops"]), dtype=np.float64)
+    bf = np.asarray(cv.get("bwd_full_tflops", cv.get("bwd_causal_tflops")), dtype=np.float64)
     fwd_full, bwd_full = ff / d["peak_tflops"], bf / d["peak_tflops"]
     mask = fc / ff  # what the causal mask costs at each length
     return AttentionCurve(family, label, arch, np.log2(np.asarray(cv["lengths"], dtype=np.float64)),
@@ -192,6 +194,34 @@ class AttentionTerms:
         return self.in_proj_b + self.out_proj_b
 
 
+def sdpa_kv_width(c: Candidates) -> Any:
+    """Per-token width of K and V (together) as the attention call receives them: the model's
+    KV heads, or, where the framework repeats them to every query head before the call
+    (frameworks.toml cp_kv_heads = query: torchtitan's repeat_kv), the query heads'."""
+    if profile_value(c.job, "cp_kv_heads", "kv") == "query" and not c.m.kv_lora_rank:
+        return c.ms.qk_dim + c.ms.v_dim
+    return c.ms.kv_dim
+
+
+def cp_merge_time(c: Candidates) -> tuple[Any, Any]:
+    """(forward, backward) seconds of the memory-bound work around each of the cp - 1 extra CP
+    calls of one layer: merging the partial output into the running one (online softmax) and,
+    backward, accumulating dq, dk, dv. Bytes per element from the framework profile
+    (frameworks.toml cp_merge_bytes: per output element and per K/V element forward, per dq
+    and per dk/dv element backward), else planner.toml [attention] cp_merge_bytes (16-bit:
+    read the partial, read and write the accumulator) on the output and on dq, dk, dv."""
+    ms, tp = c.ms, c.tp
+    mb = profile_value(c.job, "cp_merge_bytes", None)
+    if mb is None:
+        base = float(constants()["attention"]["cp_merge_bytes"])
+        mb = {"fwd_out": base, "fwd_kv": 0.0, "bwd_q": base, "bwd_kv": base}
+    kv_w = sdpa_kv_width(c)
+    tok = c.T / tp
+    m_f = tok * (mb["fwd_out"] * ms.v_dim + mb["fwd_kv"] * kv_w) / c.hbm
+    m_b = tok * (mb["bwd_q"] * ms.qk_dim + mb["bwd_kv"] * kv_w) / c.hbm
+    return m_f, m_b
+
+
 def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
     """FlashAttention-class kernel: causal half executed, backward backward_flop_factor x the
     forward; under CP each of the cp - 1 extra calls merges its partial output into the running
@@ -203,8 +233,7 @@ def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
         cp = np.ones_like(cp)
     d_f, o_f, d_b, o_b = cp_blocks(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
                                    ms.qk_dim / c.m.n_heads)
-    merge = float(constants()["attention"]["cp_merge_bytes"]) * c.T / tp  # per extra call
-    m_f, m_b = merge * ms.v_dim / c.hbm, merge * (ms.qk_dim + ms.kv_dim) / c.hbm
+    m_f, m_b = cp_merge_time(c)
     o_f, o_b = o_f + m_f, o_b + m_b
     return d_f + (cp - 1) * o_f, d_b + (cp - 1) * o_b, (d_f, o_f), (d_b, o_b)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...specs import ModelSpec
-from .attention import AttentionTerms
+from .attention import AttentionTerms, sdpa_kv_width
 from .candidates import Candidates, unique_rows
 from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
 from .layers import LayerCompute
@@ -182,15 +182,21 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
 
     * ring (Transformer Engine p2p): cp - 1 K/V transfers, each beside one attention call
       (:func:`_ring_exposed`); backward K, V and the travelling dK, dV;
-    * all_gather (torchtitan's default rotate method, Llama 3's CP): every chunk's K/V gathered
-      while the local (diagonal) call runs; backward the gather again and a reduce-scatter of
-      dK, dV beside the diagonal backward call;
+    * all_gather (torchtitan's default rotate method, torch's context_parallel): every chunk's
+      K/V gathered while the local (diagonal) call runs; backward the gather again beside the
+      diagonal call, and dK, dV passed to the next rank after every call (in the profile's
+      cp_grad_bytes per element: torch accumulates them in fp32), each hidden behind the next
+      call, the last exposed;
     * all_to_all (DeepSpeed Ulysses): Q, K, V re-split from sequence to heads before the
       attention and the output back after it, and the mirror in the backward, none of it beside
       compute (each waits on its data)."""
     m, ms, tp, cp = c.m, c.ms, c.tp, c.cp
     kv_bytes = c.e_a * c.b * (c.S / cp) * ms.kv_dim / np.minimum(tp, max(m.n_kv_heads, 1)) \
         if not m.kv_lora_rank else c.e_a * c.b * (c.S / cp) * ms.kv_dim
+    if profile_value(c.job, "cp_kv_heads", "kv") == "query" and not m.kv_lora_rank:
+        # K and V repeated to every query head before the call (torchtitan's repeat_kv): the
+        # exchange moves the repeated tensors, split over TP like the query heads
+        kv_bytes = c.e_a * c.b * (c.S / cp) * sdpa_kv_width(c) / tp
     mode = profile_value(c.job, "cp_exchange", "ring")
     r_cp = ranks_per_node(tp, cp, c.dom)
     if mode == "all_to_all":
@@ -201,8 +207,16 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
     if mode == "all_gather":
         ag = collective_time("all_gather", kv_bytes * cp, cp, r_cp, c.cl)
         f_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_f[0]), 0.0)
-        b_exp = np.where(cp > 1, np.maximum(0.0, 2 * ag - a.blk_b[0]), 0.0)
-        return kv_bytes, ag, 2 * ag, f_exp, b_exp, 3 * (cp - 1) * kv_bytes
+        # backward: the gather again beside the diagonal call; dK, dV travel the ring one step
+        # per call (torch's dkv rotater is all-to-all, a permute to the next rank), each waited
+        # for after the next call, the last one right after the loop (nothing beside it)
+        g_bytes = kv_bytes / c.e_a * float(profile_value(c.job, "cp_grad_bytes", c.e_a))
+        t_g = collective_time("send_recv", g_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
+        b_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_b[0])
+                         + (cp - 1) * np.maximum(0.0, t_g - a.blk_b[1]) + t_g, 0.0)
+        b_raw = np.where(cp > 1, ag + cp * t_g, 0.0)
+        return (kv_bytes, ag, b_raw, f_exp, b_exp,
+                np.where(cp > 1, 2 * (cp - 1) * kv_bytes + cp * g_bytes, 0.0))
     step = collective_time("send_recv", kv_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
     return (kv_bytes, (cp - 1) * step, 2 * (cp - 1) * step, _ring_exposed(cp, step, a.blk_f),
             _ring_exposed(cp, 2 * step, a.blk_b), 3 * (cp - 1) * kv_bytes)
