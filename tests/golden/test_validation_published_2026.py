@@ -43,13 +43,16 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     rows came in, and 23.8% / 118.9% after the issue-16 pricing, the NeMo 24.03 profile of the
     long-context rows and partial recompute (max: Qwen3-30B-A3B on 8 B200 at micro-batch 1,
     25.11); 22.0% / 118.9% once the torchtitan 2024-12 rows ran on their own part
-    (h100-sxm-hbm2e-500w, HBM 2.4 TB/s). Limits: the later values plus about 2 points (the issue's target for runs not seen
-    is 12% mean; these rows show how far it is)."""
+    (h100-sxm-hbm2e-500w, HBM 2.4 TB/s); 23.3% / 125.2% once fp8 runs count Transformer
+    Engine's 1-byte saved Linear inputs (memory only: Qwen3-30B-A3B on 16 H100, 25.11, is no
+    longer forced to full recompute, and its step-time miss shows whole; docs/planner.md "fp8
+    saved inputs"). Limits: the later values plus about 2 points (the issue's target for runs
+    not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 39
     s = summary(results)
     assert s["mape"] < 0.26
-    assert s["max_ape"] < 1.21
+    assert s["max_ape"] < 1.28
 
 
 def test_nemo_full_attention_convention():
