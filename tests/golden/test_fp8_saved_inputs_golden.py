@@ -15,6 +15,8 @@ Sources, read at the named versions:
 The expected bytes are derived below from those saved-tensor lists; nothing is copied from the
 code's own output."""
 
+import json
+
 import pytest
 
 from scalemodel.analytic.memory import (
@@ -125,3 +127,24 @@ def test_expandable_segments_launcher_leaves_no_allocator_slack():
         gpu.hbm_bytes - r - n * nccl, rel=1e-12)
     assert float(usable_memory(gpu.hbm_bytes, n, "nemo-26.04")) == pytest.approx(
         (gpu.hbm_bytes - r - n * nccl) / 1.05, rel=1e-12)
+
+
+def test_memory_command_counts_the_fp8_inputs_as_plan_train_does():
+    # `scalemodel memory --precision fp8` reads the same profile field as the step model: under
+    # megatron-core the Llama 3 8B layer keeps (2 h - o + f) bytes per token less than in bf16
+    # (derived above), 32 layers, one micro-batch of 4096 tokens in flight at PP 1.
+    from scalemodel.analytic.layout import TrainLayout
+    from scalemodel.analytic.memory import memory_report
+    from scalemodel.errors import BadInput
+
+    m = get_model("llama-3-8b")
+    lay = TrainLayout(tp=1, pp=1, dp=8, zero=1, micro_batch=1, recompute="none")
+    kw = dict(seq_len=4096, gpu=get_gpu("h100-sxm"), attention="flash3", kernels="fused",
+              framework="megatron-core")
+    bf16 = memory_report(m, lay, precision="bf16", **kw)
+    fp8 = memory_report(m, lay, precision="fp8", **kw)
+    saved = bf16.breakdown["activations"] - fp8.breakdown["activations"]
+    assert saved == pytest.approx((2 * 4096 - 4096 + 14336) * 4096 * 32, rel=1e-9)
+    assert "fp8 Linears keep 1 B" in json.dumps(fp8.derivation.to_dict())
+    with pytest.raises(BadInput, match="--precision"):
+        memory_report(m, lay, precision="fp16", **kw)

@@ -618,6 +618,12 @@ def communicators(tp: Any, pp: Any, dp: Any, cp: Any = 1, ep: Any = 1) -> Any:
     return ((tp > 1).astype(np.float64) + (pp > 1) + (dp * cp > 1) + (cp > 1) + (ep > 1))
 
 
+def _fp8(precision: str) -> bool:
+    if precision not in ("bf16", "fp8"):
+        raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
+    return precision == "fp8"
+
+
 def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     """(bytes per element a Linear keeps of its input for the weight gradient, its source):
     the 16-bit input (2) unless the run is fp8 and the framework profile's fp8 Linears keep
@@ -738,13 +744,16 @@ def memory_report(
     attention: str = "unfused",
     kernels: str = "fused",
     framework: str | None = None,
+    precision: str = "bf16",
 ) -> MemoryReport:
     """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
     kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
     defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
-    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`)."""
+    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`) and,
+    with ``precision`` fp8, what its fp8 Linears keep of their inputs
+    (:func:`linear_input_bytes`)."""
     validate_layout(m, lay, seq_len, microbatches)
-    ks = kernel_saves(kernels, attention)
+    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)))
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
@@ -874,6 +883,10 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
         parts.append("K and V repeated to the query heads")
     if m.is_moe:
         parts.append("per routed copy: input 2h, expert MLP, output 2h")
+    if ks.linear_input != 2:
+        src = ks.source_of("linear_input")
+        parts.append(f"fp8 Linears keep {ks.linear_input:g} B per element of their inputs "
+                     f"(QKV, proj, fc1, fc2, experts){' [' + cite(src) + ']' if src else ''}")
     return f"{ks.kernels} kernels, {ks.attention} attention: " + "; ".join(parts)
 
 
@@ -1093,6 +1106,7 @@ def find_min_gpus(
     framework: str | None = None,
     attention: str = "unfused",
     kernels: str = "fused",
+    precision: str = "bf16",
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
     stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
@@ -1105,7 +1119,8 @@ def find_min_gpus(
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     node = int(assumption("gpus_per_node").value)
-    sm = static_model(m, kernel_saves(kernels, attention))
+    sm = static_model(m, kernel_saves(kernels, attention,
+                                      *linear_input_bytes(framework, _fp8(precision))))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]

@@ -11,8 +11,7 @@ import numpy as np
 
 from ...specs import optimizer
 from ...specs.saved_tensors import kernel_saves
-from ..memory import (communicators, linear_input_bytes, training_bytes, usable_memory,
-                      with_kernels)
+from ..memory import communicators, linear_input_bytes, training_bytes, usable_memory, with_kernels
 from .candidates import Candidates
 from .pipeline import StageTerms, dualpipe
 
