@@ -94,6 +94,9 @@ def test_which_frameworks_keep_fp8_inputs():
     assert linear_input_bytes("nemo-26.02", True)[0] == 1.0  # extends megatron-core
     assert linear_input_bytes("torchtitan", True)[0] == 2.0  # torchao keeps input_hp
     assert linear_input_bytes("deepspeed", True)[0] == 2.0  # no fp8 recipe, no field
+    # DeepSeek-V3 report Sec. 3.3.3: Linear inputs cached in fp8 (HAI-LLM, not TE)
+    assert linear_input_bytes("deepseek-hai-llm", True) == (1.0, "deepseek-2024-v3-report")
+    assert linear_input_bytes("megatron-lm-2021", True)[0] == 2.0  # no fp8 in 2021
     assert linear_input_bytes("megatron-core", False)[0] == 2.0  # bf16 runs are unchanged
     assert linear_input_bytes("megatron-core", True)[1] == "te-linear-fp8-saved-input"
 
