@@ -38,7 +38,8 @@ def jobs(draw):
         recompute=draw(st.sampled_from(("none", "selective", "full"))))
     flags = ("--attention", draw(st.sampled_from(("flash", "flash3", "unfused"))),
              "--kernels", draw(st.sampled_from(("fused", "eager"))),
-             "--framework", draw(st.sampled_from(("megatron-core", "torchtitan", "deepspeed"))))
+             "--framework", draw(st.sampled_from(("megatron-core", "torchtitan", "deepspeed"))),
+             "--precision", draw(st.sampled_from(("bf16", "fp8"))))
     return mid, lay, flags
 
 

@@ -137,13 +137,18 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     drop = 1 if m.dropout else 0
     n_norm = m.norms_per_layer
     norm_b, stats, keep_in = _norm_bytes(m, ks)
-    # norms, the attention and MLP inputs (the norms' outputs), dropout masks after o and fc2
-    rep = n_norm * (norm_b * h + stats) + 2 * h * min(n_norm, 2) + ks.dropout_mask * 2 * h * drop
     q, k, v, o = _attention_widths(m)
     mla = bool(m.kv_lora_rank)
+    lin = ks.linear_input
+    shared = (m.shared_ffn or m.n_shared_experts * m.moe_ffn) if moe_layer else 0
+    # norms, the attention and MLP inputs (the norms' outputs), dropout masks after o and fc2
+    rep = (n_norm * (norm_b * h + stats) + _norm_out_bytes(m, moe_layer, lin, shared) * h
+           + ks.dropout_mask * 2 * h * drop)
     if mla:
         rep += 2 * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents
-    split = 2 * (q + o)
+    # the attention output: kept 16-bit by a fused attention kernel for its own backward, and
+    # by the output projection (the same tensor at 2 B; its own fp8 copy at 1 B)
+    split = 2 * q + _kept(lin, 0 if ks.scores else 1, 1) * o
     kv = 2 * (k + v)
     if ks.kv_repeat and not mla and m.n_kv_heads < m.n_heads:
         split += 2 * 2 * m.q_dim  # repeat_kv: K and V kept at the query heads' width
@@ -156,12 +161,13 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
         kv_stats = ks.norm_stats * (1 if m.qk_norm_full else m.n_kv_heads)
         split += (ks.norm_input + ks.norm_upcast) * q + qk_stats
         kv += (ks.norm_input + ks.norm_upcast) * k + kv_stats
-    mlp_k = ks.swiglu if m.gated_mlp else 4
+    # the MLP's fc1 output kept by the activation, the activation's output kept by fc2 (at the
+    # Linear's input bytes)
+    mlp_k = (ks.swiglu if m.gated_mlp else 4) - 2 + lin
     if moe_layer:
-        shared = m.shared_ffn or m.n_shared_experts * m.moe_ffn
-        # per routed copy: the dispatched input, the expert MLP, and the expert output kept by
-        # the multiply with its routing weight (Megatron's unpermute)
-        split += m.top_k * (2 * h + mlp_k * m.moe_ffn + 2 * h) + mlp_k * shared
+        # per routed copy: the dispatched input (kept by the expert fc1), the expert MLP, and the
+        # expert output kept by the multiply with its routing weight (Megatron's unpermute)
+        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + 2 * h) + mlp_k * shared
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
         split += mlp_k * m.ffn
@@ -175,11 +181,38 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     # with the attention kernel's output; 16-bit, per token
     op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
     return ActCoeffs(rep=rep, split=split, kv=kv, scores=scores, full=2 * h, op=op, lse=lse,
-                     overlap=keep_in * h, mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm))
+                     overlap=keep_in * h,
+                     mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm, lin))
 
 
-def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm: int
-                  ) -> tuple[tuple[float, float, float], ...]:
+def _kept(lin: float, n16: int, n_linears: int) -> float:
+    """Bytes per element kept of a 16-bit tensor that ``n16`` other kernels keep as it is and
+    ``n_linears`` Linears keep as their input: one 16-bit copy when the Linears keep the tensor
+    itself (``lin`` = 2), otherwise the 16-bit copy where another kernel keeps it plus one
+    ``lin``-byte copy per Linear (Transformer Engine's fp8 Linears each keep their own cast)."""
+    if lin >= 2:
+        return 2.0 if n16 or n_linears else 0.0
+    return (2.0 if n16 else 0.0) + n_linears * lin
+
+
+def _norm_out_bytes(m: ModelSpec, moe_layer: bool, lin: float, shared: float) -> float:
+    """Bytes per element of h kept of the norms' outputs (the attention and MLP inputs).
+
+    The input norm's output feeds the QKV projection (with MLA the two down-projections when
+    q has a LoRA rank). The pre-MLP norm's output feeds fc1 on a dense layer; on an MoE layer
+    the router (a 16-bit Linear: frameworks.toml fp8_bf16_modules) keeps it as it is, and the
+    shared experts' fc1 keeps its own copy. A model with one norm per layer feeds both blocks
+    from it. With ``lin`` = 2 this is 2 B per norm, Korthikanti et al.'s count."""
+    n_in = 2 if m.kv_lora_rank and m.q_lora_rank else 1
+    if m.norms_per_layer < 2:
+        return _kept(lin, int(moe_layer), n_in + (0 if moe_layer else 1)
+                     + (1 if moe_layer and shared else 0)) * min(m.norms_per_layer, 1)
+    mlp_in = (_kept(lin, 1, 1 if shared else 0) if moe_layer else _kept(lin, 0, 1))
+    return _kept(lin, 0, n_in) + mlp_in
+
+
+def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm: int,
+                  lin: float = 2.0) -> tuple[tuple[float, float, float], ...]:
     """Bytes per token each Megatron-Core selective module stops keeping (TransformerConfig
     .recompute_modules, core_v0.16): "mlp", "moe" and "shared_experts" checkpoint the whole
     submodule (its input is the norm output the layer keeps anyway, so the inside is dropped:
@@ -200,9 +233,11 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     return (
         zero,  # core_attn: c.scores and c.lse
         zero if moe_layer else (0.0, mlp_k * m.ffn, 0.0),
-        (4.0 * m.n_experts, m.top_k * (4 * h + mlp_k * m.moe_ffn) + mlp_k * shared, 0.0)
+        (4.0 * m.n_experts, m.top_k * ((lin + 2) * h + mlp_k * m.moe_ffn) + mlp_k * shared, 0.0)
         if moe_layer else zero,
-        (0.0, 2.0 * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
+        # with fp8 Megatron-Core has fc2 keep its original 16-bit input (set_save_original_input)
+        # so that this recompute frees it: what fc2's input cost is freed either way
+        (0.0, lin * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
         (0.0, mlp_k * shared, 0.0) if shared else zero,
         (2.0 * h * min(n_norm, int(mla) + int(moe_layer)), 0.0, 0.0),
         (0.0, 2.0 * q, kv) if mla else zero,
@@ -583,6 +618,23 @@ def communicators(tp: Any, pp: Any, dp: Any, cp: Any = 1, ep: Any = 1) -> Any:
     return ((tp > 1).astype(np.float64) + (pp > 1) + (dp * cp > 1) + (cp > 1) + (ep > 1))
 
 
+def _fp8(precision: str) -> bool:
+    if precision not in ("bf16", "fp8"):
+        raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
+    return precision == "fp8"
+
+
+def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
+    """(bytes per element a Linear keeps of its input for the weight gradient, its source):
+    the 16-bit input (2) unless the run is fp8 and the framework profile's fp8 Linears keep
+    something else (frameworks.toml fp8_saved_input: Transformer Engine keeps its fp8 cast)."""
+    if not fp8:
+        return 2.0, ""
+    fw = get_framework(framework)
+    v = fw.get("fp8_saved_input")
+    return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
+
+
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
                   memory_fraction: float | None = None) -> Any:
     """Bytes the training step's tensors may fill on one GPU: the HBM less the framework's
@@ -692,13 +744,16 @@ def memory_report(
     attention: str = "unfused",
     kernels: str = "fused",
     framework: str | None = None,
+    precision: str = "bf16",
 ) -> MemoryReport:
     """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
     kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
     defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
-    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`)."""
+    the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`) and,
+    with ``precision`` fp8, what its fp8 Linears keep of their inputs
+    (:func:`linear_input_bytes`)."""
     validate_layout(m, lay, seq_len, microbatches)
-    ks = kernel_saves(kernels, attention)
+    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)))
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
@@ -828,6 +883,10 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
         parts.append("K and V repeated to the query heads")
     if m.is_moe:
         parts.append("per routed copy: input 2h, expert MLP, output 2h")
+    if ks.linear_input != 2:
+        src = ks.source_of("linear_input")
+        parts.append(f"fp8 Linears keep {ks.linear_input:g} B per element of their inputs "
+                     f"(QKV, proj, fc1, fc2, experts){' [' + cite(src) + ']' if src else ''}")
     return f"{ks.kernels} kernels, {ks.attention} attention: " + "; ".join(parts)
 
 
@@ -1047,6 +1106,7 @@ def find_min_gpus(
     framework: str | None = None,
     attention: str = "unfused",
     kernels: str = "fused",
+    precision: str = "bf16",
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
     stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
@@ -1059,7 +1119,8 @@ def find_min_gpus(
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     node = int(assumption("gpus_per_node").value)
-    sm = static_model(m, kernel_saves(kernels, attention))
+    sm = static_model(m, kernel_saves(kernels, attention,
+                                      *linear_input_bytes(framework, _fp8(precision))))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]

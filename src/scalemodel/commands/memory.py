@@ -68,6 +68,9 @@ def register(sub: Any) -> None:
     p.add_argument("--attention", choices=["flash", "flash3", "triton", "unfused"],
                    default=None, help="attention kernel (default: the framework's, flash on "
                    "Megatron-Core, as plan train; unfused stores the a s^2 scores)")
+    p.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
+                   help="training precision of the GEMMs, as plan train (fp8: the framework's "
+                        "fp8 Linears keep what its profile's fp8_saved_input says)")
     p.add_argument("--kernels", choices=["fused", "eager"], default=None,
                    help="elementwise kernels, as plan train (default: the framework's)")
     p.add_argument("--schedule", choices=["1f1b", "dualpipe"], default=None,
@@ -160,7 +163,7 @@ def run(args: argparse.Namespace) -> Any:
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
                             memory_fraction=args.mem_fraction, whole_nodes=not args.any_count,
-                            framework=args.framework, **kern)
+                            framework=args.framework, precision=args.precision, **kern)
         if fit.layout is not None:
             lay = fit.layout
     from ..views.memory import report
@@ -198,7 +201,8 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     r = memory_report(m, lay.with_(stages=stages), seq_len=args.seq_len, microbatches=n_mb,
                       gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
                       grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,
-                      attention=kern["attention"], kernels=kern["kernels"], framework=fw.id)
+                      attention=kern["attention"], kernels=kern["kernels"], framework=fw.id,
+                      precision=args.precision)
     out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
            "global_batch": B, "microbatches": n_mb, **kern, "framework": fw}
     bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"
@@ -211,7 +215,7 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
         out["priced_by"] = why
         return out
     job = make_job(m, seq_len=args.seq_len, global_batch_seqs=B, optimizer_id=args.optimizer,
-                   memory_fraction=args.mem_fraction, **kern)
+                   memory_fraction=args.mem_fraction, precision=args.precision, **kern)
     row = evaluate_layout(job, make_cluster(gpu_id, lay.gpus), lay)
     v = row.values
     out["per_gpu_bytes"] = float(v.memory_per_gpu_bytes)

@@ -63,6 +63,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
+    "fp8_saved_input": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and 0 < v <= 2, "bytes per input element in (0, 2]"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,

@@ -31,6 +31,10 @@ class KernelSaves:
     lse: float  # fused attention: bytes per head and token (fp32 log-sum-exp)
     scores: bool  # the attention kernel materialises the a s^2 scores
     dropout_mask: float = 1.0  # bytes per element of a dropout mask
+    # per element of a Linear's input: what the Linear keeps of it for its weight-gradient GEMM
+    # (2: the 16-bit input itself; 1: an fp8 copy, as Transformer Engine's fp8 Linears keep;
+    # frameworks.toml fp8_saved_input, read for fp8 runs)
+    linear_input: float = 2.0
     kernels: str = "fused"
     attention: str = "flash"
     sources: tuple[tuple[str, str], ...] = ()  # (field, source key)
@@ -65,15 +69,24 @@ def _table(raw: dict[str, Any], section: str, key: str, fields: tuple[str, ...],
 
 
 @cache
-def kernel_saves(kernels: str = "fused", attention: str = "flash") -> KernelSaves:
-    """The saved-tensor figures of a kernel mode (fused / eager) and attention kernel."""
+def kernel_saves(kernels: str = "fused", attention: str = "flash", linear_input: float = 2.0,
+                 linear_input_source: str = "") -> KernelSaves:
+    """The saved-tensor figures of a kernel mode (fused / eager) and attention kernel;
+    ``linear_input`` the bytes per element a Linear keeps of its input (2, or a framework's
+    fp8_saved_input for an fp8 run, with its source)."""
+    if not 0 < linear_input <= 2:
+        raise BadInput(f"bytes a Linear keeps per input element must be in (0, 2], "
+                       f"got {linear_input}")
     raw = load_toml("saved_tensors.toml")
     kv, ks, kn = _table(raw, "kernels", kernels, KERNEL_FIELDS, tuple(raw["kernels"]))
     av, as_, an = _table(raw, "attention", attention, ATTENTION_FIELDS, tuple(raw["attention"]))
     drop = raw["dropout"]
     srcs = {**ks, **as_, "dropout_mask": drop["mask_source"]}
+    if linear_input_source:
+        srcs["linear_input"] = linear_input_source
     notes = {**kn, **an, "dropout_mask": drop.get("mask_note", "")}
     return KernelSaves(**{k: float(v) if not isinstance(v, bool) else v
                           for k, v in {**kv, **av}.items()},
-                       dropout_mask=float(drop["mask"]), kernels=kernels, attention=attention,
+                       dropout_mask=float(drop["mask"]), linear_input=float(linear_input),
+                       kernels=kernels, attention=attention,
                        sources=tuple(srcs.items()), notes=tuple(notes.items()))

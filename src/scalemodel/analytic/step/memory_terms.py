@@ -11,7 +11,7 @@ import numpy as np
 
 from ...specs import optimizer
 from ...specs.saved_tensors import kernel_saves
-from ..memory import communicators, training_bytes, usable_memory, with_kernels
+from ..memory import communicators, linear_input_bytes, training_bytes, usable_memory, with_kernels
 from .candidates import Candidates
 from .pipeline import StageTerms, dualpipe
 
@@ -37,7 +37,8 @@ class MemoryTerms:
 def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     job = c.job
     opt = optimizer(job.optimizer_id)
-    sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention))
+    sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention,
+                                                 *linear_input_bytes(job.framework_id, c.fp8)))
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
