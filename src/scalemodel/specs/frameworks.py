@@ -99,6 +99,10 @@ KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free
             "static_fraction")
 # serving engines (kind = "serving"): how the engine sizes its KV pool and schedules; read by
 # analytic/serving_memory.py. field -> (check, what is allowed); every field needs <field>_source
+# how often the generation-phase attention kernel reads a KV head's cache per decode token:
+# once per KV head (a GQA-aware kernel: XQA, FlashAttention's grouped decode, FlashInfer) or once
+# per query head (a kernel with one thread block per query head, e.g. TensorRT-LLM 0.5's masked MHA)
+DECODE_KV_READS = ("kv_head", "query_head")
 SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_pool": (lambda v: v in KV_POOLS, " | ".join(KV_POOLS)),
     "util_default": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
@@ -135,6 +139,7 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
     "overhead_s": (_num(0), "seconds >= 0"),
+    "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
 }
 # what plan serve needs of a serving profile beyond its pool sizing
 SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv",

@@ -35,6 +35,7 @@ class Engine:
     sources: dict[str, str]
     profile: Any  # specs.frameworks.Framework
     attention: dict[str, str] = field(default_factory=dict)  # GPU architecture -> kernel family
+    decode_kv_reads: str = "kv_head"  # the decode kernel reads each KV head once or per query head
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision."""
@@ -64,7 +65,7 @@ def get_serving_engine(fid: str | None) -> Engine:
                        f"{', '.join(ids)}")
     fw = get_framework(fid)
     v = fw.values
-    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction")
+    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -73,7 +74,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         max_num_seqs=int(v["max_num_seqs_default"]),
         fp8_checkpoint_kv=str(v["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
         sources={k: fw.sources[k] for k in keys if k in fw.sources},
-        profile=fw, attention=dict(v.get("attention") or {}))
+        profile=fw, attention=dict(v.get("attention") or {}),
+        decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

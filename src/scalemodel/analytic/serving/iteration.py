@@ -11,7 +11,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
 * attention over paged KV: a prefill chunk of c tokens after p cached ones is a causal call of
   c (p + c / 2) query-key pairs at the fused kernel's efficiency for p + c (step/attention.py
   ``attention_efficiency``); a decode token reads its sequence's whole KV from HBM, the larger of
-  that read at the memory-bound kernels' HBM efficiency and its FLOPs;
+  that read at the memory-bound kernels' HBM efficiency and its FLOPs; the read is counted once
+  per KV head on the rank, or once per query head where the engine's decode kernel runs one
+  thread block per query head (its profile's ``decode_kv_reads``, :func:`decode_kv_read_factor`);
 * TP: two all-reduces of the layer's T x h activations (step/comm.py ``collective_time``, the
   collectives engine's NCCL choice);
 * MoE: the router, the experts some token reached (each with its tokens; with experts over EP
@@ -235,9 +237,25 @@ def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
     return np.interp(copies, probe, ratio)
 
 
+def decode_kv_read_factor(m: ModelSpec, tp: int, decode_kv_reads: str) -> float:
+    """How many times a decode step reads each KV byte held on a rank: 1 for a kernel that reads
+    a KV head once for all its query heads (``"kv_head"``); the rank's query heads over its KV
+    heads for a kernel with one thread block per query head, each loading its KV head's cache
+    (``"query_head"``: TensorRT-LLM 0.5's masked MHA, grid = heads x batch, block ``hi`` reads KV
+    head ``hi / (n_heads / n_kv_heads)``). MLA caches one latent per token: 1."""
+    if decode_kv_reads == "kv_head" or m.kv_lora_rank:
+        return 1.0
+    if decode_kv_reads != "query_head":
+        raise BadInput(f"decode_kv_reads: {decode_kv_reads!r} is not kv_head or query_head")
+    n_kv = max(m.n_kv_heads, 1)
+    q_per_rank = m.n_heads / tp
+    kv_per_rank = max(n_kv / tp, 1.0)  # KV heads are replicated once tp exceeds them
+    return q_per_rank / kv_per_rank
+
+
 def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, *,
           max_tokens: int, max_seqs: int, attention_kind: str, overhead_s: float,
-          cluster: Any) -> IterationModel:
+          cluster: Any, decode_kv_reads: str = "kv_head") -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
@@ -322,7 +340,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
 
     eff_dec = float(attention_efficiency(gpu, 1.0, causal=False, kind=attention_kind,
                                          head_dim=ms.qk_dim / m.n_heads))
-    mem_s = kv_layer / split / hbm
+    mem_s = kv_layer / split * decode_kv_read_factor(m, lay.tp, decode_kv_reads) / hbm
     cmp_s = att_pair / (peak16 * eff_dec)
     per_ctx = m.n_layers * max(mem_s, cmp_s) / lay.pp
     eff_x = np.linspace(0.0, np.log2(max(m.max_context, 2)) + 1, 96)

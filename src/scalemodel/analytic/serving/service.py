@@ -76,7 +76,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
     cl = make_cluster(gpu, lay.replica_gpus)
     return build(m, gpu, lay, prec, kv_dtype, max_tokens=max(es.token_budget, es.max_batch),
                  max_seqs=es.max_batch, attention_kind=eng.attention_kind(gpu),
-                 overhead_s=eng.overhead_s, cluster=cl)
+                 overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
@@ -110,7 +110,9 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
              eng: Engine, stream: Stream, isl: int, osl: int, *, max_batch: int | None = None,
              token_budget: int | None = None) -> ServeResult:
     """Simulate one replica under its share of the stream; dp replicas serve the stream side by
-    side (requests dealt round robin, each replica a 1/dp share of the rate)."""
+    side, each a 1/dp share of the requests and of the rate (a Poisson stream split at random
+    is Poisson at rate / dp on each replica; a round-robin dispatcher would see less bursty
+    gaps, Erlang of order dp: not modelled)."""
     if isl + osl > m.max_context:
         raise BadInput(f"--isl {isl:,} + --osl {osl:,} exceeds {m.id}'s context of "
                        f"{m.max_context:,} tokens")
