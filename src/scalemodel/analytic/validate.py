@@ -17,6 +17,12 @@ source's own FLOP convention, so like is compared with like:
   of 2025-08-09, which halved the attention term for the causal mask), per token
   l h^2 (12 + 12 g / a + 18 f / h + 12 s / h + 6 V / l h), g the KV heads, a the heads, f the MLP
   width; the TFLOP/s of NeMo's long-sequence tables (2024-10 and 2025-05) were computed with it;
+* ``megatron_core``: Megatron-LM's own count (megatron/training/training.py
+  num_floating_point_operations at tag core_r0.8.0), per token
+  12 l h^2 ((1 + g / a + s / h) q / h + f / h x (3/2 if gated) + V / 2 l h), g the KV heads, a the
+  heads, q the query width (a x head_dim), f the MLP width; dense models only (its MoE term is
+  not written here); the TFLOP/s of the Megatron-LM README's H100 model table (core_r0.8.0) were
+  computed with it;
 * ``palm``: our model FLOPs (PaLM Appendix B), used where a paper does not state its convention;
 * ``tokens``: tokens per second per GPU, no FLOP convention needed.
 
@@ -35,7 +41,8 @@ from ..specs import ModelSpec, get_model
 from .params import count_params
 from .planner import LAYOUT_KEYS, make_cluster, make_job, model_flops_per_token, search
 
-CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "nemo_full_attn", "palm", "tokens")
+CONVENTIONS = ("megatron_eq3", "mosaic_mfu", "torchtitan_mfu", "nemo_full_attn", "megatron_core",
+               "palm", "tokens")
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,13 @@ def convention_flops_per_token(conv: str, m: ModelSpec, seq_len: int, params_b: 
     if conv == "nemo_full_attn":
         return L * h * h * (12 + 12 * m.n_kv_heads / m.n_heads + 18 * m.ffn / h + 12 * s / h
                             + 6 * V / (L * h))
+    if conv == "megatron_core":
+        if m.n_experts:
+            raise BadInput("convention megatron_core is written for dense models only")
+        q = m.n_heads * m.head_dim / h
+        mlp = m.ffn / h * (1.5 if m.gated_mlp else 1.0)
+        return 12 * L * h * h * ((1 + m.n_kv_heads / m.n_heads + s / h) * q + mlp
+                                 + V / (2 * L * h))
     if conv == "palm":
         return model_flops_per_token(m, seq_len)
     raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
