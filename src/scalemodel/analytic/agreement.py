@@ -81,51 +81,21 @@ def states_layout(row: dict[str, str]) -> bool:
     return all((row.get(k) or "").strip() for k in STATED_KEYS)
 
 
-def framework_choices(row: dict[str, str]) -> list[dict[str, Any]]:
-    """The recompute choices the row's framework profile offered, as one ``fixed`` dict per
-    option: its ``recompute_options`` (Megatron-LM of 2021: none or full; Megatron-Core: no
-    op-level policy). The parallelisms it offers are the grid's own bound (its
-    ``parallelisms``, read by planner.layout_grid). A profile that offers every option fixes
-    nothing."""
-    from ..specs.frameworks import get_framework
-    from .memory import PLAN_RECOMPUTE
-
-    fw = get_framework((row.get("framework") or "").strip() or None)
-    # the parallelisms the profile offers (frameworks.toml parallelisms) bound the grid itself
-    # (planner.layout_grid), for this search and for plan train alike
-    base: dict[str, Any] = {}
-    from .layout import recompute_spec
-
-    allowed = fw.values.get("recompute_options", PLAN_RECOMPUTE)
-    opts = [o for o in allowed if o in PLAN_RECOMPUTE]
-    if not opts or set(opts) == set(PLAN_RECOMPUTE):
-        return [base]
-    # partial policies ("selective:mla_up_proj+mlp", "full:1") as layout keys
-    return [dict(base, **recompute_spec(str(o))) for o in allowed
-            if str(o).partition(":")[0] in PLAN_RECOMPUTE]
-
-
 def agree_row(row: dict[str, str]) -> AgreementRow:
     """The free search against the team's layout for one validation row."""
     p = row_problem(row)
     pub = search(p.job, p.cluster, p.stated, top=0).best
     pub_tps = float(pub.values.tokens_per_s)
-    best, faster, fitting = None, 0, 0
-    for fixed in framework_choices(row):
-        try:
-            cand = search(p.job, p.cluster, fixed, top=0).best
-        except BadInput:  # no layout of this option fits
-            continue
-        if best is None or cand.values.tokens_per_s > best.values.tokens_per_s:
-            best = cand
-        # rank: every fitting layout of the free grid predicted faster than the team's
-        grid = layout_grid(p.job, p.cluster, fixed)
-        res = evaluate(p.job, p.cluster, grid.cols)
-        thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
-        faster += int(np.count_nonzero(thr > pub_tps * (1 + 1e-9)))
-        fitting += int(thr.size)
-    if best is None:
-        raise BadInput("the free search finds no layout that fits")
+    # the free grid holds only what the row's framework profile offered (its parallelisms and
+    # recompute_options, read by planner.layout_grid): the same search plan train runs
+    try:
+        best = search(p.job, p.cluster, {}, top=0).best
+    except BadInput:
+        raise BadInput("the free search finds no layout that fits") from None
+    # rank: every fitting layout of the free grid predicted faster than the team's
+    res = evaluate(p.job, p.cluster, layout_grid(p.job, p.cluster, {}).cols)
+    thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
+    faster, fitting = int(np.count_nonzero(thr > pub_tps * (1 + 1e-9))), int(thr.size)
     bp, bb = breakdown(pub.values), breakdown(best.values)
     saving = {k: bp[k] - bb[k] for k in bp}
     term = max(saving, key=lambda k: saving[k])

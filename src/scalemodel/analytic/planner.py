@@ -357,12 +357,15 @@ def _recompute_codes(job: Job, fixed: dict[str, Any]) -> list[int]:
     if "recompute_modules" in fixed or "recompute_layers" in fixed:
         raise BadInput("--layout recompute_modules / recompute_layers need recompute=selective "
                        "/ recompute=full")
-    codes = [0, 1, 2]
-    for opt in get_framework(job.framework_id).values.get("recompute_options", ()):
-        if ":" in str(opt):
-            spec = recompute_spec(str(opt))
-            codes.append(recompute_code(spec["recompute"], spec.get("recompute_modules", ()),
-                                        spec.get("recompute_layers", 0)))
+    # the policies the framework offers (frameworks.toml recompute_options: Megatron-LM of
+    # 2021 and llm-foundry none or full, torchtitan also its op-level policy); a profile that
+    # lists none is searched over none, selective and full
+    options = get_framework(job.framework_id).values.get("recompute_options", ())
+    codes = [] if options else [0, 1, 2]
+    for opt in options:
+        spec = recompute_spec(str(opt))
+        codes.append(recompute_code(spec["recompute"], spec.get("recompute_modules", ()),
+                                    spec.get("recompute_layers", 0)))
     # module sets the model has nothing for (mla_up_proj without MLA, moe_act on a dense
     # model) would only be rejected row by row: leave them out of the grid
     ctx = Context(job.model, 1, 1, job.seq_len, job.schedule)
