@@ -1,9 +1,9 @@
-"""Benchmark of `scalemodel validate` and its issue-16 modes on both validation files:
+"""Benchmark of `scalemodel validate` and its issue-16 modes on the validation files:
 the error (mean / max), the out-of-sample error (--cv) and the layout agreement (--agreement).
 
     PYTHONPATH=src python bench/bench_validate.py [--json]
 
-For each of validation/training_runs.csv and validation/published_runs_2026.csv it prints the
+For each of validation/training_runs.csv, published_runs_2026.csv and published_runs_papers.csv it prints the
 row count, mean and max absolute error, the number of constants derived from end-to-end runs,
 the agreement figures (share of rows whose team layout is predicted within 10% of the free
 search's best, median predicted speedup of the pick, rows ranked first) and the CPU time
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from scalemodel.analytic.agreement import agreement  # noqa: E402
 from scalemodel.analytic.validate import cross_validate, summary, validate  # noqa: E402
 
-FILES = ("training_runs.csv", "published_runs_2026.csv")
+FILES = ("training_runs.csv", "published_runs_2026.csv", "published_runs_papers.csv")
 
 
 def bench_file(name: str) -> dict:
