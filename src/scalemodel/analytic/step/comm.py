@@ -12,7 +12,7 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms
 from .candidates import Candidates, unique_rows
-from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
+from .config import TP_FWD_COLLECTIVES, constants, ep_dispatch, profile_value, tp_bwd_collectives
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -124,13 +124,16 @@ def reached(n_experts: float, top_k: float, groups: Any) -> Any:
     return g * (1.0 - miss)
 
 
-def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
-    """One dispatch as DeepEP-class kernels send it (frameworks.toml ep_dispatch =
-    per_destination): a token crosses the network once per node its experts reach (to the GPU of
-    the same in-node index) and NVLink once per GPU its experts reach; the two stages pipeline, so
-    the longer sets the time. Node-limited routing caps the nodes at groups_per_token. Each stage
-    is priced as an all-to-all by the collectives engine: over the n = ep / r nodes with one rank
-    per node, and over the r ranks of a node."""
+def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
+    """(network buffer per rank, nodes of the EP group, NVLink buffer per rank) of one dispatch
+    as DeepEP-class kernels send it (frameworks.toml ep_dispatch = per_destination, or a recipe
+    whose dispatcher is flex with DeepEP / Hybrid-EP): a token goes once to every node its
+    experts reach (to the GPU of the same in-node index; the copy for its own node stays local)
+    and, inside each node, once to every GPU its experts reach. A rank's t tokens reach
+    ``nodes`` nodes (node-limited routing caps them at groups_per_token) and ``gpus`` GPUs on
+    average, so it puts t nodes rows on the network and, as the forwarder for its in-node index,
+    receives from each of the n nodes t gpus / n rows for its node's GPUs: t gpus rows on NVLink
+    (t = T / sp_div tokens of e_a h bytes)."""
     m = c.m
     t_bytes = c.e_a * (c.T / c.sp_div) * c.h
     n_nodes = np.maximum(c.ep / r_ep, 1.0)
@@ -138,8 +141,17 @@ def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
     if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
         nodes = np.minimum(nodes, float(m.groups_per_token))
     gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
-    rdma = collective_time("all_to_all", t_bytes * nodes, n_nodes, 1.0, c.cl)
-    nvl = collective_time("all_to_all", t_bytes * gpus / n_nodes, r_ep, r_ep, c.cl)
+    return t_bytes * nodes, n_nodes, t_bytes * gpus
+
+
+def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
+    """One dispatch as DeepEP-class kernels send it (:func:`dedup_buffers`): the network stage
+    and the NVLink stage pipeline, so the longer sets the time. Each stage is priced as an
+    all-to-all by the collectives engine: over the n = ep / r nodes with one rank per node, and
+    over the r ranks of a node."""
+    rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
+    rdma = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
+    nvl = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
     return np.maximum(rdma, nvl)
 
 
@@ -152,7 +164,7 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
         z = np.zeros_like(c.tp)
         return z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
-    if profile_value(c.job, "ep_dispatch", "per_expert") == "per_destination":
+    if ep_dispatch(c.job, c.gpu.id) == "per_destination":
         a2a = _dedup_dispatch(c, r_ep)
     else:
         a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div)
@@ -293,6 +305,17 @@ def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any,
     return p3 + 0.5 * p2, p1 + 0.5 * p2
 
 
+def ep_alone_share(pp: Any, mb: Any) -> Any:
+    """Share of the micro-batch passes whose all-to-all has no partner to hide behind under
+    Megatron-Core's combined 1F1B (pipeline_parallel/combined_1f1b.py, EP A2A overlap): without
+    pipelining the first forward and the last backward of the m micro-batches run alone (1 / m);
+    interleaved, stage r runs its warmup, (pp - r - 1) 2 + (vpp - 1) pp forward chunks plus the
+    one the overlap adds (schedules.py num_warmup_microbatches += 1), alone, and as many
+    backward chunks in the cooldown: pp vpp of its m vpp chunk steps on average over the
+    stages, a share pp / m either way."""
+    return np.minimum(1.0, np.asarray(pp, dtype=np.float64) / np.asarray(mb, dtype=np.float64))
+
+
 def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
     """Combine a layer's compute with its collectives: TP and EP hidden by the framework's
     overlap shares (planner.toml [overlap]), CP behind the attention kernel, EP behind another
@@ -314,6 +337,10 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     rc_cp = c.full_share * cm.cp_f
     if moe and c.job.ep_overlap:
         x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
+        if c.job.schedule == "1f1b":
+            alone = ep_alone_share(c.pp, c.mb)
+            x_f = (1 - alone) * x_f + alone * ep_exp * e_f
+            x_b = (1 - alone) * x_b + alone * ep_exp * (e_b + rc_ep)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + c.full_share * cm.cp_f_raw

@@ -46,6 +46,19 @@ def profile_value(job: Any, key: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
+def ep_dispatch(job: Any, gpu_id: str | None) -> str:
+    """How the job's dispatcher sends a token (per_expert or per_destination): the dispatcher of
+    the profile's recipe for this model on this GPU (frameworks.toml moe_recipes: alltoall, or
+    flex with DeepEP / Hybrid-EP), else the profile's ep_dispatch."""
+    from ...specs.frameworks import MOE_DISPATCH, moe_recipe
+
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu_id)
+    if recipe is not None:
+        return MOE_DISPATCH[recipe["dispatcher"]]
+    return str(vals.get("ep_dispatch") or "per_expert")
+
+
 def sp_split(c: Any) -> Any:
     """The split of norm, dropout and residual work over the TP ranks: tp with sequence
     parallelism (Korthikanti et al. 2022, every current profile), 1 where the framework predates
