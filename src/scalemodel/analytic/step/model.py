@@ -126,10 +126,12 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
     if c.m.is_moe:
         r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
         if ep_dispatch(c.job, c.gpu.id) == "per_destination":
-            # what leaves the rank: its network rows to the other nodes, its NVLink rows to
-            # the other GPUs of its node (comm.dedup_buffers)
+            # the bytes of the tier the EP row names (comm.dedup_buffers): across nodes the
+            # rows a rank puts on the network for the other nodes; inside one node its NVLink
+            # rows to the other GPUs (the NVLink stage of a spanning group is not counted)
             rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
-            one = rdma_buf * (n_nodes - 1) / n_nodes + nvl_buf * (r_ep - 1) / r_ep
+            one = np.where(n_nodes > 1, rdma_buf * (n_nodes - 1) / n_nodes,
+                           nvl_buf * (r_ep - 1) / r_ep)
         else:
             one = ((c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
                    * dispatch_copies(c.m, c.ep, r_ep))
