@@ -82,17 +82,27 @@ def test_dedup_buffers_two_nodes():
     assert np.isclose(nodes / 2, 0.99690, atol=1e-5)
 
 
-def test_node_limited_routing_caps_the_nodes():
-    # DeepSeek-V3: 256 experts in 8 groups, top-4 groups per token; EP64 over 8 nodes: a node
-    # holds one group, so a token reaches at most 4 nodes (uniform routing over all 256 experts
-    # would reach 8 (1 - C(224, 8) / C(256, 8)) = 5.3)
+def _deepseek_nodes(ep: float) -> float:
     m = get_model("deepseek-v3")
     c = SimpleNamespace(m=m, e_a=2.0, T=4096.0, sp_div=1.0, h=float(m.hidden),
-                        ep=np.float64(64.0))
+                        ep=np.float64(ep))
     rdma, n_nodes, _ = dedup_buffers(c, np.float64(8.0))
-    assert float(n_nodes) == 8.0
+    assert float(n_nodes) == ep / 8
+    return float(rdma) / (2.0 * 4096 * m.hidden)
+
+
+def test_node_limited_routing_caps_the_nodes():
+    # DeepSeek-V3: 256 experts in 8 groups, top-4 groups per token (report Sec. 3.2.2, config
+    # n_group 8, topk_group 4). EP64 over 8 nodes: a node holds one group, so a token reaches
+    # the 4 nodes of its 4 groups (uniform routing over all 256 experts would reach
+    # 8 (1 - C(224, 8) / C(256, 8)) = 5.3)
     assert 8 * (1 - comb(224, 8) / comb(256, 8)) > 4.0
-    assert np.isclose(float(rdma), 2.0 * 4096 * m.hidden * 4.0)
+    assert np.isclose(_deepseek_nodes(64.0), 4.0)
+    # EP32 over 4 nodes, two groups a node: the token's 4 groups miss a node with probability
+    # C(6, 4) / C(8, 4) = 15 / 70, so it reaches 4 (1 - 15/70) = 3.14 nodes (uniform routing
+    # over the experts: 4 (1 - C(192, 8) / C(256, 8)) = 3.6)
+    assert np.isclose(_deepseek_nodes(32.0), 4 * (1 - comb(6, 4) / comb(8, 4)))
+    assert 4 * (1 - comb(192, 8) / comb(256, 8)) > 3.5
 
 
 @pytest.mark.parametrize("nodes", [2, 4, 8])

@@ -61,15 +61,13 @@ def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
 
 
 def dispatch_copies(m: ModelSpec, ep: Any, ranks_per_domain: Any) -> Any:
-    """Copies of a token's hidden state an all-to-all dispatch sends: top_k, or, when the
-    router limits a token to ``groups_per_token`` of ``expert_groups`` expert groups and the EP
-    group spans several NVLink domains, at most one copy per reached group (DeepSeek-V3's
-    node-limited routing: one copy crosses the network per target node, NVLink fans it out)."""
+    """Copies of a token's hidden state Megatron-Core's all-to-all dispatcher sends (ep_dispatch
+    per_expert): one row per (token, expert) pair, top_k, wherever the experts sit. Node-limited
+    routing (DeepSeek-V3: 4 of 8 groups) bounds the nodes a token reaches, which only a
+    per-destination dispatcher turns into fewer copies (:func:`dedup_buffers`)."""
+    del ranks_per_domain  # the rows do not depend on where the experts sit
     k = float(m.top_k)
-    if not (m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups):
-        return np.full(np.shape(ep), k) if np.ndim(ep) else k
-    spans = np.asarray(ep, dtype=np.float64) > np.asarray(ranks_per_domain, dtype=np.float64)
-    return np.where(spans, min(k, float(m.groups_per_token)), k)
+    return np.full(np.shape(ep), k) if np.ndim(ep) else k
 
 
 def ep_stride(c: Candidates) -> Any:
@@ -139,7 +137,13 @@ def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
     n_nodes = np.maximum(c.ep / r_ep, 1.0)
     nodes = reached(float(m.n_experts), float(m.top_k), n_nodes)
     if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
-        nodes = np.minimum(nodes, float(m.groups_per_token))
+        # node-limited routing picks groups_per_token of the expert_groups groups, then the
+        # experts inside them: where each node holds whole groups the nodes reached are those
+        # of the picked groups, reached(G, g, nodes); a group spread over several nodes still
+        # caps them at g
+        G, g = float(m.expert_groups), float(m.groups_per_token)
+        whole = (n_nodes <= G) & (np.mod(G, n_nodes) == 0)
+        nodes = np.minimum(nodes, np.where(whole, reached(G, g, n_nodes), g))
     gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
     return t_bytes * nodes, n_nodes, t_bytes * gpus
 
