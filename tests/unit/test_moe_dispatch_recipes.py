@@ -134,3 +134,24 @@ def test_combined_1f1b_passes_without_a_partner():
     assert np.isclose(float(ep_alone_share(8.0, 128.0)), warm / 512)
     # fewer micro-batches than stages: nothing pairs
     assert float(ep_alone_share(8.0, 4.0)) == 1.0
+
+
+def test_ep_bytes_of_a_two_node_hybrid_ep_step():
+    # Qwen3-30B-A3B on 16 H100 (2 nodes of 8), EP16, no recompute, NeMo 26.06's recipe
+    # (Megatron-Bridge v0.5.0: Hybrid-EP): per step each rank runs 1024 / 16 = 64 micro-batches
+    # of 4096 tokens through 48 MoE layers, 4 all-to-alls each (dispatch and combine, forward and
+    # backward). A token of 2 x 2048 bytes reaches 2 (1 - C(64,8)/C(128,8)) nodes, half of them
+    # remote: that many bytes leave over InfiniBand. The all-to-all dispatcher would send its 8
+    # rows, 8 x 15/16 of them to other ranks.
+    from scalemodel.analytic.planner import make_cluster, make_job, search
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings("nemo-26.06", "h100-sxm", model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=1024, precision="fp8", **s)
+    lay = {"tp": 1, "pp": 1, "dp": 16, "cp": 1, "ep": 16, "etp": 1, "zero": 1, "vpp": 1,
+           "micro_batch": 1, "recompute": "none"}
+    v = search(job, make_cluster("h100-sxm", 16), lay, top=0).best.values
+    nodes = 2 * (1 - comb(64, 8) / comb(128, 8))
+    want = 64 * 48 * 4 * (2.0 * 4096 * 2048) * nodes / 2
+    assert np.isclose(float(v.ep_bytes), want, rtol=1e-9)
+    assert want / (64 * 48 * 4 * 2.0 * 4096 * 2048 * 8 * 15 / 16) < 0.14
