@@ -27,6 +27,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "grad_accum_fusion": (lambda v: isinstance(v, bool), "true or false"),
     "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),

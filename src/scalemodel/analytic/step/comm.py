@@ -12,7 +12,14 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms
 from .candidates import Candidates, unique_rows
-from .config import TP_FWD_COLLECTIVES, constants, ep_dispatch, profile_value, tp_bwd_collectives
+from .config import (
+    TP_FWD_COLLECTIVES,
+    constants,
+    ep_dispatch,
+    moe_dispatcher,
+    profile_value,
+    tp_bwd_collectives,
+)
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -94,6 +101,7 @@ class LayerComm:
     cp_sent: Any  # bytes the CP exchange sends per layer and micro-batch (forward + backward)
     ep_f_raw: Any  # all-to-all dispatch and combine and the expert-TP gather, forward
     ep_b_raw: Any
+    ep_meta: Any  # of ep_f_raw: the dispatcher's metadata exchange before a forward dispatch
     moe_tp_keep: Any  # share of an MoE layer's TP collectives left with EP (the attention's)
     tp_intra: Any  # tiers: True = inside one NVLink domain
     cp_intra: Any
@@ -159,14 +167,49 @@ def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
     return np.maximum(rdma, nvl)
 
 
-def _ep_terms(c: Candidates) -> tuple[Any, Any]:
+def dispatch_metadata(c: Candidates, r_ep: Any) -> Any:
+    """Seconds of the dispatcher's metadata exchange before each forward dispatch, for the
+    dispatchers a recipe names (frameworks.toml moe_recipes), from their source:
+
+    * flex with Hybrid-EP: its preprocessing needs every EP rank's routing map. DeepEP
+      hybrid-ep ``HybridEpBuffer.dispatch`` (deep_ep/hybrid_ep_buffer.py) all-gathers the
+      [t, E] boolean map of each of the ep ranks into a [t ep, E] one (the C++ executor's
+      ``allgather_routing_map``: NCCL across nodes, its own NVLink all-gather inside one) before
+      the metadata kernel reads it (source ``hybrid-ep-metadata-preprocess``): t E ep bytes
+      gathered (1 byte a bool; t = T / sp_div tokens);
+    * alltoall (Megatron-Core 0.16.1 ``MoEAlltoAllTokenDispatcher.preprocess``): the [E] int64
+      tokens-per-expert counts all-gathered over the expert-TP x EP group, E 8 ep etp bytes
+      (source ``megatron-core-alltoall-preprocess``);
+    * flex with DeepEP: its layout kernel is local and the counts travel inside the dispatch
+      kernel's notify stage (nothing apart here).
+
+    Per MoE layer and micro-batch, priced by the collectives engine. The backward dispatch and
+    the combines reuse the handle / splits; a recomputed MoE layer dispatches, and exchanges,
+    again (the caller's share). The host synchronisation each of them ends in (tokens per
+    expert read on the host for dropless routing) is not priced: host time."""
+    kind = moe_dispatcher(c.job, c.gpu.id)
+    z = np.zeros_like(np.asarray(c.ep, dtype=np.float64))
+    if kind == "flex-hybridep":
+        gathered = (c.T / c.sp_div) * float(c.m.n_experts) * c.ep
+        return np.where(c.ep > 1, collective_time("all_gather", gathered, c.ep, r_ep, c.cl), 0.0)
+    if kind == "alltoall":
+        etp = getattr(c, "etp", 1.0)
+        n = c.ep * etp
+        return np.where(n > 1, collective_time("all_gather", 8.0 * float(c.m.n_experts) * n, n,
+                                               np.minimum(r_ep * etp, n), c.cl), 0.0)
+    return z
+
+
+def _ep_terms(c: Candidates) -> tuple[Any, Any, Any]:
     """With sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
     only those; experts split over etp ranks then gather the tokens an EP rank received across
-    those etp ranks (and reduce-scatter them on the way back) inside the node."""
+    those etp ranks (and reduce-scatter them on the way back) inside the node. The forward also
+    carries the dispatcher's metadata exchange (:func:`dispatch_metadata`), returned apart as
+    the third term (it is inside the first)."""
     m = c.m
     if not m.is_moe:
         z = np.zeros_like(c.tp)
-        return z, z
+        return z, z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
     if ep_dispatch(c.job, c.gpu.id) == "per_destination":
         a2a = _dedup_dispatch(c, r_ep)
@@ -178,7 +221,8 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
                                                   c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
                         0.0)
     raw = 2 * a2a + 2 * e_gather
-    return raw, raw
+    meta = dispatch_metadata(c, r_ep)
+    return raw + meta, raw, meta
 
 
 def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
@@ -230,11 +274,11 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
     cp_intra = tp * cp <= c.dom
     kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
-    ep_f_raw, ep_b_raw = _ep_terms(c)
+    ep_f_raw, ep_b_raw, ep_meta = _ep_terms(c)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
         kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
-        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
+        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw, ep_meta=ep_meta,
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
@@ -288,7 +332,8 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tu
     return f, b
 
 
-def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any, Any]:
+def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any,
+                   meta: Any = 0.0) -> tuple[Any, Any]:
     """(forward, backward) all-to-all seconds left exposed where a forward layer of one
     micro-batch runs beside a backward layer of another, sub-module by sub-module as
     Megatron-Core 0.16 schedules it (models/common/model_chunk_schedule_plan.py
@@ -299,13 +344,15 @@ def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any,
 
     each phase lasts as long as its longer stream. Dispatch and combine are half of each
     direction's all-to-all traffic (``e_f``, ``e_b``: the all-to-all and the expert-TP gather,
-    the backward with what full recompute repeats); the middle phase's excess is split evenly."""
+    the backward with what full recompute repeats); the middle phase's excess is split evenly.
+    ``meta`` (inside ``e_f``), the dispatcher's metadata exchange, belongs to dispatch_fwd."""
     attn_f, attn_b = lc.attn_f, lc.attn_b
     mlp_f = lc.fwd - attn_f
     mlp_b = lc.bwd + rcx - attn_b
+    a2a_f = e_f - meta
     p1 = np.maximum(0.0, 0.5 * e_b - attn_f)
-    p2 = np.maximum(0.0, 0.5 * (e_f + e_b) - (mlp_f + mlp_b))
-    p3 = np.maximum(0.0, 0.5 * e_f - attn_b)
+    p2 = np.maximum(0.0, 0.5 * (a2a_f + e_b) + meta - (mlp_f + mlp_b))
+    p3 = np.maximum(0.0, 0.5 * a2a_f - attn_b)
     return p3 + 0.5 * p2, p1 + 0.5 * p2
 
 
@@ -340,11 +387,18 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     rc_ep = (c.full_share + c.recomputes("moe")) * e_f
     rc_cp = c.full_share * cm.cp_f
     if moe and c.job.ep_overlap:
-        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
+        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx, cm.ep_meta)
         if c.job.schedule == "1f1b":
             alone = ep_alone_share(c.pp, c.mb)
             x_f = (1 - alone) * x_f + alone * ep_exp * e_f
             x_b = (1 - alone) * x_b + alone * ep_exp * (e_b + rc_ep)
+        if not profile_value(c.job, "ep_overlap_full_recompute", True):
+            # Megatron-Core refuses the EP A2A overlap with full recompute
+            # (transformer_config.py: recompute_granularity != 'full' under
+            # overlap_moe_expert_parallel_comm): such layouts run the all-to-all exposed
+            refused = c.full_share > 0
+            x_f = np.where(refused, ep_exp * e_f, x_f)
+            x_b = np.where(refused, ep_exp * (e_b + rc_ep), x_b)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + c.full_share * cm.cp_f_raw

@@ -59,6 +59,16 @@ def ep_dispatch(job: Any, gpu_id: str | None) -> str:
     return str(vals.get("ep_dispatch") or "per_expert")
 
 
+def moe_dispatcher(job: Any, gpu_id: str | None) -> str | None:
+    """The token dispatcher of the profile's recipe for this model on this GPU (frameworks.toml
+    moe_recipes: alltoall, flex-deepep or flex-hybridep), None where the profile records none."""
+    from ...specs.frameworks import moe_recipe
+
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu_id)
+    return None if recipe is None else str(recipe["dispatcher"])
+
+
 def sp_split(c: Any) -> Any:
     """The split of norm, dropout and residual work over the TP ranks: tp with sequence
     parallelism (Korthikanti et al. 2022, every current profile), 1 where the framework predates
