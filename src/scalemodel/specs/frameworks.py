@@ -56,7 +56,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
                         "a fraction in [0, 1)"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
-                    "flex-hybridep, a2a_overlap = true | false}"),
+                    "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
+                    "fp8 = [scopes]}}"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
 
@@ -67,14 +68,24 @@ HEADER = ("kind", "name", "version", "source", "extends")
 # copy per destination GPU, across nodes once per node and forwarded over NVLink.
 MOE_DISPATCH = {"alltoall": "per_expert", "flex-deepep": "per_destination",
                 "flex-hybridep": "per_destination"}
-_RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap"}
+_RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs"}
+# Megatron-Core's --cuda-graph-scope values under --cuda-graph-impl transformer_engine (Megatron-LM
+# PR 1917): attn, mlp (a dense layer's MLP), moe (an MoE layer's whole MLP), moe_router (up to
+# the router), moe_preprocess (the dispatcher's preprocess), mamba
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+
+
+def _graphs_ok(v: Any) -> bool:
+    return isinstance(v, dict) and set(v) <= {"bf16", "fp8"} and all(
+        isinstance(s, list) and all(x in GRAPH_SCOPES for x in s) for s in v.values())
 
 
 def _moe_recipes_ok(v: Any) -> bool:
     return isinstance(v, list) and all(
         isinstance(x, dict) and set(x) <= _RECIPE_KEYS and isinstance(x.get("model"), str)
         and isinstance(x.get("gpu"), str) and x.get("dispatcher") in MOE_DISPATCH
-        and isinstance(x.get("a2a_overlap", False), bool) for x in v)
+        and isinstance(x.get("a2a_overlap", False), bool)
+        and _graphs_ok(x.get("cuda_graphs", {})) for x in v)
 
 
 def moe_recipe(values: dict[str, Any], model_id: str | None,

@@ -20,6 +20,7 @@ from .config import (
     profile_value,
     tp_bwd_collectives,
 )
+from .host import host_exposed
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def dispatch_metadata(c: Candidates, r_ep: Any) -> Any:
     Per MoE layer and micro-batch, priced by the collectives engine. The backward dispatch and
     the combines reuse the handle / splits; a recomputed MoE layer dispatches, and exchanges,
     again (the caller's share). The host synchronisation each of them ends in (tokens per
-    expert read on the host for dropless routing) is not priced: host time."""
+    expert read on the host for dropless routing) is priced apart (step/host.py)."""
     kind = moe_dispatcher(c.job, c.gpu.id)
     z = np.zeros_like(np.asarray(c.ep, dtype=np.float64))
     if kind == "flex-hybridep":
@@ -300,10 +301,12 @@ class LayerTime:
     attention: Any  # of the compute: attention kernels
     nongemm: Any  # of the compute: memory-bound kernels
     wgrad: Any  # weight-gradient GEMMs
+    host: Any = 0.0  # host launch time exposed after the dispatcher's host wait (step/host.py)
+    host_ops: Any = 0.0  # kernels launched after that wait, one forward
 
     @property
     def total(self) -> Any:
-        return self.compute + self.tp + self.cp + self.ep
+        return self.compute + self.tp + self.cp + self.ep + self.host
 
 
 def _overlapped(comm: Any, gemm: Any, splits: Any) -> Any:
@@ -402,14 +405,24 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + c.full_share * cm.cp_f_raw
+    if moe:
+        # the kernels after the dispatcher's host wait: the experts, the permutation and the
+        # forward all-to-all traffic (flex: the combine only; the wait is inside its dispatch)
+        a2a_after = (e_f - cm.ep_meta) * np.where(
+            ep_dispatch(c.job, c.gpu.id) == "per_destination", 0.5, 1.0)
+        host_f, host_ops = host_exposed(c, lc.experts_f + a2a_after)
+    else:
+        host_f, host_ops = 0.0, 0.0
+    host_rc = (c.full_share + c.recomputes("moe")) * host_f  # a recomputed layer waits again
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,
         cp=cm.cp_f + cm.cp_b + rc_cp,
         ep=x_f + x_b,
-        fwd=fw + xt_f + cm.cp_f + x_f,
-        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b,
+        fwd=fw + xt_f + cm.cp_f + x_f + host_f,
+        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b + host_rc,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
         hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
         + (e_f + e_b + rc_ep) - x_f - x_b,
-        attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad)
+        attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad, host=host_f + host_rc,
+        host_ops=host_ops)

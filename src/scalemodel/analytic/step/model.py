@@ -179,4 +179,4 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         capacity_bytes=mem.capacity, fits=mem.fits,
         **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
         tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
-        ep_intra=cm.ep_intra, microbatches=mb)
+        ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"])
