@@ -49,9 +49,13 @@ def test_launches_after_the_wait_from_the_code_path():
     # expert-TP 2, one local expert, bf16: 2 all-to-alls + 2 gathers; no sorts; fc1, act, fc2;
     # the reduce-scatter and its two dtype casts; the combine all-to-all; the unpermute
     assert after_sync_launches("alltoall", 1, 2, False) == 2 + 2 + 3 + 3 + 1 + 1
-    # flex (Hybrid-EP, the wait inside the dispatch), 8 local experts, bf16: the permutation,
-    # 8 fc1, the activation, 8 fc2, the unpermutation, the combine
-    assert after_sync_launches("flex-hybridep", 8, 1, False) == 1 + 8 + 1 + 8 + 1 + 1
+    # flex with DeepEP (_DeepepManager, the wait inside fused_dispatch), 8 local experts, bf16:
+    # permute, 8 fc1, the activation, 8 fc2, unpermute, fused_combine (the multi-hot conversion
+    # of the dispatched indices not counted)
+    assert after_sync_launches("flex-deepep", 8, 1, False) == 1 + 8 + 1 + 8 + 1 + 1
+    # flex with Hybrid-EP (_HybridEPManager): the permutation is inside the dispatch and the
+    # unpermutation inside the combine (get_permuted / get_restored return their input)
+    assert after_sync_launches("flex-hybridep", 8, 1, False) == 8 + 1 + 8 + 1
     # a profile that names no dispatcher: no wait priced
     assert after_sync_launches(None, 8, 1, False) == 0
 
@@ -98,3 +102,34 @@ def test_the_term_reaches_the_step(monkeypatch):
     assert 0.0 < per_mb <= 48 * 41 * 1e-3
     assert float(full.host_s) == pytest.approx(2 * float(none.host_s), rel=1e-6)
     assert float(none.t_slow_s) > per_mb
+
+
+def test_graph_scopes_as_the_presets_set_them(monkeypatch):
+    # Megatron-Bridge perf configs: v0.4.2 (26.04.01) QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_*_V1
+    # cuda_graph_scope ["attn", "moe_router", "moe_preprocess"]; H100_FP8_CS_V1 sets none,
+    # H100_BF16_V1 ["moe_router", "moe_preprocess"]; v0.2.1 (25.11) B200 ["moe_router",
+    # "moe_preprocess"]
+    from scalemodel.analytic.step import host
+    from scalemodel.analytic.step.config import moe_graph_scopes
+
+    m = get_model("qwen3-30b-a3b")
+
+    def job(fid, gpu, prec):
+        _, s = job_settings(fid, gpu, model=m.id)
+        return make_job(m, seq_len=4096, global_batch_seqs=512, precision=prec, **s)
+
+    assert moe_graph_scopes(job("nemo-26.04", "b200", "fp8"), "b200") == (
+        "attn", "moe_router", "moe_preprocess")
+    assert moe_graph_scopes(job("nemo-26.04", "h100-sxm", "fp8"), "h100-sxm") == ()
+    assert moe_graph_scopes(job("nemo-26.04", "h100-sxm", "bf16"), "h100-sxm") == (
+        "moe_router", "moe_preprocess")
+    assert moe_graph_scopes(job("nemo-25.11", "b200", "fp8"), "b200") == (
+        "moe_router", "moe_preprocess")
+    # those scopes all run before the wait: the launches after it stay; a graphed "moe" scope
+    # (the whole MoE MLP) would replay them as one launch
+    j = job("nemo-25.11", "b200", "fp8")
+    c = SimpleNamespace(job=j, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0),
+                        etp=np.float64(1.0), fp8=True)
+    assert host_exposed(c, 0.0)[1] == 41
+    monkeypatch.setattr(host, "moe_graph_scopes", lambda job, gpu: ("moe",))
+    assert host_exposed(c, 0.0)[1] == 1

@@ -18,8 +18,11 @@ experts), forward after the wait, per MoE layer and micro-batch:
   local expert; the experts; combine_preprocess the sort back (n_local > 1) and a
   reduce-scatter with its two casts (etp > 1); token_combine 1 all-to-all; combine_postprocess
   1 fused unpermute;
-* flex (DeepEP, Hybrid-EP): the wait is inside the dispatch; then the permutation by expert
-  (1), the experts, the unpermutation (1) and the combine (1);
+* flex, the wait inside the dispatch: with DeepEP (_DeepepManager) the permutation by expert
+  (1), the experts, the unpermutation (1) and the combine (1), the conversion of the dispatched
+  indices to a multi-hot map not counted (unfused by default: about a dozen ops with host
+  syncs of their own); with Hybrid-EP (_HybridEPManager) the permutation is fused into the
+  dispatch and the unpermutation into the combine: the experts and the combine (1);
 * experts (TEGroupedMLP.forward): fp8 pads the tokens and the probabilities to the
   quantisation alignment (quantization_padding, 2); fc1 one GEMM per local expert (TE
   GroupedLinear runs one cuBLAS GEMM per group); the weighted SwiGLU (1); fc2 one GEMM per
@@ -57,8 +60,10 @@ def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool) -> 
     if kind == "alltoall":
         split = (np.asarray(etp, dtype=np.float64) > 1).astype(np.float64)
         return 2 + 2 * split + many + experts + many + 3 * split + 1 + 1
-    if kind in ("flex-deepep", "flex-hybridep"):
+    if kind == "flex-deepep":
         return 3 + experts
+    if kind == "flex-hybridep":
+        return 1 + experts
     return np.zeros_like(n)
 
 
