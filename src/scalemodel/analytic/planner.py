@@ -433,7 +433,7 @@ class PlanRow:
 
 def breakdown(v: StepTerms) -> dict[str, float]:
     return {"compute": v.compute_s, "tp_exposed": v.tp_s, "cp_exposed": v.cp_s,
-            "ep_exposed": v.ep_s, "pp_exposed": v.pp_s, "dp_exposed": v.dp_s,
+            "ep_exposed": v.ep_s, "host_exposed": v.host_s, "pp_exposed": v.pp_s, "dp_exposed": v.dp_s,
             "bubble": v.bubble_s, "optimizer": v.optimizer_s,
             "overlap_slowdown": v.overlap_s}
 

@@ -212,7 +212,7 @@ def layout_traffic(m: Any, lay: Any, *, seq_len: int, global_batch: int, gpu: An
     from ..specs.frameworks import job_settings
 
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
-    fw, settings = job_settings(framework, g)
+    fw, settings = job_settings(framework, g, model=m.id)  # the recipe's EP overlap too
     job = make_job(m, seq_len=seq_len, global_batch_seqs=global_batch, **settings)
     cl = make_cluster(g, lay.gpus, gpus_per_node=gpus_per_node,
                       nvlink_domain=nvlink_domain or gpus_per_node, inter=inter,

@@ -161,7 +161,8 @@ def row_settings(row: dict[str, str]) -> dict[str, Any]:
 
     return job_settings(text("framework"), row["gpu"].strip(), attention=text("attention"),
                         kernels=text("kernels"), grad_accum_fusion=flag("grad_accum_fusion"),
-                        schedule=text("schedule"), ep_overlap=flag("ep_overlap"))[1]
+                        schedule=text("schedule"), ep_overlap=flag("ep_overlap"),
+                        model=text("model"))[1]
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None 
         getattr(args, "framework", None), gpu, attention=getattr(args, "attention", None),
         kernels=getattr(args, "kernels", None),
         grad_accum_fusion=getattr(args, "grad_accum_fusion", None),
-        schedule=getattr(args, "schedule", None), ep_overlap=getattr(args, "ep_overlap", None))
+        schedule=getattr(args, "schedule", None), ep_overlap=getattr(args, "ep_overlap", None),
+        model=getattr(m, "id", None))
     seq = seq_len or args.seq_len
     seqs = global_batch if global_batch is not None else getattr(args, "global_batch", None)
     tok = None if seqs is not None else (getattr(args, "global_batch_tokens", None)

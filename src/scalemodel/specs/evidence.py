@@ -40,7 +40,7 @@ GPU_FIELDS = ("flop_per_s.bf16", "flop_per_s.fp8", "hbm_bytes", "hbm_bytes_per_s
 LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",
-                    "grad_reduce_bytes", "dp_bucket_params")
+                    "grad_reduce_bytes", "dp_bucket_params", "ep_dispatch", "moe_recipes")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 

@@ -34,6 +34,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "grad_accum_fusion": (lambda v: isinstance(v, bool), "true or false"),
     "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
@@ -72,8 +73,48 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "parallelisms": (lambda v: isinstance(v, list) and all(x in PARALLELISMS for x in v),
                      f"a list of {', '.join(PARALLELISMS)}"),
     "pp_p2p_overlap": (lambda v: v in PP_P2P_OVERLAP, ", ".join(PP_P2P_OVERLAP)),
+    "moe_recipes": (lambda v: _moe_recipes_ok(v),
+                    "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
+                    "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
+                    "fp8 = [scopes]}}"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
+
+
+# The token dispatchers Megatron-Core offers (moe_token_dispatcher_type alltoall, or flex with
+# moe_flex_dispatcher_backend deepep / hybridep) and how each sends a token (ep_dispatch): the
+# all-to-all dispatcher one row per (token, expert) pair; DeepEP's and Hybrid-EP's kernels one
+# copy per destination GPU, across nodes once per node and forwarded over NVLink.
+MOE_DISPATCH = {"alltoall": "per_expert", "flex-deepep": "per_destination",
+                "flex-hybridep": "per_destination"}
+_RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs"}
+# Megatron-Core's --cuda-graph-scope values under --cuda-graph-impl transformer_engine (Megatron-LM
+# PR 1917): attn, mlp (a dense layer's MLP), moe (an MoE layer's whole MLP), moe_router (up to
+# the router), moe_preprocess (the dispatcher's preprocess), mamba
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+
+
+def _graphs_ok(v: Any) -> bool:
+    return isinstance(v, dict) and set(v) <= {"bf16", "fp8"} and all(
+        isinstance(s, list) and all(x in GRAPH_SCOPES for x in s) for s in v.values())
+
+
+def _moe_recipes_ok(v: Any) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(x, dict) and set(x) <= _RECIPE_KEYS and isinstance(x.get("model"), str)
+        and isinstance(x.get("gpu"), str) and x.get("dispatcher") in MOE_DISPATCH
+        and isinstance(x.get("a2a_overlap", False), bool)
+        and _graphs_ok(x.get("cuda_graphs", {})) for x in v)
+
+
+def moe_recipe(values: dict[str, Any], model_id: str | None,
+               gpu_id: str | None) -> dict[str, Any] | None:
+    """The profile's MoE recipe entry (moe_recipes) for a model on a GPU, or None: what the
+    framework's published performance recipe for that pair sets (dispatcher, EP overlap)."""
+    for r in values.get("moe_recipes") or ():
+        if r["model"] == model_id and r["gpu"] == gpu_id:
+            return r
+    return None
 
 
 def _num(lo: float = 0.0, hi: float | None = None, whole: bool = False) -> Any:
@@ -345,12 +386,18 @@ def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework,
     """Every make_job setting the profile gives (attention, kernels, grad_accum_fusion,
     schedule, ep_overlap, grad_reduce_bytes, dp_bucket_bytes, and the profile id for its memory
     reserve); entries of ``explicit`` that are
-    not None override it."""
+    not None override it. ``model`` (a model id, not a setting) picks the profile's MoE recipe
+    for that model on this GPU (moe_recipes), whose EP overlap stands where no flag sets one."""
     fw, kern = job_kernels(fid, gpu, attention=explicit.get("attention"),
                            kernels=explicit.get("kernels"))
     out: dict[str, Any] = dict(kern)
     for k in ("grad_accum_fusion", "schedule", "ep_overlap"):
         v = explicit.get(k)
         out[k] = fw.get(k) if v is None else v
+    # a recipe the profile records for this model on this GPU sets the EP overlap it ran with
+    gpu_id = gpu if isinstance(gpu, str) else getattr(gpu, "id", None)
+    recipe = moe_recipe(fw.values, explicit.get("model"), gpu_id)
+    if recipe is not None and explicit.get("ep_overlap") is None:
+        out["ep_overlap"] = bool(recipe.get("a2a_overlap", False))
     out["framework_id"] = fw.id  # the step model reads the profile's overlap fields through it
     return fw, out

@@ -12,7 +12,15 @@ import numpy as np
 from ...specs import ModelSpec
 from .attention import AttentionTerms, sdpa_kv_width
 from .candidates import Candidates, unique_rows
-from .config import TP_FWD_COLLECTIVES, constants, profile_value, tp_bwd_collectives
+from .config import (
+    TP_FWD_COLLECTIVES,
+    constants,
+    ep_dispatch,
+    moe_dispatcher,
+    profile_value,
+    tp_bwd_collectives,
+)
+from .host import host_exposed
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -61,15 +69,13 @@ def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:
 
 
 def dispatch_copies(m: ModelSpec, ep: Any, ranks_per_domain: Any) -> Any:
-    """Copies of a token's hidden state an all-to-all dispatch sends: top_k, or, when the
-    router limits a token to ``groups_per_token`` of ``expert_groups`` expert groups and the EP
-    group spans several NVLink domains, at most one copy per reached group (DeepSeek-V3's
-    node-limited routing: one copy crosses the network per target node, NVLink fans it out)."""
+    """Copies of a token's hidden state Megatron-Core's all-to-all dispatcher sends (ep_dispatch
+    per_expert): one row per (token, expert) pair, top_k, wherever the experts sit. Node-limited
+    routing (DeepSeek-V3: 4 of 8 groups) bounds the nodes a token reaches, which only a
+    per-destination dispatcher turns into fewer copies (:func:`dedup_buffers`)."""
+    del ranks_per_domain  # the rows do not depend on where the experts sit
     k = float(m.top_k)
-    if not (m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups):
-        return np.full(np.shape(ep), k) if np.ndim(ep) else k
-    spans = np.asarray(ep, dtype=np.float64) > np.asarray(ranks_per_domain, dtype=np.float64)
-    return np.where(spans, min(k, float(m.groups_per_token)), k)
+    return np.full(np.shape(ep), k) if np.ndim(ep) else k
 
 
 def ep_stride(c: Candidates) -> Any:
@@ -96,6 +102,7 @@ class LayerComm:
     cp_sent: Any  # bytes the CP exchange sends per layer and micro-batch (forward + backward)
     ep_f_raw: Any  # all-to-all dispatch and combine and the expert-TP gather, forward
     ep_b_raw: Any
+    ep_meta: Any  # of ep_f_raw: the dispatcher's metadata exchange before a forward dispatch
     moe_tp_keep: Any  # share of an MoE layer's TP collectives left with EP (the attention's)
     tp_intra: Any  # tiers: True = inside one NVLink domain
     cp_intra: Any
@@ -124,35 +131,88 @@ def reached(n_experts: float, top_k: float, groups: Any) -> Any:
     return g * (1.0 - miss)
 
 
-def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
-    """One dispatch as DeepEP-class kernels send it (frameworks.toml ep_dispatch =
-    per_destination): a token crosses the network once per node its experts reach (to the GPU of
-    the same in-node index) and NVLink once per GPU its experts reach; the two stages pipeline, so
-    the longer sets the time. Node-limited routing caps the nodes at groups_per_token. Each stage
-    is priced as an all-to-all by the collectives engine: over the n = ep / r nodes with one rank
-    per node, and over the r ranks of a node."""
+def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
+    """(network buffer per rank, nodes of the EP group, NVLink buffer per rank) of one dispatch
+    as DeepEP-class kernels send it (frameworks.toml ep_dispatch = per_destination, or a recipe
+    whose dispatcher is flex with DeepEP / Hybrid-EP): a token goes once to every node its
+    experts reach (to the GPU of the same in-node index; the copy for its own node stays local)
+    and, inside each node, once to every GPU its experts reach. A rank's t tokens reach
+    ``nodes`` nodes (node-limited routing caps them at groups_per_token) and ``gpus`` GPUs on
+    average, so it puts t nodes rows on the network and, as the forwarder for its in-node index,
+    receives from each of the n nodes t gpus / n rows for its node's GPUs: t gpus rows on NVLink
+    (t = T / sp_div tokens of e_a h bytes)."""
     m = c.m
     t_bytes = c.e_a * (c.T / c.sp_div) * c.h
     n_nodes = np.maximum(c.ep / r_ep, 1.0)
     nodes = reached(float(m.n_experts), float(m.top_k), n_nodes)
     if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
-        nodes = np.minimum(nodes, float(m.groups_per_token))
+        # node-limited routing picks groups_per_token of the expert_groups groups, then the
+        # experts inside them: where each node holds whole groups the nodes reached are those
+        # of the picked groups, reached(G, g, nodes); a group spread over several nodes still
+        # caps them at g
+        G, g = float(m.expert_groups), float(m.groups_per_token)
+        whole = (n_nodes <= G) & (np.mod(G, n_nodes) == 0)
+        nodes = np.minimum(nodes, np.where(whole, reached(G, g, n_nodes), g))
     gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
-    rdma = collective_time("all_to_all", t_bytes * nodes, n_nodes, 1.0, c.cl)
-    nvl = collective_time("all_to_all", t_bytes * gpus / n_nodes, r_ep, r_ep, c.cl)
+    return t_bytes * nodes, n_nodes, t_bytes * gpus
+
+
+def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
+    """One dispatch as DeepEP-class kernels send it (:func:`dedup_buffers`): the network stage
+    and the NVLink stage pipeline, so the longer sets the time. Each stage is priced as an
+    all-to-all by the collectives engine: over the n = ep / r nodes with one rank per node, and
+    over the r ranks of a node."""
+    rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
+    rdma = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
+    nvl = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
     return np.maximum(rdma, nvl)
 
 
-def _ep_terms(c: Candidates) -> tuple[Any, Any]:
+def dispatch_metadata(c: Candidates, r_ep: Any) -> Any:
+    """Seconds of the dispatcher's metadata exchange before each forward dispatch, for the
+    dispatchers a recipe names (frameworks.toml moe_recipes), from their source:
+
+    * flex with Hybrid-EP: its preprocessing needs every EP rank's routing map. DeepEP
+      hybrid-ep ``HybridEpBuffer.dispatch`` (deep_ep/hybrid_ep_buffer.py) all-gathers the
+      [t, E] boolean map of each of the ep ranks into a [t ep, E] one (the C++ executor's
+      ``allgather_routing_map``: NCCL across nodes, its own NVLink all-gather inside one) before
+      the metadata kernel reads it (source ``hybrid-ep-metadata-preprocess``): t E ep bytes
+      gathered (1 byte a bool; t = T / sp_div tokens);
+    * alltoall (Megatron-Core 0.16.1 ``MoEAlltoAllTokenDispatcher.preprocess``): the [E] int64
+      tokens-per-expert counts all-gathered over the expert-TP x EP group, E 8 ep etp bytes
+      (source ``megatron-core-alltoall-preprocess``);
+    * flex with DeepEP: its layout kernel is local and the counts travel inside the dispatch
+      kernel's notify stage (nothing apart here).
+
+    Per MoE layer and micro-batch, priced by the collectives engine. The backward dispatch and
+    the combines reuse the handle / splits; a recomputed MoE layer dispatches, and exchanges,
+    again (the caller's share). The host synchronisation each of them ends in (tokens per
+    expert read on the host for dropless routing) is priced apart (step/host.py)."""
+    kind = moe_dispatcher(c.job, c.gpu.id)
+    z = np.zeros_like(np.asarray(c.ep, dtype=np.float64))
+    if kind == "flex-hybridep":
+        gathered = (c.T / c.sp_div) * float(c.m.n_experts) * c.ep
+        return np.where(c.ep > 1, collective_time("all_gather", gathered, c.ep, r_ep, c.cl), 0.0)
+    if kind == "alltoall":
+        etp = getattr(c, "etp", 1.0)
+        n = c.ep * etp
+        return np.where(n > 1, collective_time("all_gather", 8.0 * float(c.m.n_experts) * n, n,
+                                               np.minimum(r_ep * etp, n), c.cl), 0.0)
+    return z
+
+
+def _ep_terms(c: Candidates) -> tuple[Any, Any, Any]:
     """With sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
     only those; experts split over etp ranks then gather the tokens an EP rank received across
-    those etp ranks (and reduce-scatter them on the way back) inside the node."""
+    those etp ranks (and reduce-scatter them on the way back) inside the node. The forward also
+    carries the dispatcher's metadata exchange (:func:`dispatch_metadata`), returned apart as
+    the third term (it is inside the first)."""
     m = c.m
     if not m.is_moe:
         z = np.zeros_like(c.tp)
-        return z, z
+        return z, z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
-    if profile_value(c.job, "ep_dispatch", "per_expert") == "per_destination":
+    if ep_dispatch(c.job, c.gpu.id) == "per_destination":
         a2a = _dedup_dispatch(c, r_ep)
     else:
         a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div)
@@ -162,7 +222,8 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any]:
                                                   c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
                         0.0)
     raw = 2 * a2a + 2 * e_gather
-    return raw, raw
+    meta = dispatch_metadata(c, r_ep)
+    return raw + meta, raw, meta
 
 
 def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
@@ -228,11 +289,11 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
     cp_intra = tp * cp <= c.dom
     kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
-    ep_f_raw, ep_b_raw = _ep_terms(c)
+    ep_f_raw, ep_b_raw, ep_meta = _ep_terms(c)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
         kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
-        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw,
+        cp_sent=cp_sent, ep_f_raw=ep_f_raw, ep_b_raw=ep_b_raw, ep_meta=ep_meta,
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
@@ -254,10 +315,12 @@ class LayerTime:
     attention: Any  # of the compute: attention kernels
     nongemm: Any  # of the compute: memory-bound kernels
     wgrad: Any  # weight-gradient GEMMs
+    host: Any = 0.0  # host launch time exposed after the dispatcher's host wait (step/host.py)
+    host_ops: Any = 0.0  # kernels launched after that wait, one forward
 
     @property
     def total(self) -> Any:
-        return self.compute + self.tp + self.cp + self.ep
+        return self.compute + self.tp + self.cp + self.ep + self.host
 
 
 def _overlapped(comm: Any, gemm: Any, splits: Any) -> Any:
@@ -286,7 +349,8 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tu
     return f, b
 
 
-def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any, Any]:
+def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any,
+                   meta: Any = 0.0) -> tuple[Any, Any]:
     """(forward, backward) all-to-all seconds left exposed where a forward layer of one
     micro-batch runs beside a backward layer of another, sub-module by sub-module as
     Megatron-Core 0.16 schedules it (models/common/model_chunk_schedule_plan.py
@@ -297,14 +361,27 @@ def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any) -> tuple[Any,
 
     each phase lasts as long as its longer stream. Dispatch and combine are half of each
     direction's all-to-all traffic (``e_f``, ``e_b``: the all-to-all and the expert-TP gather,
-    the backward with what full recompute repeats); the middle phase's excess is split evenly."""
+    the backward with what full recompute repeats); the middle phase's excess is split evenly.
+    ``meta`` (inside ``e_f``), the dispatcher's metadata exchange, belongs to dispatch_fwd."""
     attn_f, attn_b = lc.attn_f, lc.attn_b
     mlp_f = lc.fwd - attn_f
     mlp_b = lc.bwd + rcx - attn_b
+    a2a_f = e_f - meta
     p1 = np.maximum(0.0, 0.5 * e_b - attn_f)
-    p2 = np.maximum(0.0, 0.5 * (e_f + e_b) - (mlp_f + mlp_b))
-    p3 = np.maximum(0.0, 0.5 * e_f - attn_b)
+    p2 = np.maximum(0.0, 0.5 * (a2a_f + e_b) + meta - (mlp_f + mlp_b))
+    p3 = np.maximum(0.0, 0.5 * a2a_f - attn_b)
     return p3 + 0.5 * p2, p1 + 0.5 * p2
+
+
+def ep_alone_share(pp: Any, mb: Any) -> Any:
+    """Share of the micro-batch passes whose all-to-all has no partner to hide behind under
+    Megatron-Core's combined 1F1B (pipeline_parallel/combined_1f1b.py, EP A2A overlap): without
+    pipelining the first forward and the last backward of the m micro-batches run alone (1 / m);
+    interleaved, stage r runs its warmup, (pp - r - 1) 2 + (vpp - 1) pp forward chunks plus the
+    one the overlap adds (schedules.py num_warmup_microbatches += 1), alone, and as many
+    backward chunks in the cooldown: pp vpp of its m vpp chunk steps on average over the
+    stages, a share pp / m either way."""
+    return np.minimum(1.0, np.asarray(pp, dtype=np.float64) / np.asarray(mb, dtype=np.float64))
 
 
 def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> LayerTime:
@@ -327,18 +404,39 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     rc_ep = (c.full_share + c.recomputes("moe")) * e_f
     rc_cp = c.full_share * cm.cp_f
     if moe and c.job.ep_overlap:
-        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx)
+        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx, cm.ep_meta)
+        if c.job.schedule == "1f1b":
+            alone = ep_alone_share(c.pp, c.mb)
+            x_f = (1 - alone) * x_f + alone * ep_exp * e_f
+            x_b = (1 - alone) * x_b + alone * ep_exp * (e_b + rc_ep)
+        if not profile_value(c.job, "ep_overlap_full_recompute", True):
+            # Megatron-Core refuses the EP A2A overlap with full recompute
+            # (transformer_config.py: recompute_granularity != 'full' under
+            # overlap_moe_expert_parallel_comm): such layouts run the all-to-all exposed
+            refused = c.full_share > 0
+            x_f = np.where(refused, ep_exp * e_f, x_f)
+            x_b = np.where(refused, ep_exp * (e_b + rc_ep), x_b)
     else:
         x_f, x_b = ep_exp * e_f, ep_exp * (e_b + rc_ep)
     cp_raw = cm.cp_f_raw + cm.cp_b_raw + c.full_share * cm.cp_f_raw
+    if moe:
+        # the kernels after the dispatcher's host wait: the experts, the permutation and the
+        # forward all-to-all traffic (flex: the combine only; the wait is inside its dispatch)
+        a2a_after = (e_f - cm.ep_meta) * np.where(
+            ep_dispatch(c.job, c.gpu.id) == "per_destination", 0.5, 1.0)
+        host_f, host_ops = host_exposed(c, lc.experts_f + a2a_after)
+    else:
+        host_f, host_ops = 0.0, 0.0
+    host_rc = (c.full_share + c.recomputes("moe")) * host_f  # a recomputed layer waits again
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,
         cp=cm.cp_f + cm.cp_b + rc_cp,
         ep=x_f + x_b,
-        fwd=fw + xt_f + cm.cp_f + x_f,
-        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b,
+        fwd=fw + xt_f + cm.cp_f + x_f + host_f,
+        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b + host_rc,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
         hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
         + (e_f + e_b + rc_ep) - x_f - x_b,
-        attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad)
+        attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad, host=host_f + host_rc,
+        host_ops=host_ops)

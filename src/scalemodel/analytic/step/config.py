@@ -46,6 +46,42 @@ def profile_value(job: Any, key: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
+def ep_dispatch(job: Any, gpu_id: str | None) -> str:
+    """How the job's dispatcher sends a token (per_expert or per_destination): the dispatcher of
+    the profile's recipe for this model on this GPU (frameworks.toml moe_recipes: alltoall, or
+    flex with DeepEP / Hybrid-EP), else the profile's ep_dispatch."""
+    from ...specs.frameworks import MOE_DISPATCH, moe_recipe
+
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu_id)
+    if recipe is not None:
+        return MOE_DISPATCH[recipe["dispatcher"]]
+    return str(vals.get("ep_dispatch") or "per_expert")
+
+
+def moe_dispatcher(job: Any, gpu_id: str | None) -> str | None:
+    """The token dispatcher of the profile's recipe for this model on this GPU (frameworks.toml
+    moe_recipes: alltoall, flex-deepep or flex-hybridep), None where the profile records none."""
+    from ...specs.frameworks import moe_recipe
+
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu_id)
+    return None if recipe is None else str(recipe["dispatcher"])
+
+
+def moe_graph_scopes(job: Any, gpu_id: str | None) -> tuple[str, ...] | None:
+    """The CUDA graph scopes (Megatron-Core --cuda-graph-scope) the profile's recipe for this
+    model on this GPU captures at the job's precision (frameworks.toml moe_recipes cuda_graphs),
+    None where the recipe records none."""
+    from ...specs.frameworks import moe_recipe
+
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu_id)
+    graphs = (recipe or {}).get("cuda_graphs") or {}
+    prec = "fp8" if getattr(job, "precision", "bf16") == "fp8" else "bf16"
+    return tuple(graphs[prec]) if prec in graphs else None
+
+
 def sp_split(c: Any) -> Any:
     """The split of norm, dropout and residual work over the TP ranks: tp with sequence
     parallelism (Korthikanti et al. 2022, every current profile), 1 where the framework predates

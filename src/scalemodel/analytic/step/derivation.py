@@ -147,8 +147,14 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 if lay["ep"] > 1 else "")
     else:
         d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")
-    d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep", "s",
-           check=v.t_slow_s, rel_tol=1e-6)
+    host = constants()["host"]
+    d.given("host launch time exposed after the MoE dispatcher's host wait, per micro-batch",
+            "t_host", v.host_s / mb, "s", cite(host["op_launch_source"]),
+            note=(f"per MoE layer max(0, launches after the wait x {host['op_launch_s'] * 1e6:g} us"
+                  " - their GPU time), forward and recomputed forward (step/host.py)")
+            if m.is_moe else "no MoE layer")
+    d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep + t_host",
+           "s", check=v.t_slow_s, rel_tol=1e-6)
 
 
 def pipeline_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:

@@ -30,6 +30,7 @@ class LayerCompute:
     tp_gemm_b: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)
     attn_f: Any = 0.0  # the attention block (projections and core), forward; the rest is the MLP
     attn_b: Any = 0.0
+    experts_f: Any = 0.0  # an MoE layer's experts and token permutation, forward
 
 
 def mla_up_share(c: Candidates) -> float:
@@ -157,4 +158,5 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
                         + np.where(c.rc == 1, sel_ng, 0.0),
                         tp_gemm_f=(a.in_proj_f, a.out_proj_f, mf, mf),
                         tp_gemm_b=(a.in_proj_b, a.out_proj_b, mb_, mb_),
-                        attn_f=a.proj_f + a.core_f, attn_b=a.proj_b + a.core_b)
+                        attn_f=a.proj_f + a.core_f, attn_b=a.proj_b + a.core_b,
+                        experts_f=ef + pf)

@@ -15,13 +15,14 @@ from .candidates import Candidates, candidates
 from .comm import (
     LayerComm,
     LayerTime,
+    dedup_buffers,
     dispatch_copies,
     ep_stride,
     layer_comm,
     layer_time,
     ranks_per_node,
 )
-from .config import TP_FWD_COLLECTIVES, constants, tp_bwd_collectives
+from .config import TP_FWD_COLLECTIVES, constants, ep_dispatch, tp_bwd_collectives
 from .data_parallel import DPTerms, dp_terms, local_params
 from .layers import dense_layer, mla_up_share, moe_layer
 from .memory_terms import memory_terms
@@ -123,8 +124,18 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
     tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + full + 0.5 * (rc == 3))
                             + tp_bwd_collectives(c.job)) * (c.tp - 1) / c.tp * cm.act_bytes)
     if c.m.is_moe:
-        ep = (mb * n * (4 + 2 * (full + c.recomputes("moe"))) * (c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
-              * dispatch_copies(c.m, c.ep, ranks_per_node(ep_stride(c), c.ep, c.dom)))
+        r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
+        if ep_dispatch(c.job, c.gpu.id) == "per_destination":
+            # the bytes of the tier the EP row names (comm.dedup_buffers): across nodes the
+            # rows a rank puts on the network for the other nodes; inside one node its NVLink
+            # rows to the other GPUs (the NVLink stage of a spanning group is not counted)
+            rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
+            one = np.where(n_nodes > 1, rdma_buf * (n_nodes - 1) / n_nodes,
+                           nvl_buf * (r_ep - 1) / r_ep)
+        else:
+            one = ((c.ep - 1) / c.ep * c.e_a * c.T / c.sp_div * c.h
+                   * dispatch_copies(c.m, c.ep, r_ep))
+        ep = mb * n * (4 + 2 * (full + c.recomputes("moe"))) * one
     else:
         ep = np.zeros_like(mb)
     return {"tp_bytes": tp, "cp_bytes": mb * n * cm.cp_sent, "ep_bytes": ep,
@@ -168,4 +179,4 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         capacity_bytes=mem.capacity, fits=mem.fits,
         **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
         tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
-        ep_intra=cm.ep_intra, microbatches=mb)
+        ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"])

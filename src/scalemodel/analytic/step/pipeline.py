@@ -14,7 +14,7 @@ from .comm import LayerTime, collective_time
 from .config import constants, profile_value
 from .gemm import gemm3_of
 
-PARTS = ("compute", "tp", "cp", "ep")
+PARTS = ("compute", "tp", "cp", "ep", "host")
 
 
 @dataclass(frozen=True)

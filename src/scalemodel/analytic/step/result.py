@@ -66,6 +66,7 @@ class StepTerms:
     dp_intra: Any
     ep_intra: Any
     microbatches: Any  # micro-batches per step per pipeline
+    host_s: Any = 0.0  # host launch time exposed after the MoE dispatchers' host wait
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

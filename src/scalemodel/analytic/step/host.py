@@ -1,0 +1,81 @@
+"""Host-bound execution after an MoE dispatcher's host synchronisation.
+
+Dropless, each dispatcher a NeMo recipe names (frameworks.toml moe_recipes) waits on the host
+for the tokens-per-expert counts before it can size the buffers that follow (Megatron-Core
+0.16.1 token_dispatcher.py: the all-to-all dispatcher's ``_maybe_dtoh_and_synchronize`` at
+``before_ep_alltoall``; the flex dispatcher's DeepEP / Hybrid-EP dispatch, blocking where
+``num_permuted_tokens`` is None, fused_a2a.py; TEGroupedMLP.forward's
+``tokens_per_expert.tolist()``). The GPU queue is then empty, and the kernels after the
+wait run no faster than the host launches them. The layer's forward after the wait therefore
+lasts at least its launches times the host's cost per launched op
+(planner.toml [host] op_launch_s); what exceeds the GPU time of the same kernels is exposed.
+
+Launches counted from the code path at Megatron-Core 0.16.1 (fused permutation, TE grouped
+experts), forward after the wait, per MoE layer and micro-batch:
+
+* all-to-all dispatcher: token_dispatch 2 all-to-alls (tokens, probs); dispatch_postprocess
+  2 gathers over expert-TP when etp > 1 and one fused sort_chunks_by_idxs with more than one
+  local expert; the experts; combine_preprocess the sort back (n_local > 1) and a
+  reduce-scatter with its two casts (etp > 1); token_combine 1 all-to-all; combine_postprocess
+  1 fused unpermute;
+* flex, the wait inside the dispatch: with DeepEP (_DeepepManager) the permutation by expert
+  (1), the experts, the unpermutation (1) and the combine (1), the conversion of the dispatched
+  indices to a multi-hot map not counted (unfused by default: about a dozen ops with host
+  syncs of their own); with Hybrid-EP (_HybridEPManager) the permutation is fused into the
+  dispatch and the unpermutation into the combine: the experts and the combine (1);
+* experts (TEGroupedMLP.forward): fp8 pads the tokens and the probabilities to the
+  quantisation alignment (quantization_padding, 2); fc1 one GEMM per local expert (TE
+  GroupedLinear runs one cuBLAS GEMM per group); the weighted SwiGLU (1); fc2 one GEMM per
+  local expert.
+
+This is a lower bound on the launches (the casts inside TE's modules and the allocations are
+not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
+backward does not wait (the splits and counts are on the host since the forward), so it is not
+bounded here; a recomputed MoE layer dispatches, and waits, again.
+
+CUDA graphs (frameworks.toml moe_recipes cuda_graphs, per precision, from each release's
+Megatron-Bridge perf configs): a captured scope replays as one launch. The scopes the recipes
+capture, attn, moe_router and moe_preprocess, all run before the wait (Megatron-LM PR 1917:
+moe_router captures up to MoELayer.router, moe_preprocess the dispatcher's preprocess); only
+the moe scope (an MoE layer's whole MLP, fixed shapes) covers the launches after it, and then
+there is no wait in the layer: one launch, the graph's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .candidates import Candidates
+from .config import constants, moe_dispatcher, moe_graph_scopes
+
+
+def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool) -> Any:
+    """Kernels the forward of one MoE layer launches after the dispatcher's host wait (the
+    module docstring's count); 0 for a dispatcher the profile does not name."""
+    n = np.asarray(n_local, dtype=np.float64)
+    experts = 2 * n + 1 + (2 if fp8 else 0)
+    many = (n > 1).astype(np.float64)
+    if kind == "alltoall":
+        split = (np.asarray(etp, dtype=np.float64) > 1).astype(np.float64)
+        return 2 + 2 * split + many + experts + many + 3 * split + 1 + 1
+    if kind == "flex-deepep":
+        return 3 + experts
+    if kind == "flex-hybridep":
+        return 1 + experts
+    return np.zeros_like(n)
+
+
+def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
+    """(exposed host seconds of one MoE layer's forward, launches after the wait):
+    max(0, launches x op_launch_s - gpu_after); the caller charges it again where recompute
+    repeats the layer. ``gpu_after``: GPU seconds of the same kernels (experts, permutation and
+    the forward all-to-all traffic after the wait)."""
+    kind = moe_dispatcher(c.job, c.gpu.id)
+    n_local = c.m.n_experts / c.ep
+    ops = after_sync_launches(kind, n_local, c.etp, c.fp8)
+    if "moe" in (moe_graph_scopes(c.job, c.gpu.id) or ()):
+        ops = np.minimum(ops, 1.0)  # the whole MoE MLP replays as one graph
+    per_op = float(constants()["host"]["op_launch_s"])
+    return np.maximum(0.0, ops * per_op - gpu_after), ops
