@@ -112,7 +112,7 @@ def run_batch(args: argparse.Namespace) -> Any:
 # the step model's terms a row of the output shows (PlanRow.to_dict reads these)
 _TERMS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
           "memory_per_gpu_bytes", "lower_s", "upper_s", "compute_s", "tp_s", "cp_s", "ep_s",
-          "pp_s", "dp_s", "bubble_s", "optimizer_s", "overlap_s", "fits")
+          "host_s", "pp_s", "dp_s", "bubble_s", "optimizer_s", "overlap_s", "fits")
 
 
 def _price(job: Any, cl: Any, lays: list[Any]) -> list[dict[str, Any]]:
