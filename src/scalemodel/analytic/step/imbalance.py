@@ -59,12 +59,13 @@ def rank_violation(n_experts: float, top_k: float, ep: float, tokens: float,
     holds larger values, which this does not model), P2 = (g / G) k (k - 1) / (M (M - 1)),
     M = g E / G. Tokens route independently (random logits per token), so the rank's copies R
     over the N tokens have mean N E[X] and variance N Var(X), and are close to normal at the
-    thousands of tokens of a micro-batch. The ep ranks' loads are taken as independent normals
-    (an approximation: their total is fixed, which ties them slightly negatively and makes the
-    true maximum a little smaller), so E[max R] = mean + z_ep sd, z_ep the expected maximum of ep
-    standard normals: v = z_ep sqrt(Var(X) / N) / E[X]."""
+    thousands of tokens of a micro-batch (the normal approximation). The ep ranks' loads are
+    exchangeable and sum to exactly k N, so jointly they are ep independent normals less their
+    mean, each of variance N Var(X) ep / (ep - 1); the maximum of such a vector exceeds the mean
+    by z_ep sd on average, z_ep the expected maximum of ep independent standard normals:
+    v = z_ep sqrt(Var(X) / N ep / (ep - 1)) / E[X]."""
     E, k, ep, N = float(n_experts), float(top_k), float(ep), float(tokens)
-    if ep <= 1 or N <= 0 or k <= 0 or E <= k:
+    if ep <= 1 or N <= 0 or k <= 0 or k >= E:
         return 0.0
     n = E / ep
     ex = k / ep
@@ -75,7 +76,8 @@ def rank_violation(n_experts: float, top_k: float, ep: float, tokens: float,
     else:
         p2 = k * (k - 1) / (E * (E - 1))
     var = ex + n * (n - 1) * p2 - ex * ex
-    return expected_max_normal(int(round(ep))) * float(np.sqrt(max(var, 0.0) / N)) / ex
+    sd = float(np.sqrt(max(var, 0.0) / N * ep / (ep - 1)))
+    return expected_max_normal(int(round(ep))) * sd / ex
 
 
 def ep_straggler(c: Any) -> Any:
@@ -91,5 +93,6 @@ def ep_straggler(c: Any) -> Any:
     N = np.broadcast_to(c.ep * c.etp * c.T / c.tp, ep.shape)
     out = np.array([rank_violation(m.n_experts, m.top_k, e, n, m.expert_groups,
                                    m.groups_per_token)
-                    for e, n in zip(ep.ravel(), np.asarray(N, dtype=np.float64).ravel())])
+                    for e, n in zip(ep.ravel(), np.asarray(N, dtype=np.float64).ravel(),
+                                   strict=True)])
     return out.reshape(ep.shape) if ep.ndim else float(out[0])
