@@ -162,7 +162,9 @@ def test_validation_rows_all_predicted():
     largest nemo-qwen3-30b-a3b-h100 (Hybrid-EP, host time unpriced: docs/planner.md "Issue 16
     pricing"); merged with fp8 saved inputs in the memory model (session 6), 9.6% / 51.3% over
     42 rows, the largest nemo-deepseek-v3-h100 (DeepEP with A2A overlap: the MoE layer's
-    unpriced remainder, docs/planner.md); the largest error is held to that plus about 2 points.
+    unpriced remainder, docs/planner.md); with the EP straggler of the benchmarks' force-balanced
+    routing priced (docs/planner.md "EP straggler from expert load imbalance"), 9.5% / 50.2%, the
+    same largest row; the largest error is held to that plus about 2 points.
     """
     from pathlib import Path
 
@@ -174,4 +176,4 @@ def test_validation_rows_all_predicted():
     s = summary(results)
     assert s["row_count"] == len(results)
     assert s["mape"] <= 0.10
-    assert s["max_ape"] < 0.535
+    assert s["max_ape"] < 0.525

@@ -35,6 +35,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "schedule": (lambda v: v in ("1f1b", "dualpipe"), "1f1b or dualpipe"),
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
+    "moe_routing": (lambda v: v in ("learned", "force_balanced"), "learned or force_balanced"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),

@@ -21,6 +21,7 @@ from .config import (
     tp_bwd_collectives,
 )
 from .host import host_exposed
+from .imbalance import ep_straggler
 from .layers import LayerCompute
 
 if TYPE_CHECKING:
@@ -157,12 +158,14 @@ def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
     return t_bytes * nodes, n_nodes, t_bytes * gpus
 
 
-def _dedup_dispatch(c: Candidates, r_ep: Any) -> Any:
+def _dedup_dispatch(c: Candidates, r_ep: Any, straggle: Any = 1.0) -> Any:
     """One dispatch as DeepEP-class kernels send it (:func:`dedup_buffers`): the network stage
     and the NVLink stage pipeline, so the longer sets the time. Each stage is priced as an
     all-to-all by the collectives engine: over the n = ep / r nodes with one rank per node, and
-    over the r ranks of a node."""
+    over the r ranks of a node. ``straggle`` (1 + v) scales both buffers to the slowest EP rank's
+    (an upper bound: a node's rows aggregate its ranks' loads, which spread less)."""
     rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
+    rdma_buf, nvl_buf = rdma_buf * straggle, nvl_buf * straggle
     rdma = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
     nvl = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
     return np.maximum(rdma, nvl)
@@ -206,19 +209,24 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any, Any]:
     only those; experts split over etp ranks then gather the tokens an EP rank received across
     those etp ranks (and reduce-scatter them on the way back) inside the node. The forward also
     carries the dispatcher's metadata exchange (:func:`dispatch_metadata`), returned apart as
-    the third term (it is inside the first)."""
+    the third term (it is inside the first). Each all-to-all lasts as long as the EP rank that
+    receives the most copies: the per-rank buffer and the expert-TP gather are priced at
+    (1 + v) times the mean (imbalance.ep_straggler; the engine gives every rank that buffer, an
+    upper bound where one rank alone is the straggler)."""
     m = c.m
     if not m.is_moe:
         z = np.zeros_like(c.tp)
         return z, z, z
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
+    straggle = 1.0 + ep_straggler(c)
     if ep_dispatch(c.job, c.gpu.id) == "per_destination":
-        a2a = _dedup_dispatch(c, r_ep)
+        a2a = _dedup_dispatch(c, r_ep, straggle)
     else:
-        a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div)
+        a2a = collective_time("all_to_all", c.e_a * (c.T / c.sp_div) * straggle
                               * dispatch_copies(m, c.ep, r_ep) * c.h, c.ep, r_ep, c.cl)
     e_gather = np.where(c.ep > 1, collective_time("all_gather",
-                                                  c.e_a * c.T * c.etp / c.tp * m.top_k * c.h,
+                                                  c.e_a * c.T * c.etp / c.tp * m.top_k * c.h
+                                                  * straggle,
                                                   c.etp, ranks_per_node(1, c.etp, c.dom), c.cl),
                         0.0)
     raw = 2 * a2a + 2 * e_gather

@@ -128,6 +128,21 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch")
 
 
+def _straggler_note(res: PlanResult, lay: dict) -> str:
+    """The EP straggler of the run's routing (step/imbalance.py), as the note says it."""
+    from .config import profile_value
+    from .imbalance import rank_violation
+
+    job, m = res.job, res.job.model
+    if profile_value(job, "moe_routing", "learned") != "force_balanced":
+        return "; no EP straggler priced (learned routing: no per-rank spread measured)"
+    tokens = lay["ep"] * lay["etp"] * lay["micro_batch"] * job.seq_len / lay["cp"] / lay["tp"]
+    v = rank_violation(m.n_experts, m.top_k, lay["ep"], tokens, m.expert_groups,
+                       m.groups_per_token)
+    return (f"; the slowest EP rank's copies at 1 + v = {1 + v:.4f} x the mean (force-balanced "
+            "random routing, step/imbalance.py), its expert GEMMs too")
+
+
 def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """Exposed TP, CP and EP collectives per micro-batch, and the micro-batch time."""
     v, lay, m = row.values, row.layout, res.job.model
@@ -144,6 +159,7 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                       if folded else
                       f"experts split over the {lay['tp']} TP ranks (etp = tp): dispatch and "
                       "combine, then the tokens gathered over the TP group")
+                + _straggler_note(res, lay)
                 if lay["ep"] > 1 else "")
     else:
         d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")

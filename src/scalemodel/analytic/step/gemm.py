@@ -122,10 +122,14 @@ def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
     return count * (uf + df), count * (ub + db)
 
 
-def expert_mlp(c: Candidates, Mx: Any, width: float, count: Any, split: Any) -> tuple[Any, Any]:
+def expert_mlp(c: Candidates, Mx: Any, width: float, count: Any, split: Any,
+               load: Any = 1.0) -> tuple[Any, Any]:
     """``count`` experts' MLPs as a grouped GEMM runs them: each expert's GEMMs at their shape
     plus the measured per-launch cost (:func:`grouped_overhead`) for the 2 forward GEMMs and the
-    4 backward ones (dgrad and wgrad of each)."""
+    4 backward ones (dgrad and wgrad of each). ``load`` scales the GEMMs' time (not the launches)
+    to a rank holding that multiple of the mean tokens (the EP straggler, step/imbalance.py),
+    at the mean's shape: the tile padding of the straggler's unequal per-expert counts is not
+    priced."""
     f, b = mlp(c, Mx, width, count, split)
     t0 = grouped_overhead(c.gpu.arch)
-    return f + 2.0 * count * t0, b + 4.0 * count * t0
+    return load * f + 2.0 * count * t0, load * b + 4.0 * count * t0

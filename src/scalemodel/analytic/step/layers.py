@@ -12,6 +12,7 @@ from .attention import AttentionTerms
 from .candidates import Candidates
 from .elementwise import nongemm_time
 from .gemm import expert_mlp, gemm3, gemm3_of, mlp
+from .imbalance import ep_straggler
 
 
 @dataclass(frozen=True)
@@ -134,11 +135,13 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
 
     Tokens per local expert (balanced routing): the EP group's ranks each route their T / tp
     sequence-parallel tokens (T after the expert-TP gather when etp = tp), so an expert sees
-    T top_k etp / (tp n_local) tokens and holds moe_ffn / etp of its width."""
+    T top_k etp / (tp n_local) tokens and holds moe_ffn / etp of its width. Each layer waits for
+    the EP rank that received the most copies: its expert GEMMs take (1 + v) times the mean's
+    time (imbalance.ep_straggler; v = 0 where the routing's spread is not known)."""
     m, ms, tp, etp = c.m, c.ms, c.tp, c.etp
     n_local = m.n_experts / c.ep
     Me = c.T * m.top_k * etp / (tp * n_local)
-    ef, eb = expert_mlp(c, Me, ms.moe_ffn, n_local, etp)
+    ef, eb = expert_mlp(c, Me, ms.moe_ffn, n_local, etp, 1.0 + ep_straggler(c))
     sf, sb = mlp(c, c.T, ms.shared_ffn) if ms.shared_ffn else (0.0, 0.0)
     rf, rb = gemm3_of(c, "router", c.T, float(m.n_experts), c.h)
     width = m.top_k * ms.moe_ffn + ms.shared_ffn
