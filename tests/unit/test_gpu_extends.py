@@ -43,3 +43,15 @@ def test_user_file_may_extend_a_bundled_gpu(tmp_path):
                  'hbm_bytes_per_s = 2.0e12\n')
     g = get_gpu(str(f))
     assert g.hbm_bytes_per_s == 2.0e12 and g.hbm_bytes == get_gpu("h100-sxm").hbm_bytes
+
+
+@pytest.mark.parametrize("line, field", [('nics_per_gpu = "x"', "nics_per_gpu"),
+                                         ("scale_out_link = 4", "scale_out_link"),
+                                         ("scale_up_bytes_per_s_per_direction = -1",
+                                          "scale_up_bytes_per_s_per_direction")])
+def test_user_file_interconnect_fields_are_checked(tmp_path, line, field):
+    # an extended GPU's interconnect values are the user's: a bad one is one line naming it
+    f = tmp_path / "bad.toml"
+    f.write_text(f'[bad]\nextends = "h100-sxm"\nname = "bad"\n\n[bad.interconnect]\n{line}\n')
+    with pytest.raises(BadInput, match=f"interconnect.{field}"):
+        get_gpu(str(f))

@@ -74,7 +74,8 @@ def test_missing_column_one_line_exit_2(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("col,value", [("measured", "31,302.7 tok/s"), ("tp", "two"),
-                                       ("isl", "222.5"), ("max_batch", "-806")])
+                                       ("isl", "222.5"), ("max_batch", "-806"),
+                                       ("measured", "0"), ("kv_fraction", "1.7")])
 def test_bad_number_one_line_exit_2(capsys, tmp_path, col, value):
     head, row = _mlperf_row()
     f = _write(tmp_path, head, [_set(head, row, col, value)])

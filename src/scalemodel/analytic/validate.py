@@ -226,8 +226,21 @@ def predict_row(row: dict[str, str]) -> RowResult:
     step = best.values.step_time_s
     pred = predicted_metric(row, p, step)
     return RowResult(row["id"], row.get("source", ""), row["metric"].strip(),
-                     row["convention"].strip(), float(row["measured"]), pred,
+                     row["convention"].strip(), measured_of(row), pred,
                      best.layout.as_dict(), p.cluster.n_gpus, p.cluster.gpu.id, p.model.id, step)
+
+
+def measured_of(row: dict[str, str]) -> float:
+    """The row's published figure: a positive number, else one line of bad input."""
+    raw = (row.get("measured") or "").strip()
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise BadInput(f"validation row {row.get('id', '?')!r}: column 'measured' must be a "
+                       f"positive number, got {raw!r}")
+    return v
 
 
 def read_rows(text: str) -> list[dict[str, str]]:

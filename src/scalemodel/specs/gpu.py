@@ -125,6 +125,21 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
     for k, v in flops.items():
         if not (isinstance(v, int | float) and v > 0):
             raise BadInput(f"GPU {gid!r} ({origin}): flop_per_s.{k} must be a positive number")
+    ic = t.get("interconnect", {})
+    if not isinstance(ic, dict):
+        raise BadInput(f"GPU {gid!r} ({origin}): interconnect must be a table")
+    for k, v in ic.items():
+        if k.endswith("_link"):
+            if not isinstance(v, str) or not v:
+                raise BadInput(f"GPU {gid!r} ({origin}): interconnect.{k} must be a link id "
+                               f"such as \"ndr-400\", got {v!r}")
+        elif k == "nics_per_gpu":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise BadInput(f"GPU {gid!r} ({origin}): interconnect.nics_per_gpu must be a "
+                               f"whole number of at least 1, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise BadInput(f"GPU {gid!r} ({origin}): interconnect.{k} must be a non-negative "
+                           f"number, got {v!r}")
     return GPUSpec(
         id=gid,
         name=t["name"],

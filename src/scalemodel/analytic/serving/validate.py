@@ -106,12 +106,18 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
         if only and rid not in only:
             continue
         meas = _number(row, "measured")
+        if not meas > 0:
+            raise BadInput(f"serving validation CSV row {rid!r}: column 'measured' must be a "
+                           f"positive number, got {row.get('measured')!r}")
         tp, pp = _number(row, "tp", int), _number(row, "pp", int)
         dp = _number(row, "dp", int, default=1)
         ep = _number(row, "ep", int, default=1)
         requests = _number(row, "requests", int)
         max_batch = _number(row, "max_batch", int, default=0) or None
         kv_frac = _number(row, "kv_fraction", default=0.0) or None
+        if kv_frac is not None and not 0 < kv_frac <= 1:
+            raise BadInput(f"serving validation CSV row {rid!r}: column 'kv_fraction' must be "
+                           f"in (0, 1], got {row.get('kv_fraction')!r}")
         rate = _number(row, "rate", default=0.0)
         conc = _number(row, "concurrency", int, default=0)
         if not (row.get("isl") or "").strip() or not (row.get("osl") or "").strip():
