@@ -102,6 +102,10 @@ def test_sequence_parallel_field_agrees_with_parallelisms():
     ("llm-foundry", "pp=2", "pipeline parallelism"),
     ("torchtitan", "zero=1", "ZeRO-1"),
     ("deepseek-hai-llm", "cp=2", "context parallelism"),
+    # recompute_options: selective recompute came with Korthikanti et al. 2022 (after the SC21
+    # code); llm-foundry's activation_checkpointing is per block, on or off
+    ("megatron-lm-2021", "recompute=selective", "offers recompute none, full only"),
+    ("llm-foundry", "recompute=selective", "offers recompute none, full only"),
 ])
 def test_explicit_layout_the_profile_cannot_run_is_one_line_exit_2(capsys, fw, layout, needle):
     rc = main(["plan", "train", "--model", "llama-3-8b", "--gpus", "64", "--seq-len", "2048",
@@ -123,6 +127,10 @@ def test_explicit_layouts_file_is_checked_too():
         evaluate_layouts(j, make_cluster("a100-sxm-80gb", 64),
                          [TrainLayout(tp=1, pp=1, dp=64, cp=1, ep=1, zero=1, vpp=1,
                                       micro_batch=1, recompute="full")])
+    with pytest.raises(BadInput, match="recompute=selective"):
+        evaluate_layouts(j, make_cluster("a100-sxm-80gb", 64),
+                         [TrainLayout(tp=1, pp=1, dp=64, cp=1, ep=1, zero=0, vpp=1,
+                                      micro_batch=1, recompute="selective")])
 
 
 # --- pipeline send/recv overlap ------------------------------------------------------------------

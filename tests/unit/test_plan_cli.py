@@ -181,7 +181,7 @@ def test_validate_row_with_bad_columns_is_reported(capsys, tmp_path):
 
 def test_op_recompute_exports_torchtitan_policy(capsys):
     d = plan_json(capsys, "--model", "llama-3-8b", "--gpus", "8", "--kernels", "eager",
-                  "--layout", "tp=1,pp=1,dp=8,zero=3,recompute=op", "--export", "torchtitan")
+                  "--framework", "torchtitan", "--layout", "tp=1,pp=1,dp=8,zero=3,recompute=op", "--export", "torchtitan")
     assert d["best"]["recompute"] == "op"
     assert 'mode = "selective"' in d["export"]["text"]
     assert 'selective_ac_option = "op"' in d["export"]["text"]

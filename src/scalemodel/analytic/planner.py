@@ -254,6 +254,19 @@ def check_offered(job: Job, key: str, value: int, where: str = "--layout") -> No
                    f"{PARALLELISM_NAMES[need]}; it offers {has}")
 
 
+def check_recompute_offered(job: Job, mode: str, where: str = "--layout") -> None:
+    """BadInput (one line) where an explicit recompute mode is not one the job's framework
+    profile offers (its ``recompute_options``; a profile that lists none offers every mode)."""
+    from ..specs.frameworks import get_framework
+
+    fw = get_framework(job.framework_id)
+    options = fw.values.get("recompute_options", ())
+    modes = list(dict.fromkeys(str(o).partition(":")[0] for o in options))
+    if modes and mode not in modes:
+        raise BadInput(f"{where} recompute={mode}: {fw.id} ({fw.version}) offers recompute "
+                       f"{', '.join(modes)} only")
+
+
 def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     """The searched values of one key that the framework profile offers."""
     par = offered_parallelisms(job)
@@ -286,6 +299,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     for k in PARALLELISM_OF:  # an explicit value the framework does not offer: refused
         if k in fixed:
             check_offered(job, k, fixed[k])
+    if "recompute" in fixed:
+        check_recompute_offered(job, fixed["recompute"])
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -705,6 +720,9 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         for v in np.unique(c[k]).tolist():
             i = int(np.flatnonzero(c[k] == v)[0])
             check_offered(job, k, int(v), f"layout {i + 1}:" if len(lays) > 1 else "--layout")
+    for i, lay in enumerate(lays):  # so is a recompute mode it does not offer
+        check_recompute_offered(job, lay.recompute,
+                                f"layout {i + 1}:" if len(lays) > 1 else "--layout")
     c = derived(c, ctx)
     for r in RULES:
         if not r.applies(ctx):
