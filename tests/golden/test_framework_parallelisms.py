@@ -203,3 +203,21 @@ def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
     with pytest.raises(BadInput, match=needle) as e:
         load_frameworks_file(str(f))
     assert "\n" not in str(e.value)
+
+
+# --- memory --fit keeps to the profile as the planner's grid does ---------------------------------
+
+def test_memory_fit_keeps_to_what_the_profile_offers(capsys):
+    # llm-foundry (v0.4.0): FSDP only, so no TP / PP; Megatron-LM of 2021: no ZeRO, no
+    # selective recompute and no sequence parallelism (Korthikanti et al. 2022 came later)
+    for fw, check in (("llm-foundry", lambda lay: lay["tp"] == 1 and lay["pp"] == 1),
+                      ("megatron-lm-2021", lambda lay: lay["zero"] == 0 and not lay["sp"]
+                       and lay["recompute"] in ("none", "full"))):
+        assert main(["memory", "--model", "llama-3-70b", "--fit", "--framework", fw,
+                     "--json"]) == 0
+        lay = json.loads(capsys.readouterr().out)["layout"]
+        assert check(lay), (fw, lay)
+    rc = main(["memory", "--model", "llama-3-70b", "--fit", "--framework", "llm-foundry",
+               "--tp", "8"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "llm-foundry" in err and len(err.splitlines()) == 1

@@ -1126,6 +1126,20 @@ def find_min_gpus(
     cps = [fixed.get("cp", 1)]
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     rcs = [RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
+    # only what the framework profile offers (frameworks.toml parallelisms, recompute_options),
+    # as the planner's layout grid keeps to it
+    from ..specs.frameworks import get_framework, offered_values, recompute_modes
+
+    offered = {"tp": offered_values(framework, "tp", tps),
+               "pp": offered_values(framework, "pp", pps),
+               "zero": offered_values(framework, "zero", zeros)}
+    modes = recompute_modes(framework)
+    offered["recompute"] = [r for r in rcs if not modes or RECOMPUTE[r] in modes]
+    for k, kept in offered.items():
+        if k in fixed and not kept:
+            fw = get_framework(framework)
+            raise BadInput(f"--{k} {fixed[k]}: {fw.id} ({fw.version}) does not offer it")
+    tps, pps, zeros, rcs = offered["tp"], offered["pp"], offered["zero"], offered["recompute"]
     ep = fixed.get("ep", 1)
     if "dp" in fixed:
         dps = [fixed["dp"]]
@@ -1138,7 +1152,8 @@ def find_min_gpus(
     if whole_nodes:  # 1, 2, 4, ... up to a node, then whole nodes
         ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
-    res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=True,
+    sp = bool(get_framework(framework).values.get("sequence_parallel", True))
+    res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
                          k_opt=opt.bytes_per_param)
     cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
@@ -1153,7 +1168,7 @@ def find_min_gpus(
     best = key[0]
     lay = TrainLayout(tp=int(T[best]), pp=int(P[best]), dp=int(D[best]), cp=int(C[best]), ep=ep,
                       zero=int(Z[best]), recompute=RECOMPUTE[int(R[best])],
-                      micro_batch=micro_batch)
+                      micro_batch=micro_batch, sp=sp)
     # the best layout at the first few GPU counts that fit, for context
     seen: dict[int, int] = {}
     for i in key:
@@ -1163,7 +1178,7 @@ def find_min_gpus(
     rows = tuple(
         (g, TrainLayout(tp=int(T[i]), pp=int(P[i]), dp=int(D[i]), cp=int(C[i]), ep=ep,
                         zero=int(Z[i]), recompute=RECOMPUTE[int(R[i])],
-                        micro_batch=micro_batch).describe(), float(res["total"][i]) / 1e9)
+                        micro_batch=micro_batch, sp=sp).describe(), float(res["total"][i]) / 1e9)
         for g, i in sorted(seen.items())
     )
     table = Table("Smallest layouts that fit, by GPU count",

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..specs import GPUSpec, LinkSpec, ModelSpec, assumption, get_gpu, get_link, optimizer
+from ..specs.frameworks import PARALLELISM_OF
 from ..specs.sources import cite
 from .memory import (
     PLAN_RECOMPUTE,
@@ -210,9 +211,6 @@ class Grid:
     partial: tuple[int, ...] = ()  # partial recompute codes the search adds in its 2nd phase
 
 
-# the parallelism (frameworks.toml ``parallelisms``) a layout key needs where its value is above
-# the plain one (1, or ZeRO 0); ZeRO names its stage
-PARALLELISM_OF = {"tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "zero": "zero"}
 PARALLELISM_NAMES = {"tp": "tensor parallelism", "sp": "sequence parallelism",
                      "pp": "pipeline parallelism", "vpp": "interleaved (virtual) pipeline stages",
                      "cp": "context parallelism", "ep": "expert parallelism",
@@ -221,27 +219,17 @@ PARALLELISM_NAMES = {"tp": "tensor parallelism", "sp": "sequence parallelism",
 
 
 def offered_parallelisms(job: Job) -> frozenset[str] | None:
-    """The parallelisms the job's framework profile offers (frameworks.toml parallelisms);
-    None where the profile does not say (every layout of the grid)."""
-    from .step.config import profile_value
+    """The parallelisms the job's framework profile offers (None: every layout)."""
+    from ..specs.frameworks import offered_parallelisms as offered
 
-    v = profile_value(job, "parallelisms", None)
-    return None if v is None else frozenset(v)
-
-
-def needed_parallelism(key: str, value: int) -> str | None:
-    """The parallelism a layout key's value needs (None: the plain value, offered everywhere)."""
-    if key not in PARALLELISM_OF:
-        return None
-    v = int(value)
-    if key == "zero":
-        return f"zero{v}" if v > 0 else None
-    return PARALLELISM_OF[key] if v > 1 else None
+    return offered(job.framework_id)
 
 
 def check_offered(job: Job, key: str, value: int, where: str = "--layout") -> None:
     """BadInput (one line) where an explicit layout value needs a parallelism that the job's
     framework profile does not offer."""
+    from ..specs.frameworks import needed_parallelism
+
     par = offered_parallelisms(job)
     need = needed_parallelism(key, value)
     if par is None or need is None or need in par:
@@ -257,22 +245,20 @@ def check_offered(job: Job, key: str, value: int, where: str = "--layout") -> No
 def check_recompute_offered(job: Job, mode: str, where: str = "--layout") -> None:
     """BadInput (one line) where an explicit recompute mode is not one the job's framework
     profile offers (its ``recompute_options``; a profile that lists none offers every mode)."""
-    from ..specs.frameworks import get_framework
+    from ..specs.frameworks import get_framework, recompute_modes
 
-    fw = get_framework(job.framework_id)
-    options = fw.values.get("recompute_options", ())
-    modes = list(dict.fromkeys(str(o).partition(":")[0] for o in options))
+    modes = recompute_modes(job.framework_id)
     if modes and mode not in modes:
+        fw = get_framework(job.framework_id)
         raise BadInput(f"{where} recompute={mode}: {fw.id} ({fw.version}) offers recompute "
                        f"{', '.join(modes)} only")
 
 
 def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     """The searched values of one key that the framework profile offers."""
-    par = offered_parallelisms(job)
-    if par is None:
-        return values
-    return [v for v in values if (n := needed_parallelism(key, v)) is None or n in par]
+    from ..specs.frameworks import offered_values
+
+    return offered_values(job.framework_id, key, values)
 
 
 def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:

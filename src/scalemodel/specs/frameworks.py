@@ -335,6 +335,45 @@ def get_framework(fid: str | None = None) -> Framework:
     return table[fid]
 
 
+
+# --- what a training profile offers (its parallelisms and recompute_options), read by every
+# layout search (planner.layout_grid, memory.find_min_gpus) and every explicit-layout check
+
+# the parallelism a layout key needs where its value is above the plain one (1, or ZeRO 0)
+PARALLELISM_OF = {"tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "ep": "ep", "zero": "zero"}
+
+
+def offered_parallelisms(fid: str | None) -> frozenset[str] | None:
+    """The parallelisms a framework profile offers (frameworks.toml ``parallelisms``); None
+    where the profile does not say (every layout)."""
+    v = get_framework(fid).values.get("parallelisms")
+    return None if v is None else frozenset(v)
+
+
+def needed_parallelism(key: str, value: int) -> str | None:
+    """The parallelism a layout key's value needs (None: the plain value, offered everywhere)."""
+    if key not in PARALLELISM_OF:
+        return None
+    v = int(value)
+    if key == "zero":
+        return f"zero{v}" if v > 0 else None
+    return PARALLELISM_OF[key] if v > 1 else None
+
+
+def offered_values(fid: str | None, key: str, values: list[int]) -> list[int]:
+    """The values of one layout key that the framework profile offers."""
+    par = offered_parallelisms(fid)
+    if par is None:
+        return list(values)
+    return [v for v in values if (n := needed_parallelism(key, v)) is None or n in par]
+
+
+def recompute_modes(fid: str | None) -> list[str]:
+    """The recompute modes a profile offers (the modes of its ``recompute_options``, in order);
+    empty where the profile lists none (every mode)."""
+    opts = get_framework(fid).values.get("recompute_options", ())
+    return list(dict.fromkeys(str(o).partition(":")[0] for o in opts))
+
 def engine_ids() -> list[str]:
     """Bundled serving-engine profiles (kind = "serving")."""
     return [k for k, f in _bundled()[1].items() if f.kind == "serving"]
