@@ -265,7 +265,7 @@ def _bill_stream(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
               p2: Any, p3: Any) -> None:
         nonlocal billed
         h = _payload_hash(text) if ledger is not None else ""
-        if plain and p2 is not None:  # one part, billed now
+        if plain and p2 is not None:  # one part, billed now: engine._add inline (the hot path)
             key = (p0, account, sid, p1)
             g = groups.get(key)
             if g is None:
