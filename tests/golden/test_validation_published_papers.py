@@ -138,10 +138,11 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     """Regression guard: on 2026-12-02 `python -m scalemodel validate --file
     validation/published_runs_papers.csv` gave 12.7% mean and 28.7% max absolute error when the
     rows came in (max: the Megatron-Core 1.7B row, +28.7%; MT-NLG +23% to +29%; BLOOM +18.1%;
-    Nemotron-4 340B +17.4%; the Megatron-Core H100 table 7.5% mean, -13.0% to +28.7%). Limits:
-    those values plus about 2 points."""
+    Nemotron-4 340B +17.4%; the Megatron-Core H100 table 7.5% mean, -13.0% to +28.7%); 8.0% /
+    28.7% once the layout grid kept to each profile's recompute options (MT-NLG priced with the
+    2021 code's full recompute: -5.0% to -0.6%). Limits: the later values plus about 2 points."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 14
     s = summary(results)
-    assert s["mape"] < 0.15
+    assert s["mape"] < 0.10
     assert s["max_ape"] < 0.31
