@@ -221,3 +221,21 @@ def test_memory_fit_keeps_to_what_the_profile_offers(capsys):
                "--tp", "8"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "llm-foundry" in err and len(err.splitlines()) == 1
+
+
+def test_deepspeed_pipeline_runs_with_zero1_at_most(capsys):
+    # DeepSpeed v0.14-v0.16: PipelineEngine refuses ZeRO stage 2 or 3 (frameworks.toml
+    # pipeline_zero_max = 1, source deepspeed-parallel-2024)
+    j = _job("llama-3-8b", "deepspeed")
+    g = layout_grid(j, make_cluster("a100-sxm-80gb", 64))
+    pp, zero = g.cols["pp"], g.cols["zero"]
+    assert (pp > 1).any() and not ((pp > 1) & (zero > 1)).any()
+    assert ((pp == 1) & (zero == 3)).any()  # ZeRO-3 without pipeline stages stays offered
+    rc = main(["plan", "train", "--model", "llama-3-8b", "--gpus", "16", "--framework",
+               "deepspeed", "--layout", "pp=2,zero=3"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "ZeRO-1 at most" in err and len(err.splitlines()) == 1
+    assert main(["memory", "--model", "llama-3-70b", "--fit", "--framework", "deepspeed",
+                 "--json"]) == 0
+    lay = json.loads(capsys.readouterr().out)["layout"]
+    assert not (lay["pp"] > 1 and lay["zero"] > 1)

@@ -1128,7 +1128,12 @@ def find_min_gpus(
     rcs = [RECOMPUTE.index(fixed["recompute"])] if "recompute" in fixed else [0, 1, 2]
     # only what the framework profile offers (frameworks.toml parallelisms, recompute_options),
     # as the planner's layout grid keeps to it
-    from ..specs.frameworks import get_framework, offered_values, recompute_modes
+    from ..specs.frameworks import (
+        get_framework,
+        offered_values,
+        pipeline_zero_max,
+        recompute_modes,
+    )
 
     offered = {"tp": offered_values(framework, "tp", tps),
                "pp": offered_values(framework, "pp", pps),
@@ -1149,6 +1154,9 @@ def find_min_gpus(
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
     ok = ((n == max_gpus) if exact else (n <= max_gpus)) & ((D * C) % ep == 0)
+    zmax = pipeline_zero_max(framework)
+    if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
+        ok &= ~((P > 1) & np.greater(Z, zmax))
     if whole_nodes:  # 1, 2, 4, ... up to a node, then whole nodes
         ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))

@@ -254,6 +254,18 @@ def check_recompute_offered(job: Job, mode: str, where: str = "--layout") -> Non
                        f"{', '.join(modes)} only")
 
 
+def check_pipeline_zero(job: Job, pp: int, zero: int, where: str = "--layout") -> None:
+    """BadInput (one line) where pipeline stages meet a ZeRO stage the framework does not run
+    beside them (frameworks.toml pipeline_zero_max)."""
+    from ..specs.frameworks import get_framework, pipeline_zero_max
+
+    zmax = pipeline_zero_max(job.framework_id)
+    if zmax is not None and pp > 1 and zero > zmax:
+        fw = get_framework(job.framework_id)
+        raise BadInput(f"{where} pp={pp} with zero={zero}: {fw.id} ({fw.version}) runs pipeline "
+                       f"stages with ZeRO-{zmax} at most")
+
+
 def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     """The searched values of one key that the framework profile offers."""
     from ..specs.frameworks import offered_values
@@ -287,6 +299,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
             check_offered(job, k, fixed[k])
     if "recompute" in fixed:
         check_recompute_offered(job, fixed["recompute"])
+    if "pp" in fixed and "zero" in fixed:
+        check_pipeline_zero(job, int(fixed["pp"]), int(fixed["zero"]))
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -334,6 +348,16 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
                 key = r.message(ctx)
                 rejected[key] = rejected.get(key, 0) + bad
                 alive &= ~broken
+    from ..specs.frameworks import pipeline_zero_max
+
+    zmax = pipeline_zero_max(job.framework_id)
+    if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
+        broken = alive & (np.asarray(c["pp"]) > 1) & (np.asarray(c["zero"]) > zmax)
+        bad = int(np.count_nonzero(broken))
+        if bad:
+            key = f"{job.framework_id}: pipeline stages with ZeRO-{zmax} at most"
+            rejected[key] = rejected.get(key, 0) + bad
+            alive &= ~broken
     if not alive.all():
         c = {k: a[alive] for k, a in c.items()}
     cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
@@ -706,9 +730,10 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         for v in np.unique(c[k]).tolist():
             i = int(np.flatnonzero(c[k] == v)[0])
             check_offered(job, k, int(v), f"layout {i + 1}:" if len(lays) > 1 else "--layout")
-    for i, lay in enumerate(lays):  # so is a recompute mode it does not offer
-        check_recompute_offered(job, lay.recompute,
-                                f"layout {i + 1}:" if len(lays) > 1 else "--layout")
+    for i, lay in enumerate(lays):  # so is a recompute mode it does not offer, or a pairing
+        where = f"layout {i + 1}:" if len(lays) > 1 else "--layout"
+        check_recompute_offered(job, lay.recompute, where)
+        check_pipeline_zero(job, lay.pp, lay.zero, where)
     c = derived(c, ctx)
     for r in RULES:
         if not r.applies(ctx):

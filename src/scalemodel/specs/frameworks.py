@@ -74,6 +74,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "parallelisms": (lambda v: isinstance(v, list) and all(x in PARALLELISMS for x in v),
                      f"a list of {', '.join(PARALLELISMS)}"),
     "pp_p2p_overlap": (lambda v: v in PP_P2P_OVERLAP, ", ".join(PP_P2P_OVERLAP)),
+    "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
+                          "the highest ZeRO stage beside pipeline stages, 0-3"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
@@ -366,6 +368,13 @@ def offered_values(fid: str | None, key: str, values: list[int]) -> list[int]:
     if par is None:
         return list(values)
     return [v for v in values if (n := needed_parallelism(key, v)) is None or n in par]
+
+
+def pipeline_zero_max(fid: str | None) -> int | None:
+    """The highest ZeRO stage a profile runs beside pipeline stages (``pipeline_zero_max``:
+    DeepSpeed's pipeline engine takes ZeRO-1 only); None where any stage it offers may pair."""
+    v = get_framework(fid).values.get("pipeline_zero_max")
+    return None if v is None else int(v)
 
 
 def recompute_modes(fid: str | None) -> list[str]:
