@@ -27,3 +27,28 @@ def pytest_collection_modifyitems(config, items):  # noqa: ANN001
             item.add_marker(pytest.mark.skip(reason="torch is not installed"))
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU"))
+
+
+def _cli_fixture():  # noqa: ANN202
+    import pytest
+
+    @pytest.fixture
+    def cli(capsys):  # noqa: ANN001, ANN202
+        """``cli(*argv)`` -> (exit code, stdout, stderr) of one ``scalemodel`` command run
+        in-process."""
+        from scalemodel.cli import main
+
+        def run(*argv):  # noqa: ANN002, ANN202
+            try:
+                rc = main(list(argv))
+            except SystemExit as e:
+                rc = e.code
+            out, err = capsys.readouterr()
+            return rc, out, err
+
+        return run
+
+    return cli
+
+
+cli = _cli_fixture()

@@ -9,20 +9,10 @@ from pathlib import Path
 import pytest
 
 from scalemodel.analytic.serving.validate import validate_published
-from scalemodel.cli import main
 from scalemodel.errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "validation" / "serving_published.csv"
-
-
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _lines() -> tuple[str, list[str]]:
@@ -65,9 +55,9 @@ def _mlperf_row() -> tuple[str, str]:
     return head, next(r for r in rows if r.startswith("mlperf41-llama2-70b-offline-h200-x8,"))
 
 
-def test_missing_column_one_line_exit_2(capsys, tmp_path):
+def test_missing_column_one_line_exit_2(cli, tmp_path):
     head, row = _drop(*_mlperf_row(), "measured")
-    rc, out, err = run(capsys, "validate", "--serving", "--file", str(_write(tmp_path, head, [row])))
+    rc, out, err = cli("validate", "--serving", "--file", str(_write(tmp_path, head, [row])))
     assert rc == 2, (out, err)
     line = err.strip()
     assert "\n" not in line and "missing column" in line and "measured" in line, line
@@ -76,10 +66,10 @@ def test_missing_column_one_line_exit_2(capsys, tmp_path):
 @pytest.mark.parametrize("col,value", [("measured", "31,302.7 tok/s"), ("tp", "two"),
                                        ("isl", "222.5"), ("max_batch", "-806"),
                                        ("measured", "0"), ("kv_fraction", "1.7")])
-def test_bad_number_one_line_exit_2(capsys, tmp_path, col, value):
+def test_bad_number_one_line_exit_2(cli, tmp_path, col, value):
     head, row = _mlperf_row()
     f = _write(tmp_path, head, [_set(head, row, col, value)])
-    rc, out, err = run(capsys, "validate", "--serving", "--file", str(f))
+    rc, out, err = cli("validate", "--serving", "--file", str(f))
     assert rc == 2, (out, err)
     line = err.strip()
     assert "\n" not in line and repr(col) in line and "mlperf41-llama2-70b-offline-h200-x8" in line
@@ -91,12 +81,12 @@ def test_published_loader_requires_provenance_columns():
         validate_published("\n".join([head, row]), ROOT)
 
 
-def test_a_priced_file_row_via_cli(capsys, tmp_path):
+def test_a_priced_file_row_via_cli(cli, tmp_path):
     import json
 
     head, row = _mlperf_row()
     f = _write(tmp_path, head, [row])
-    rc, out, err = run(capsys, "validate", "--serving", "--file", str(f), "--json")
+    rc, out, err = cli("validate", "--serving", "--file", str(f), "--json")
     assert rc == 0, err
     d = json.loads(out)
     assert d["row_count"] == 1 and d["rows"][0]["dp"] == 8
