@@ -29,22 +29,29 @@ def pytest_collection_modifyitems(config, items):  # noqa: ANN001
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU"))
 
 
+def run_cli(capsys, *argv):  # noqa: ANN001, ANN002, ANN201
+    """(exit code, stdout, stderr) of one ``scalemodel`` command run in-process; an argparse
+    rejection (SystemExit) reads as its exit code. Test modules import it as ``run``."""
+    from scalemodel.cli import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def _cli_fixture():  # noqa: ANN202
     import pytest
 
     @pytest.fixture
     def cli(capsys):  # noqa: ANN001, ANN202
         """``cli(*argv)`` -> (exit code, stdout, stderr) of one ``scalemodel`` command run
-        in-process."""
-        from scalemodel.cli import main
+        in-process (:func:`run_cli` with this test's capsys)."""
 
         def run(*argv):  # noqa: ANN002, ANN202
-            try:
-                rc = main(list(argv))
-            except SystemExit as e:
-                rc = e.code
-            out, err = capsys.readouterr()
-            return rc, out, err
+            return run_cli(capsys, *argv)
 
         return run
 

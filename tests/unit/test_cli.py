@@ -4,13 +4,8 @@ import json
 
 import pytest
 
+from conftest import run_cli as run
 from scalemodel.cli import main
-
-
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def run_json(capsys, *argv):

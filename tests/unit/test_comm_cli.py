@@ -4,16 +4,7 @@ import json
 
 import pytest
 
-from scalemodel.cli import main
-
-
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:  # argparse errors
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
+from conftest import run_cli as run
 
 
 def test_cost_json_keys(capsys):

@@ -8,19 +8,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import run_cli as run
 from scalemodel.analytic.layout import Context, TrainLayout, check
-from scalemodel.cli import main
 from scalemodel.errors import BadInput
 from scalemodel.specs import get_model
-
-
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def keys(lay: TrainLayout) -> str:

@@ -7,16 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import run_cli as run
 from scalemodel.analytic.moe_placement import lower_bound, place, read_loads_csv
-from scalemodel.cli import main
 from scalemodel.errors import BadInput
 from scalemodel.sim.moe_routing import RouterConfig, capacity_overflow, simulate
-
-
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @settings(max_examples=25, deadline=None)

@@ -7,12 +7,13 @@ import re
 
 import pytest
 
-from scalemodel.cli import main
+from conftest import run_cli
 
 
 def _run(capsys, *argv):
-    assert main(list(argv)) == 0
-    return capsys.readouterr()[0]
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == 0, err
+    return out
 
 
 def _table_rows(text, title):

@@ -4,20 +4,13 @@ import json
 
 import pytest
 
-from scalemodel.cli import main
+from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute"}
 TOP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu",
             "hfu", "memory_per_gpu_bytes")
 
 
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:  # argparse rejects a flag value
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def plan_json(capsys, *argv):

@@ -7,20 +7,13 @@ import json
 
 import pytest
 
-from scalemodel.cli import main
+from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "ep", "dp", "disaggregated", "max_batch"}
 TOP_KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s",
             "requests_per_s", "kv_capacity_tokens", "max_concurrency", "memory_per_gpu_bytes")
 
 
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def serve_json(capsys, *argv):

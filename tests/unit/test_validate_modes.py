@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from scalemodel.cli import main
+from conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
 
 
-def run(capsys, *argv):
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:  # argparse rejects a flag combination
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def rows_file(tmp_path, ids, copies=()):
