@@ -188,10 +188,22 @@ def test_every_layout_key_is_honoured_or_refused(capsys, cmd, key):
     ("tp=x", "whole number"), ("foo=1", "unknown key 'foo'"), ("zero=4", "0, 1, 2, 3"),
     ("recompute=sometimes", "recompute must be one of"), ("tp", "key=value"),
     ("tp=2,tp=4", "given twice"), ("sp=maybe", "1 or 0"), ("stages=4/x", "layer counts"),
+    ("recompute=selective:bogus", "module names"), ("recompute=none:2", "take a value"),
+    ("recompute=selective:mlp,recompute_modules=mlp", "given twice"),
 ])
 def test_parse_layout_errors_name_the_key(text, needle):
     with pytest.raises(BadInput, match=needle):
         parse_layout(text)
+
+
+def test_recompute_one_value_form_equals_its_keys():
+    """``recompute=selective:mla_up_proj+mlp`` (the form of a profile's recompute_options and a
+    validation row's recompute column) sets the same keys as writing them out."""
+    assert (parse_layout("tp=2,recompute=selective:mla_up_proj+mlp")
+            == parse_layout("tp=2,recompute=selective,recompute_modules=mlp+mla_up_proj"))
+    assert parse_layout("recompute=full:2") == {"recompute": "full", "recompute_layers": 2}
+    with pytest.raises(BadInput, match="cannot take recompute modules"):
+        parse_layout("recompute=selective:mlp", allowed=("tp", "recompute"))
 
 
 def test_rules_name_themselves():

@@ -135,7 +135,8 @@ KEYS: tuple[Key, ...] = (
         "weights"),
     Key("vpp", _int(1), "interleaved pipeline chunks per stage"),
     Key("micro_batch", _int(1), "sequences per micro-batch"),
-    Key("recompute", _recompute, "activation recomputation: none, selective, full or op"),
+    Key("recompute", _recompute, "activation recomputation: none, selective, full or op "
+        "(selective:MODULES and full:N set recompute_modules or recompute_layers too)"),
     Key("recompute_modules", _modules, "with recompute=selective: the modules recomputed, "
         "joined by '+' (Megatron-Core --recompute-modules; default core_attn)"),
     Key("recompute_layers", _int(0), "with recompute=full: layers per model chunk (a stage "
@@ -295,9 +296,19 @@ def parse_layout(text: str, allowed: tuple[str, ...] = KEY_NAMES,
         if k not in allowed:
             raise BadInput(f"--layout {k}: {command} cannot use this key; keys: "
                            f"{', '.join(allowed)}")
-        if k in out:
-            raise BadInput(f"--layout: {k} given twice")
-        out[k] = by_name[k].parse(k, v)
+        if k == "recompute" and ":" in v:
+            # the one-value form profiles and validation rows write (selective:mla_up_proj+mlp,
+            # full:2) sets the mode and its modules or layers
+            spec = recompute_spec(v)
+            if set(spec) - {"recompute"} - set(allowed):
+                raise BadInput(f"--layout recompute={v}: {command} cannot take recompute "
+                               f"modules or layers; keys: {', '.join(allowed)}")
+        else:
+            spec = {k: by_name[k].parse(k, v)}
+        for key, value in spec.items():
+            if key in out:
+                raise BadInput(f"--layout: {key} given twice")
+            out[key] = value
     return out
 
 
