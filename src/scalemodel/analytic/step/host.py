@@ -39,6 +39,12 @@ capture, attn, moe_router and moe_preprocess, all run before the wait (Megatron-
 moe_router captures up to MoELayer.router, moe_preprocess the dispatcher's preprocess); only
 the moe scope (an MoE layer's whole MLP, fixed shapes) covers the launches after it, and then
 there is no wait in the layer: one launch, the graph's.
+
+Not priced: the host time of the rest of the layer (Python, autograd and the modules around
+the kernels, before the wait and in the backward). Megatron-Bridge's eager / TE-scoped-graph
+A/Bs imply more than op_launch_s per launch (15-30 us if those scopes hold about 150), and
+no source counts the graphed scopes' launches at a named version; docs/planner.md "Host time
+beyond the floor" has the check (test_moe_host_bound.py).
 """
 
 from __future__ import annotations
