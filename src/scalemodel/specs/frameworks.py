@@ -184,6 +184,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
     "overhead_s": (_num(0), "seconds >= 0"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
+    # the grouped expert-GEMM kernel the engine runs, by GPU architecture: a kernel the
+    # kernels.toml [grouped_gemm] benchmark measured (its per-launch cost is charged per expert)
+    "moe_gemm": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+                 "a table of GPU architecture = a kernels.toml [grouped_gemm] kernel name"),
 }
 # what plan serve needs of a serving profile beyond its pool sizing
 SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv",

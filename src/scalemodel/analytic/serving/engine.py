@@ -36,6 +36,7 @@ class Engine:
     profile: Any  # specs.frameworks.Framework
     attention: dict[str, str] = field(default_factory=dict)  # GPU architecture -> kernel family
     decode_kv_reads: str = "kv_head"  # the decode kernel reads each KV head once or per query head
+    moe_gemm: dict[str, str] = field(default_factory=dict)  # GPU architecture -> grouped GEMM kernel
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision."""
@@ -45,6 +46,12 @@ class Engine:
         """The fused attention family (kernels.toml) the engine runs on this GPU: its profile's
         ``attention`` table by architecture, flash where the table names none."""
         return self.attention.get(gpu.arch or "", "flash")
+
+    def moe_gemm_kernel(self, gpu: GPUSpec) -> str | None:
+        """The grouped expert-GEMM kernel (a kernels.toml [grouped_gemm] kernel) the engine runs
+        on this GPU: its profile's ``moe_gemm`` table by architecture; None where the table names
+        none (no per-expert launch cost is charged)."""
+        return self.moe_gemm.get(gpu.arch or "")
 
 
 def serving_engine_ids() -> list[str]:
@@ -65,7 +72,7 @@ def get_serving_engine(fid: str | None) -> Engine:
                        f"{', '.join(ids)}")
     fw = get_framework(fid)
     v = fw.values
-    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads")
+    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -75,7 +82,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         fp8_checkpoint_kv=str(v["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
         sources={k: fw.sources[k] for k in keys if k in fw.sources},
         profile=fw, attention=dict(v.get("attention") or {}),
-        decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"))
+        decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"),
+        moe_gemm=dict(v.get("moe_gemm") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -18,7 +18,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   collectives engine's NCCL choice);
 * MoE: the router, the experts some token reached (each with its tokens; with experts over EP
   ranks the busiest rank's share, the routing tail of analytic/moe_serving.py at the batch's
-  copies), the shared experts, and the permutation of the routed copies in HBM;
+  copies; where the engine's profile names its grouped GEMM kernel, each of those expert GEMMs
+  also pays that kernel's measured per-expert cost, step/gemm.py ``grouped_overhead``), the
+  shared experts, and the permutation of the routed copies in HBM;
 * PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
 * per iteration: the output head and sampling for every sequence that emits a token, and the
@@ -255,8 +257,12 @@ def decode_kv_read_factor(m: ModelSpec, tp: int, decode_kv_reads: str) -> float:
 
 def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, *,
           max_tokens: int, max_seqs: int, attention_kind: str, overhead_s: float,
-          cluster: Any, decode_kv_reads: str = "kv_head") -> IterationModel:
-    """Tabulate every per-token-count term for token counts 0..max_tokens / pp."""
+          cluster: Any, decode_kv_reads: str = "kv_head",
+          moe_gemm_kernel: str | None = None) -> IterationModel:
+    """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
+    ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
+    [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
+    per-expert cost beyond its shape's price (step/gemm.py ``grouped_overhead``)."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -296,6 +302,13 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                              n_local * touched)
         ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
                              n_local * touched)
+        if moe_gemm_kernel:
+            # the grouped kernel's fixed cost per expert GEMM (up and down) of the experts the
+            # batch reached, beyond each one's tiles-in-waves price
+            from ..step.gemm import grouped_overhead
+
+            t0 = grouped_overhead(gpu.arch, moe_gemm_kernel) * n_local * touched * (M > 0)
+            eu, eu_c, ed, ed_c = eu + t0, eu_c + t0, ed + t0, ed_c + t0
         rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
         if ms.shared_ffn:
             su, su_c = g(ms.up_k * ms.shared_ffn / tp, h)

@@ -98,16 +98,25 @@ def gemm3_of(c: Candidates, module: str, Mx: Any, Nx: Any, Kx: Any,
 
 
 @cache
-def grouped_overhead(arch: str) -> float:
+def grouped_overhead(arch: str, kernel: str | None = None) -> float:
     """Seconds per expert GEMM launch beyond the shape model (kernels.toml [grouped_gemm]): the
     measured grouped GEMM's time per expert less :func:`gemm_time` of one expert's shape on the
-    measured GPU, never below zero."""
-    from ...specs.kernels import kernels, resolve
+    measured GPU, never below zero. ``kernel`` names one of the benchmark's kernels (its
+    ``kernels`` table: the one a serving engine runs); None takes the entry's ``tflops``."""
+    from ...specs.kernels import FILE, kernels, resolve
 
     d = resolve(kernels()["grouped_gemm"], arch, "grouped_gemm").data
+    if kernel is None:
+        rate = float(d["tflops"])
+    else:
+        ks = dict(d.get("kernels") or {})
+        if kernel not in ks:
+            raise BadInput(f"{FILE} [grouped_gemm.{arch}]: no measured rate for kernel "
+                           f"{kernel!r}; it has: {', '.join(sorted(ks)) or '(none)'}")
+        rate = float(ks[kernel])
     g = get_gpu(d["gpu"])
     M, N, K, E = (float(d[k]) for k in ("m_per_expert", "n", "k", "experts"))
-    measured = 2.0 * M * N * K * E / (float(d["tflops"]) * 1e12) / E
+    measured = 2.0 * M * N * K * E / (rate * 1e12) / E
     model = float(gemm_time(M, N, K, g, g.peak_flop_per_s("bf16"), 2.0))
     return max(0.0, measured - model)
 
