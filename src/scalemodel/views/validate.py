@@ -93,8 +93,9 @@ def cv_report(cv: Any, results: list[Any], skipped: list[tuple[str, str]],
 
 
 def _layout(d: dict[str, Any]) -> str:
+    v = f" v{d['vpp']}" if (d.get("vpp") or 1) > 1 else ""  # virtual stages, when interleaved
     return " ".join(f"{k}{d[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if d.get(k)) + \
-        f" z{d.get('zero')} mb{d.get('micro_batch')} {d.get('recompute')}"
+        f" z{d.get('zero')}{v} mb{d.get('micro_batch')} {d.get('recompute')}"
 
 
 def agreement_report(a: Any) -> Any:
