@@ -14,7 +14,7 @@ from scalemodel.specs import get_gpu, get_model
 def _h100_tp2_server():
     # configs/llama2-70b/Server/__init__.py H100_SXM_80GB_TP2x1: tensor_parallelism 2,
     # gpu_batch_size 1024, use_fp8, kvcache_free_gpu_mem_frac 0.90
-    eng = replace(get_serving_engine("trtllm-mlperf-v41"), kv_fraction=0.90)
+    eng = get_serving_engine("trtllm-mlperf-v41")
     prec = precision("fp8")
     es = setup(eng, get_model("llama-2-70b"), get_gpu("h100-sxm"), ServeLayout(2), prec,
                eng.default_kv_dtype(prec), 222, 290, max_batch=1024)
@@ -23,6 +23,7 @@ def _h100_tp2_server():
 
 def test_harness_scheduler_settings_are_the_harness_code():
     eng, es = _h100_tp2_server()
+    assert eng.kv_fraction == 0.90  # the configs' kvcache_free_gpu_mem_frac (flag default 0.95)
     # code/harness/harness_llm/main_llm.cc: DEFINE_string(trtllm_batch_sched_policy, "max_util")
     # -> kMAX_UTILIZATION; code/llama2-70b/tensorrt/harness.py passes no policy flag: KV blocks
     # are taken as sequences grow, not reserved for the whole output
