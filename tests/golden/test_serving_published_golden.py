@@ -58,12 +58,13 @@ def test_mlperf_rows_read_and_priced(priced, rid):
 
 
 # MLPerf v4.1 Server (Poisson at target_qps): percentiles of first token latency and time to output
-# token in ns, Completed tokens / samples per second, from each Server mlperf_log_summary.txt
+# token in ns, Completed tokens / samples per second, from each Server mlperf_log_summary.txt; the
+# requests issued: mlperf_log_detail.txt generated_query_count (8 and 10 x the 24,576 samples)
 SERVER = {
-    "mlperf41-llama2-70b-server-h100-sxm-x8": (75, 21605.79, 74.42, {
+    "mlperf41-llama2-70b-server-h100-sxm-x8": (75, 21605.79, 74.42, 196608, {
         "ttft-p50": 272954995, "ttft-p99": 461278089, "tpot-p50": 156419276,
         "tpot-p99": 175354317}),
-    "mlperf41-llama2-70b-server-h200-x8": (101, 29228.22, 100.35, {
+    "mlperf41-llama2-70b-server-h200-x8": (101, 29228.22, 100.35, 245760, {
         "ttft-p50": 180758928, "ttft-p99": 452744202, "tpot-p50": 124285539,
         "tpot-p99": 146040006}),
 }
@@ -71,14 +72,16 @@ SERVER = {
 
 @pytest.mark.parametrize("base", sorted(SERVER))
 def test_mlperf_server_latency_rows_read_and_priced(priced, base):
-    qps, tps, sps, lat = SERVER[base]
+    qps, tps, sps, issued, lat = SERVER[base]
+    assert issued % 24576 == 0
     for name, ns in lat.items():
         rid = f"{base}-{name}"
         row = _rows()[rid]
         assert float(row["measured"]) == pytest.approx(ns * 1e-9)
         assert row["metric"] == name.replace("-", "_") + "_s"
         assert (row["stream"], float(row["rate"]), int(row["requests"])) == ("rate", qps,
-                                                                             qps * 2400)
+                                                                             issued)
+        assert row["engine"] == "trtllm-mlperf-v41"  # NVIDIA's harness, not trtllm-bench
         assert int(row["osl"]) == round(tps / sps) and int(row["isl"]) == OPENORCA_ISL
         r = priced[0][rid]
         assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
