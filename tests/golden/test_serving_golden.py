@@ -39,6 +39,18 @@ def test_published_row_within_30_percent(results, rid):
 
 
 def test_unbundled_gpus_are_reported_not_dropped():
-    rows, skipped = validate_serving(CSV.read_text(), CSV.parent.parent,
+    # the table's GPUs are all bundled now (gh200 and l40s since 2026-12-02): a row on a GPU
+    # with no spec is made by renaming one row's GPU
+    text = CSV.read_text().replace(",l40s,L40S,", ",no-such-gpu,L40S,")
+    rows, skipped = validate_serving(text, CSV.parent.parent,
                                      only={"trtllm017-l31-8b-l40s-tp1-128-128"})
-    assert not rows and len(skipped) == 1 and "l40s" in skipped[0][1]
+    assert not rows and len(skipped) == 1 and "no-such-gpu" in skipped[0][1]
+
+
+def test_every_row_of_the_table_is_priced():
+    # gh200 (35 rows) and l40s (54 rows) were skipped until their specs were added: 373 of 373
+    rows, skipped = validate_serving(CSV.read_text(), CSV.parent.parent,
+                                     only={"trtllm017-l31-8b-gh200-tp1-128-128",
+                                           "trtllm017-l31-70b-l40s-tp8-1000-1000"})
+    assert not skipped, skipped
+    assert {r.gpu for r in rows} == {"gh200", "l40s"}

@@ -95,6 +95,7 @@ def test_validate_serving_json(capsys, tmp_path):
     head = [ln for ln in lines if not ln.startswith("#")][0]
     pick = [ln for ln in lines if ln.startswith("trtllm017-l31-8b-h200-tp1-128-2048,")
             or ln.startswith("trtllm017-l31-8b-l40s-tp1-128-128,")]
+    pick = [ln.replace(",l40s,L40S,", ",no-such-gpu,L40S,") for ln in pick]  # an unbundled GPU
     f = tmp_path / "validation" / "rows.csv"
     f.parent.mkdir()
     f.write_text("\n".join([head, *pick]) + "\n")

@@ -92,10 +92,12 @@ class Cluster:
     @cached_property
     def fabric(self) -> Any:
         """The collectives engine's view of this cluster: one tier per NVLink domain (the
-        "node" of analytic/collectives.py), the scale-out NICs of each GPU beyond it."""
+        "node" of analytic/collectives.py), the scale-out NICs of each GPU beyond it. A GPU
+        without a scale-up link (L40S) reaches its node's GPUs over its own PCIe link
+        (gpus.toml interconnect.pcie_link; PCIe 5.0 where none is given)."""
         from .collectives import make_fabric
 
-        intra = self.intra.id if self.intra else "pcie5"
+        intra = self.intra.id if self.intra else self.gpu.interconnect.get("pcie_link", "pcie5")
         return make_fabric(intra, self.inter.id, gpus_per_node=self.nvlink_domain,
                            nics_per_gpu=self.nics_per_gpu,
                            intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None)
