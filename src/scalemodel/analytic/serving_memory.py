@@ -271,7 +271,8 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
                      "T_p * (c_h * h + c_f * f / t + c_e * k * h) * e_a", "B")
     d.given("vocabulary", "V", m.vocab, "1", m.source)
     d.given("bytes per logit in the sampling step", "e_l", v.get("logits_bytes_per_element", 4),
-            "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)))
+            "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)),
+            note=fw.notes.get("logits_bytes_per_element", ""))
     d.calc("logits of the sampled rows", "A_s", "min(R, T_p) * V * e_l", "B")
     return float(d.calc("activation peak of the profiling pass", "A", "max(A_l, A_s)", "B",
                         check=max(a_layer, d["A_s"])))
