@@ -244,7 +244,10 @@ def measured_of(row: dict[str, str]) -> float:
 
 
 def read_rows(text: str) -> list[dict[str, str]]:
-    rows = list(csv.DictReader(io.StringIO(text)))
+    """The rows of a validation CSV; lines starting with ``#`` (a file's comment block: what it
+    holds, the rows left out and why) are not rows."""
+    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    rows = list(csv.DictReader(io.StringIO(body)))
     if not rows:
         raise BadInput("the validation file holds no rows")
     need = {"id", "gpu", "gpus", "seq_len", "global_batch_seqs", "metric", "measured",

@@ -1,0 +1,181 @@
+"""validation/published_runs_skills.csv: the measured experiments of Megatron-Bridge's performance
+skills (skills/nemo-mbridge-perf-*/card.yaml at commit 067f987d), one row each, and the
+experiments left out, listed with their reason in the file's comment block.
+
+Three kinds of check:
+
+* goldens from the cards: each row's measured figure reproduces the card's own numbers
+  (tokens/s/GPU = GBS x seq / (step_time x GPUs); the cards' step-time percentages);
+* parsing: every row is priced or skipped with a reason, none silently dropped;
+* GUARDS, not goldens: the planner's mean / max error over the file and its relative effect for
+  each matched A/B, set from the figures as they fell on 2026-12-02 (docs/planner.md,
+  "Megatron-Bridge's matched A/Bs") with a margin. They say the doc's numbers are stale when the
+  planner moves; they do not say the numbers are right (they are not: see the doc).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from scalemodel.analytic.validate import read_rows, summary, validate
+from scalemodel.specs.frameworks import framework_ids
+from scalemodel.specs.sources import all_sources
+
+ROOT = Path(__file__).resolve().parents[2] / "validation"
+TEXT = (ROOT / "published_runs_skills.csv").read_text()
+SOURCE = "megatron-bridge-skills-067f987d"
+
+# activation-recompute card.yaml, measured_results[0] (Moonlight 16B, 8 H100, GBS 4, seq 4096):
+# experiment -> (step_time_ms, step_time_vs_control_pct as the card prints it)
+MOONLIGHT = {
+    "empty-control": (457.18, 0.0),
+    "core-attn": (474.80, 3.85),
+    "mla-up-proj": (480.89, 5.19),
+    "mla-up-proj-mlp": (496.73, 8.65),
+    "moe-act": (466.26, 1.99),
+    "layernorm-moe-act": (506.53, 10.79),
+}
+# moe-comm-overlap card.yaml measured_result (Qwen3-30B-A3B, 16 H100, GBS 1024, seq 4096)
+QWEN_OFF_MS, QWEN_ON_MS, QWEN_REDUCTION_PCT = 24713.800, 20992.030, 15.059
+QWEN_CANONICAL_MS = 20147.290  # moe-hardware-configs best_configs qwen3_30b_h100_16
+# activation-recompute measured_results[2] and memory-tuning measured_results[0] (Llama3 70B SFT,
+# 32 H100, FP8-CS): TFLOP/s per GPU
+LLAMA = {"core-attn": 704, "mlp": 593.6, "mlp-core-attn": 586.8, "core-attn-layernorm": 702,
+         "pp8": 668.0, "tp8": 508.7}
+
+# The matched pairs (control, variant). The measured effect is the step-time ratio - 1: for the
+# tokens rows control/variant tokens; for the Llama rows control/variant TFLOP/s (same model,
+# sequence and batch, so the same FLOPs per step in any convention).
+PAIRS = (
+    [("skills-moonlight-16b-h100-empty-control", f"skills-moonlight-16b-h100-{k}")
+     for k in MOONLIGHT if k != "empty-control"]
+    + [("skills-qwen3-30b-a3b-h100-ep-overlap-off", "skills-qwen3-30b-a3b-h100-ep-overlap-on"),
+       ("skills-qwen3-30b-a3b-h100-ep-overlap-off", "skills-qwen3-30b-a3b-h100-canonical")]
+    + [("skills-llama3-70b-sft-h100-core-attn", f"skills-llama3-70b-sft-h100-{k}")
+       for k in LLAMA if k != "core-attn"]
+)
+
+# GUARDS (as the figures fell on 2026-12-02, `scalemodel validate --file
+# validation/published_runs_skills.csv`): the planner's step-time effect per pair, in percent,
+# and the margin it may move before docs/planner.md's table is stale.
+PLANNER_EFFECT_GUARD = {
+    "skills-moonlight-16b-h100-core-attn": (1.43, 0.5),
+    "skills-moonlight-16b-h100-mla-up-proj": (0.28, 0.5),
+    "skills-moonlight-16b-h100-mla-up-proj-mlp": (0.58, 0.5),
+    "skills-moonlight-16b-h100-moe-act": (0.76, 0.5),
+    "skills-moonlight-16b-h100-layernorm-moe-act": (0.99, 0.5),
+    "skills-qwen3-30b-a3b-h100-ep-overlap-on": (-17.29, 2.0),
+    "skills-qwen3-30b-a3b-h100-canonical": (-17.29, 2.0),
+    "skills-llama3-70b-sft-h100-mlp": (16.81, 2.0),
+    "skills-llama3-70b-sft-h100-mlp-core-attn": (18.57, 2.0),
+    "skills-llama3-70b-sft-h100-core-attn-layernorm": (0.0, 1.0),
+    "skills-llama3-70b-sft-h100-pp8": (6.06, 2.0),
+    "skills-llama3-70b-sft-h100-tp8": (21.72, 2.0),
+}
+MEAN_GUARD = (1.066, 0.10)  # mean |error| 106.6% over 15 rows, +-10 points
+MAX_GUARD = (2.625, 0.20)  # max |error| 262.5% (Moonlight layernorm+moe_act), +-20 points
+
+
+@pytest.fixture(scope="module")
+def priced():
+    results, skipped = validate(TEXT)
+    return {r.id: r for r in results}, skipped
+
+
+def _rows():
+    return {r["id"]: r for r in read_rows(TEXT)}
+
+
+def test_file_has_the_2026_header_and_known_sources_and_profiles():
+    header = (ROOT / "published_runs_2026.csv").read_text().splitlines()[0]
+    body = [ln for ln in TEXT.splitlines() if not ln.startswith("#")]
+    assert body[0] == header
+    rows = list(csv.DictReader(io.StringIO("\n".join(body))))
+    assert len(rows) == 15
+    assert {r["source"] for r in rows} == {SOURCE} and SOURCE in all_sources()
+    assert {r["framework"] for r in rows} <= set(framework_ids())
+    assert all(r["table"] and len(r["notes"]) > 200 for r in rows)
+    assert all("067f987d" in r["notes"] for r in rows)  # the card and the commit it was read at
+
+
+def test_every_row_is_priced_or_skipped_with_a_reason(priced):
+    results, skipped = priced
+    assert len(results) + len(skipped) == len(_rows())
+    assert all(reason.strip() for _, reason in skipped)
+    assert skipped == []  # as they fall: every row the file holds is priced
+
+
+def test_left_out_experiments_are_listed_with_their_reason():
+    block = "\n".join(ln for ln in TEXT.splitlines() if ln.startswith("#"))
+    for what, why in [("Nemotron 3 Nano", "Mamba"),
+                      ("cuda-graphs: Qwen3-30B-A3B", "neither sequence length nor batch"),
+                      ("GPT-OSS-20B", "ranges"),
+                      ("cpu-offloading", "no CPU optimizer offload"),
+                      ("LoRA", "PEFT/LoRA is not priced"),
+                      ("moe-hardware-configs", "MoE FLOP count"),
+                      ("moe-optimization-workflow", "TFLOP/s-convention"),
+                      ("moe-dispatcher-selection: no matched dispatcher A/B", "no dispatcher")]:
+        assert what in block and why in block, what
+
+
+def test_measured_figures_reproduce_the_cards():
+    rows = _rows()
+    for k, (ms, pct) in MOONLIGHT.items():
+        tok = float(rows[f"skills-moonlight-16b-h100-{k}"]["measured"])
+        assert tok == pytest.approx(4 * 4096 / (ms / 1e3 * 8), abs=0.05)
+        control = MOONLIGHT["empty-control"][0]
+        assert 100 * (ms / control - 1) == pytest.approx(pct, abs=0.005)
+    off = float(rows["skills-qwen3-30b-a3b-h100-ep-overlap-off"]["measured"])
+    on = float(rows["skills-qwen3-30b-a3b-h100-ep-overlap-on"]["measured"])
+    can = float(rows["skills-qwen3-30b-a3b-h100-canonical"]["measured"])
+    for tok, ms in ((off, QWEN_OFF_MS), (on, QWEN_ON_MS), (can, QWEN_CANONICAL_MS)):
+        assert tok == pytest.approx(1024 * 4096 / (ms / 1e3 * 16), abs=0.05)
+    assert 100 * (1 - off / on) == pytest.approx(QWEN_REDUCTION_PCT, abs=0.005)
+    for k, tf in LLAMA.items():
+        r = rows[f"skills-llama3-70b-sft-h100-{k}"]
+        assert float(r["measured"]) == tf and r["metric"] == "tflops_per_gpu"
+
+
+def _measured_effect(rows, control, variant):
+    """Step-time ratio - 1 from the measured figures (both per-GPU throughputs of one workload)."""
+    return float(rows[control]["measured"]) / float(rows[variant]["measured"]) - 1
+
+
+def test_guard_mean_and_max_error(priced):
+    s = summary(list(priced[0].values()))
+    assert s["row_count"] == 15
+    assert s["mape"] == pytest.approx(MEAN_GUARD[0], abs=MEAN_GUARD[1])
+    assert s["max_ape"] == pytest.approx(MAX_GUARD[0], abs=MAX_GUARD[1])
+
+
+@pytest.mark.parametrize("control, variant", PAIRS)
+def test_guard_planner_effect_of_each_matched_pair(priced, control, variant):
+    res = priced[0]
+    predicted = 100 * (res[variant].step_time_s / res[control].step_time_s - 1)
+    value, margin = PLANNER_EFFECT_GUARD[variant]
+    assert predicted == pytest.approx(value, abs=margin)
+    # the pair differs only in what the card changed: layout keys other than the A/B's own stay
+    a, b = dict(res[control].layout), dict(res[variant].layout)
+    for k in ("recompute", "recompute_modules", "tp", "pp", "dp", "zero", "etp"):
+        a.pop(k, None)
+        b.pop(k, None)
+    assert a == b
+
+
+def test_measured_effects_as_the_doc_states_them():
+    """The measured column of the doc's table, from the rows (a derivation, not planner output)."""
+    rows = _rows()
+    got = {v: 100 * _measured_effect(rows, c, v) for c, v in PAIRS}  # tokens rounded to 0.1
+    assert got["skills-moonlight-16b-h100-mla-up-proj"] == pytest.approx(5.19, abs=0.02)
+    assert got["skills-qwen3-30b-a3b-h100-ep-overlap-on"] == pytest.approx(-15.06, abs=0.02)
+    # Llama: 704 / 508.7 - 1 = 38.39% longer step at TP8
+    assert got["skills-llama3-70b-sft-h100-tp8"] == pytest.approx(38.39, abs=0.02)
+
+
+def test_comment_lines_are_not_rows():
+    text = "# a comment line\n" + TEXT.split("\n", 1)[1]
+    assert len(read_rows(text)) == 15
