@@ -35,12 +35,17 @@ class LayerCompute:
 
 
 def mla_up_share(c: Candidates) -> float:
-    """Share of the MLA input projections' FLOPs in the up-projections (q_up from the q latent,
-    kv_up from the kv latent): what the "mla_up_proj" module re-runs."""
+    """Share of the MLA input projections' FLOPs that the "mla_up_proj" module re-runs: the
+    function Megatron-Core checkpoints (MLASelfAttention ``qkv_up_proj_and_rope_apply``) holds
+    the query's up-projection from its latent (``linear_q_up_proj``) or, for a model without a
+    q latent (q_lora_rank None: Moonlight, DeepSeek-V2-Lite), the whole query projection from
+    the hidden state (``linear_q_proj``), and the kv up-projection from the kv latent
+    (source ``megatron-core-mla-up-proj-recompute``)."""
     m, ms = c.m, c.ms
     if not m.kv_lora_rank or not ms.attn_in_n:
         return 0.0
-    q_up = m.q_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    q_in = m.q_lora_rank or c.h  # no q latent: the query is projected from the hidden state
+    q_up = q_in * m.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
     kv_up = m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
     return (q_up + kv_up) / (ms.attn_in_n * c.h)
 
