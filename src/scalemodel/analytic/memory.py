@@ -479,6 +479,7 @@ def training_bytes(
     n_mid: Any = None,
     mid_index: Any = 1,
     n_last: Any = None,
+    loss_bytes: float = 4.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -498,6 +499,9 @@ def training_bytes(
 
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
     boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
+
+    ``loss_bytes`` is what the loss holds per logit element at its peak on a rank without TP
+    (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default, also used with TP).
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
@@ -576,7 +580,8 @@ def training_bytes(
     interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
     in_flight = m_eff * interleave
     rep_div = np.where(sp, tp, 1)
-    out_act = 4 * s * b * sm.hidden / rep_div + 4 * s * b * sm.vocab / tp  # norm/head input + fp32 logits
+    loss_b = np.where(tp > 1, 4.0, float(loss_bytes))
+    out_act = 4 * s * b * sm.hidden / rep_div + loss_b * s * b * sm.vocab / tp  # norm/head input + logits
     first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0) + ws
     last_a = last_layers_act + out_act + ws
     mid_flight = np.maximum(pp - np.asarray(mid_index, dtype=np.float64), 1.0)
@@ -633,6 +638,17 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     fw = get_framework(framework)
     v = fw.get("fp8_saved_input")
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
+
+
+def loss_logit_bytes(framework: str | None) -> tuple[float, str, str]:
+    """(bytes per logit element the loss holds at its peak on a rank without TP, its source,
+    its note): the framework profile's ``loss_logit_bytes`` (frameworks.toml), else 4 (one fp32
+    copy of the logits)."""
+    fw = get_framework(framework)
+    v = fw.get("loss_logit_bytes")
+    if v is None:
+        return 4.0, "", ""
+    return float(v), fw.sources.get("loss_logit_bytes", ""), fw.notes.get("loss_logit_bytes", "")
 
 
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
@@ -777,7 +793,7 @@ def memory_report(
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
-        **shape,
+        loss_bytes=loss_logit_bytes(framework)[0], **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -851,7 +867,7 @@ def memory_report(
 
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
-                              shape.get("mid_index", 1), seq_len, microbatches)
+                              shape.get("mid_index", 1), seq_len, microbatches, framework)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -976,7 +992,7 @@ def _layer_steps(d: Derivation, m: ModelSpec, c: ActCoeffs, tag: str, rc: str,
 def _activation_steps(
     d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
     check: float, n_stage: int | None = None, mid_index: int = 1,
-    seq_len: int = 4096, microbatches: int | None = None,
+    seq_len: int = 4096, microbatches: int | None = None, framework: str | None = None,
 ) -> float:
     src = m.source
     ks = sm.saves or kernel_saves("fused", "unfused")
@@ -1024,8 +1040,13 @@ def _activation_steps(
         stage_f = f"n_rc / n_st * ({stage_f}) + (1 - n_rc / n_st) * ({stage0})"
     d.calc("one micro-batch through this stage's layers", "A_stage", stage_f, "B")
     d.given("vocabulary", "V", m.vocab, "1", src)
-    d.calc("output layer: norm and head inputs + fp32 logits", "A_out",
-           "4 * s * b * h / sp_div + 4 * s * b * V / t", "B")
+    lb, lb_src, lb_note = loss_logit_bytes(framework)
+    if lay.tp > 1:
+        lb, lb_src, lb_note = 4.0, "", "with TP the loss runs vocab-parallel; one fp32 copy counted"
+    d.given("loss: bytes held per logit element at its peak", "e_loss", lb, "B", cite(lb_src),
+            note=lb_note or "one fp32 copy of the logits")
+    d.calc("output layer: norm and head inputs + the loss's logit buffers", "A_out",
+           "4 * s * b * h / sp_div + e_loss * s * b * V / t", "B")
     rc_f = f" + {ws}" if ws is not None else ""
     if stage == "middle":
         mb = lay.pp - mid_index

@@ -67,6 +67,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
         "a list of output_head, router, attention_matmuls"),
     "fp8_saved_input": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                         and 0 < v <= 2, "bytes per input element in (0, 2]"),
+    "loss_logit_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                         and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,

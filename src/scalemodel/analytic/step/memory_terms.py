@@ -11,7 +11,14 @@ import numpy as np
 
 from ...specs import optimizer
 from ...specs.saved_tensors import kernel_saves
-from ..memory import communicators, linear_input_bytes, training_bytes, usable_memory, with_kernels
+from ..memory import (
+    communicators,
+    linear_input_bytes,
+    loss_logit_bytes,
+    training_bytes,
+    usable_memory,
+    with_kernels,
+)
 from .candidates import Candidates
 from .pipeline import StageTerms, dualpipe
 
@@ -44,7 +51,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
-                         n_last=st.n_last)
+                         n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id)[0])
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
