@@ -53,12 +53,14 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     the MoE rows are now predicted too fast, their unpriced remainder in docs/planner.md "Issue
     16 pricing"; the max is Qwen3-30B-A3B on 16 H100, 25.11); 25.6% / 161.8% with the EP
     straggler of the benchmarks' force-balanced routing (docs/planner.md "EP straggler from
-    expert load imbalance": 0.2-1.8 points per MoE row, none worse). Limits: the later values plus about 2 points (the issue's target for runs not seen is 12%
+    expert load imbalance": 0.2-1.8 points per MoE row, none worse); 24.3% / 161.8% with
+    torchtitan 9dec370's pipeline defaults on its two 405B rows (+28.8% / +33.3% -> +5.1% /
+    +5.7%). Limits: the later values plus about 2 points (the issue's target for runs not seen is 12%
     mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 39
     s = summary(results)
-    assert s["mape"] < 0.28
+    assert s["mape"] < 0.265
     assert s["max_ape"] < 1.64
 
 
