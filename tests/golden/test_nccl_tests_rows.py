@@ -15,6 +15,7 @@ xfails, so a change that makes one fit fails here until its status is updated.
 
 import pytest
 
+from conftest import run_cli as _cli
 from scalemodel.analytic.nccl_validate import load_rows, predict_row
 
 ROWS = load_rows()
@@ -49,17 +50,6 @@ def test_rows_name_a_published_source_and_the_issue_cases_are_in():
 def test_the_algorithm_nccl_runs(rid, algorithm):
     row = next(r for r in ROWS if r["id"] == rid)
     assert predict_row(row).algorithm == algorithm
-
-
-def _cli(capsys, *argv):
-    from scalemodel.cli import main
-
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_comm_validate_json(capsys):
