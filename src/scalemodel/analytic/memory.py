@@ -479,7 +479,7 @@ def training_bytes(
     n_mid: Any = None,
     mid_index: Any = 1,
     n_last: Any = None,
-    loss_bytes: float = 4.0,
+    loss_bytes: Any = 4.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -500,8 +500,8 @@ def training_bytes(
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
     boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
 
-    ``loss_bytes`` is what the loss holds per logit element at its peak on a rank without TP
-    (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default, also used with TP).
+    ``loss_bytes`` is what the loss holds per logit element at its peak, per layout
+    (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default).
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
@@ -580,8 +580,8 @@ def training_bytes(
     interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
     in_flight = m_eff * interleave
     rep_div = np.where(sp, tp, 1)
-    loss_b = np.where(tp > 1, 4.0, float(loss_bytes))
-    out_act = 4 * s * b * sm.hidden / rep_div + loss_b * s * b * sm.vocab / tp  # norm/head input + logits
+    out_act = (4 * s * b * sm.hidden / rep_div
+               + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab / tp)  # norm/head input + logits
     first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0) + ws
     last_a = last_layers_act + out_act + ws
     mid_flight = np.maximum(pp - np.asarray(mid_index, dtype=np.float64), 1.0)
@@ -640,15 +640,23 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
 
 
-def loss_logit_bytes(framework: str | None) -> tuple[float, str, str]:
-    """(bytes per logit element the loss holds at its peak on a rank without TP, its source,
-    its note): the framework profile's ``loss_logit_bytes`` (frameworks.toml), else 4 (one fp32
-    copy of the logits)."""
+LOSS_TP_NOTE = "with TP the loss runs vocab-parallel; one fp32 copy counted"
+
+
+def loss_logit_bytes(framework: str | None, tp: Any = 1) -> tuple[Any, str, str]:
+    """(bytes per logit element the loss holds at its peak, its source, its note): the framework
+    profile's ``loss_logit_bytes`` (frameworks.toml) on a rank without TP, else 4 (one fp32
+    copy of the logits); with TP > 1 always 4 (the vocab-parallel loss is not read). ``tp`` may
+    be an array of layouts; the bytes then come back as an array."""
     fw = get_framework(framework)
     v = fw.get("loss_logit_bytes")
-    if v is None:
-        return 4.0, "", ""
-    return float(v), fw.sources.get("loss_logit_bytes", ""), fw.notes.get("loss_logit_bytes", "")
+    base = 4.0 if v is None else float(v)
+    src = "" if v is None else fw.sources.get("loss_logit_bytes", "")
+    note = "" if v is None else fw.notes.get("loss_logit_bytes", "")
+    tp_a = np.asarray(tp, dtype=np.float64)
+    if tp_a.ndim == 0:
+        return (4.0, "", LOSS_TP_NOTE) if tp_a > 1 else (base, src, note)
+    return np.where(tp_a > 1, 4.0, base), src, note
 
 
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
@@ -793,7 +801,7 @@ def memory_report(
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
-        loss_bytes=loss_logit_bytes(framework)[0], **shape,
+        loss_bytes=loss_logit_bytes(framework, lay.tp)[0], **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -1040,9 +1048,7 @@ def _activation_steps(
         stage_f = f"n_rc / n_st * ({stage_f}) + (1 - n_rc / n_st) * ({stage0})"
     d.calc("one micro-batch through this stage's layers", "A_stage", stage_f, "B")
     d.given("vocabulary", "V", m.vocab, "1", src)
-    lb, lb_src, lb_note = loss_logit_bytes(framework)
-    if lay.tp > 1:
-        lb, lb_src, lb_note = 4.0, "", "with TP the loss runs vocab-parallel; one fp32 copy counted"
+    lb, lb_src, lb_note = loss_logit_bytes(framework, lay.tp)
     d.given("loss: bytes held per logit element at its peak", "e_loss", lb, "B", cite(lb_src),
             note=lb_note or "one fp32 copy of the logits")
     d.calc("output layer: norm and head inputs + the loss's logit buffers", "A_out",

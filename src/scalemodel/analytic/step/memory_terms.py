@@ -51,7 +51,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
-                         n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id)[0])
+                         n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0])
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
