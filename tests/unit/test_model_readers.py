@@ -103,3 +103,105 @@ def test_compressed_tensors_regex_ignore():
     assert m.quant.is_quantized("model.layers.1.self_attn.q_proj")
     assert not m.quant.is_quantized("lm_head")
     assert any("compressed-tensors w8" in n for n in m.notes)
+
+
+# --- MoE families read by their own readers (fixtures: tests/fixtures/hf_configs/SOURCES.md) -----
+
+def _fix(name: str):
+    return from_hf_config(json.loads((FIX / f"{name}.json").read_text()), name, "fixture")
+
+
+def _active_without_input_embedding(m) -> float:
+    pc = count_params(m)
+    return pc.active - pc.embedding
+
+
+@pytest.mark.parametrize("name, total, active, gib", [
+    # gpt-oss model card (arXiv 2508.10925) Table 1: total and active parameters (the active
+    # count leaves out the input embedding, which does no matrix multiply, and keeps the
+    # unembedding) and the MXFP4 checkpoint size
+    ("gpt-oss-120b", 116.83e9, 5.13e9, 60.8),
+    ("gpt-oss-20b", 20.91e9, 3.61e9, 12.8),
+])
+def test_gpt_oss_against_its_model_card(name, total, active, gib):
+    from scalemodel.analytic.weights import weight_bytes
+    m = _fix(name)
+    assert abs(count_params(m).total - total) < 0.01e9
+    assert abs(_active_without_input_embedding(m) - active) < 0.01e9
+    # experts in MXFP4 (4.25 bits a weight: e2m1 values plus one byte of scale per 32), the rest
+    # (attention, router, embeddings, head, norms, biases) in bf16
+    assert weight_bytes(m, 2.0).total / 2**30 == pytest.approx(gib, abs=0.05)
+    assert m.quant.is_quantized("model.layers.3.mlp.experts.0.down_proj")
+    assert not m.quant.is_quantized("model.layers.3.self_attn.q_proj")
+    # alternating attention: the even layers slide over 128 tokens (GptOssConfig's layer_types)
+    assert m.sliding_window == 128 and m.sliding_layers == tuple(range(0, m.n_layers, 2))
+
+
+def test_mxfp4_ignore_list_matches_as_transformers_does():
+    # transformers 5.24.0 quantizers_utils.should_convert_module: a regex from the start of the
+    # name up to a module boundary, or a suffix; "layers.1" must not catch "layers.11"
+    cfg = {**json.loads((FIX / "gpt-oss-20b.json").read_text())}
+    cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                  "modules_to_not_convert": ["model.layers.1.mlp.experts"]}
+    q = from_hf_config(cfg, "g", "t").quant
+    assert not q.is_quantized("model.layers.1.mlp.experts.0.gate_proj")
+    assert q.is_quantized("model.layers.11.mlp.experts.0.gate_proj")
+    bad = {**cfg, "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["("]}}
+    with pytest.raises(BadInput, match="bad expression"):
+        from_hf_config(bad, "g", "t")
+
+
+def test_llama4_scout_and_maverick_against_metas_cards():
+    # Meta's Llama 4 model card: Scout 17B active (16 experts), Maverick 17B active, 400B total
+    # (128 experts, MoE on every other layer); Scout's 109B total includes the vision encoder,
+    # which the reader does not count, so only its text decoder's share is checked: below 109B
+    scout, mav = _fix("llama-4-scout"), _fix("llama-4-maverick")
+    assert count_params(scout).active == pytest.approx(17e9, rel=0.015)
+    assert count_params(mav).active == pytest.approx(17e9, rel=0.015)
+    assert count_params(mav).total == pytest.approx(400e9, rel=0.005)
+    assert 100e9 < count_params(scout).total < 109e9
+    assert scout.n_moe_layers == 48 and mav.n_moe_layers == 24
+    assert [mav.layer_is_moe(i) for i in range(4)] == [False, True, False, True]
+    # dense layers use intermediate_size_mlp, experts and the shared expert intermediate_size
+    assert (mav.ffn, mav.moe_ffn, mav.shared_ffn, mav.n_shared_experts) == (16384, 8192, 8192, 1)
+    # chunked attention on the RoPE layers, every fourth layer NoPE and global
+    assert scout.sliding_window == 8192
+    assert scout.sliding_layers == tuple(i for i in range(48) if (i + 1) % 4)
+    assert any("chunked local attention" in n for n in scout.notes)
+    assert not any(n.startswith("sliding-window attention") for n in scout.notes)
+
+
+@pytest.mark.parametrize("name, total, rel_total, active, rel_active", [
+    # Kimi-K2-Instruct model card (Model Summary): 1T total, 32B activated (both rounded)
+    ("kimi-k2", 1.0e12, 0.05, 32e9, 0.02),
+    # GLM-4.5 report (arXiv 2508.06471) Table 1, GLM-4.5-Air: 106B total, 12B activated
+    ("glm-4.5-air", 106e9, 0.01, 12e9, 0.07),
+    # DeepSeek-V2 paper (arXiv 2405.04434) Appendix B, DeepSeek-V2-Lite: 15.7B total, 2.4B activated
+    ("deepseek-v2-lite", 15.7e9, 0.005, 2.4e9, 0.03),
+])
+def test_deepseek_style_moe_families_against_their_papers(name, total, rel_total, active, rel_active):
+    m = _fix(name)
+    assert count_params(m).total == pytest.approx(total, rel=rel_total)
+    assert _active_without_input_embedding(m) == pytest.approx(active, rel=rel_active)
+
+
+def test_kimi_k2_reads_as_deepseek_v3_with_its_own_family():
+    m = _fix("kimi-k2")
+    assert m.family == "kimi_k2" and m.attention == "mla" and m.n_experts == 384
+    assert any("DeepSeek-V3 reader" in n for n in m.notes)
+
+
+@pytest.mark.parametrize("patch, msg", [
+    ({"text_config": {"hidden_size": 5120}}, "num_attention_heads"),
+    ({"text_config": {**json.loads((FIX / "llama-4-scout.json").read_text())["text_config"],
+                      "interleave_moe_layer_step": 0}}, "interleave_moe_layer_step"),
+    ({"text_config": {**json.loads((FIX / "llama-4-scout.json").read_text())["text_config"],
+                      "no_rope_layers": [1, 0]}}, "no_rope_layers"),
+    ({"text_config": {**json.loads((FIX / "llama-4-scout.json").read_text())["text_config"],
+                      "moe_layers": [0, 5]}}, "moe_layers"),
+])
+def test_bad_llama4_configs_are_one_line(patch, msg):
+    cfg = {**json.loads((FIX / "llama-4-scout.json").read_text()), **patch}
+    with pytest.raises(BadInput, match=msg) as e:
+        from_hf_config(cfg, "l4", "t")
+    assert "\n" not in str(e.value)

@@ -299,6 +299,145 @@ def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     return d
 
 
+
+def _read_deepseek_family(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """DeepSeek-V2 and configs that reuse DeepSeek-V3's modelling code under their own
+    model_type (Kimi K2: ``kimi_k2`` with architectures DeepseekV3ForCausalLM): the same keys,
+    MLA and the same routed / shared expert layout."""
+    d = _read_deepseek_v3(cfg, where)
+    d["notes"] = (f"model_type {cfg.get('model_type')!r} read with the DeepSeek-V3 reader (the "
+                  "same MLA and MoE keys)",)
+    return d
+
+
+def _read_glm4_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """GLM-4.5 / GLM-4.5-Air (transformers models/glm4_moe): GQA attention with q/k/v biases
+    (``attention_bias``) and optional per-head QK-norm (``use_qk_norm``), the first
+    ``first_k_dense_replace`` layers dense, then routed experts plus shared ones with DeepSeek-V3's
+    sigmoid router and its correction bias (``e_score_correction_bias``)."""
+    d = _llama_like(cfg, where)
+    d.update(
+        qk_norm=bool(cfg.get("use_qk_norm", False)),
+        n_experts=_get(cfg, "n_routed_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=_get(cfg, "moe_intermediate_size", where),
+        n_shared_experts=_get(cfg, "n_shared_experts", where, 0),
+        first_dense_layers=_get(cfg, "first_k_dense_replace", where, 0),
+        router_bias=True,
+        expert_groups=int(cfg.get("n_group") or 0),
+        groups_per_token=int(cfg.get("topk_group") or 0),
+        mtp_layers=int(cfg.get("num_nextn_predict_layers", cfg.get("num_mtp_layers", 0)) or 0),
+    )
+    return d
+
+
+def _read_gpt_oss(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """gpt-oss (transformers models/gpt_oss): every layer MoE, experts of width
+    ``intermediate_size`` with biases on both projections, a router with a bias, q/k/v/o
+    biases (``attention_bias``), and sliding-window (``sliding_window``) and full attention
+    alternating (``layer_types``; without it the even layers slide, as GptOssConfig sets)."""
+    d = _llama_like(cfg, where)
+    if isinstance(d["n_layers"], int) and not isinstance(d["n_layers"], bool) and d["n_layers"] > 0:
+        d.update(_sliding(cfg, d["n_layers"], where, pattern=lambda i: i % 2 == 0))
+    bias = bool(cfg.get("attention_bias", True))
+    d.update(
+        n_experts=_get(cfg, "num_local_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where, cfg.get("experts_per_token")),
+        moe_ffn=d["ffn"],
+        qkv_bias=bias,
+        linear_bias=True,  # the experts' gate_up_proj_bias and down_proj_bias (and o_proj's)
+        router_bias=True,  # GptOssTopKRouter.bias, one per expert
+        notes=("gpt-oss attention sinks (one learned logit per head and layer) are not counted: "
+               f"{cfg.get('num_attention_heads', 0)} parameters a layer",),
+    )
+    if d["top_k"] is None:
+        raise BadInput(f"{where}: config.json is missing field 'num_experts_per_tok'")
+    return d
+
+
+# transformers' Llama4TextConfig defaults (models/llama4/configuration_llama4.py, 5.24.0) for the
+# keys that steer the layer pattern, used when a config leaves them out
+_LLAMA4_PATTERN_DEFAULTS = {"interleave_moe_layer_step": 1, "no_rope_layer_interval": 4,
+                            "attention_chunk_size": 8192}
+
+
+def _read_llama4_text(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Llama 4 text decoder (transformers models/llama4): MoE layers on the
+    ``interleave_moe_layer_step`` stride (``moe_layers`` when listed) with one shared expert of
+    ``intermediate_size`` beside the routed ones, dense layers of ``intermediate_size_mlp``, and
+    chunked local attention (``attention_chunk_size``) on the RoPE layers, full attention on the
+    NoPE ones (``no_rope_layers``: 1 = RoPE; default every fourth layer NoPE)."""
+    d = _llama_like(cfg, where)
+    n = d["n_layers"]
+    used = sorted(k for k in _LLAMA4_PATTERN_DEFAULTS if k not in cfg)
+    cfg = {**_LLAMA4_PATTERN_DEFAULTS, **cfg}
+    step = cfg["interleave_moe_layer_step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise BadInput(f"{where}: interleave_moe_layer_step must be a whole number of at least 1, "
+                       f"got {step!r}")
+    notes: tuple[str, ...] = ()
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        moe = cfg.get("moe_layers")
+        if moe is not None and list(moe) != list(range(step - 1, n, step)):
+            raise BadInput(f"{where}: llama4 moe_layers off the interleave_moe_layer_step stride are "
+                           "not supported yet")
+        chunk = cfg["attention_chunk_size"]
+        types = cfg.get("layer_types")
+        if types is not None:
+            if not isinstance(types, list) or len(types) != n:
+                raise BadInput(f"{where}: layer_types must list one entry per layer ({n})")
+            bad = sorted({t for t in types if t not in ("chunked_attention", "full_attention")},
+                         key=str)
+            if bad:
+                raise BadInput(f"{where}: layer_types has {bad[0]!r}; allowed: chunked_attention, "
+                               "full_attention")
+            chunked = tuple(i for i, t in enumerate(types) if t == "chunked_attention")
+        else:
+            rope = cfg.get("no_rope_layers")
+            every = cfg["no_rope_layer_interval"]
+            if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+                raise BadInput(f"{where}: no_rope_layer_interval must be a whole number of at least "
+                               f"1, got {every!r}")
+            if not rope:
+                rope = [int((i + 1) % every != 0) for i in range(n)]
+            if not isinstance(rope, list) or len(rope) != n or any(r not in (0, 1) for r in rope):
+                raise BadInput(f"{where}: no_rope_layers must list 0 or 1 for each of the {n} layers")
+            chunked = tuple(i for i, r in enumerate(rope) if r) if chunk else ()
+        if chunked:
+            if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
+                raise BadInput(f"{where}: attention_chunk_size must be a positive whole number or "
+                               f"null, got {chunk!r}")
+            d.update(sliding_window=chunk, sliding_layers=chunked)
+            notes += (f"chunked local attention on {len(chunked)} layers (chunks of {chunk:,} "
+                      "tokens): their KV is bounded by one chunk and they are priced as a sliding "
+                      "window of that size (within a chunk a token attends to the chunk's earlier "
+                      "tokens only, so this over-counts their attention work up to 2x)",)
+    d.update(
+        ffn=_get(cfg, "intermediate_size_mlp", where, d["ffn"]),
+        n_experts=_get(cfg, "num_local_experts", where),
+        top_k=_get(cfg, "num_experts_per_tok", where),
+        moe_ffn=_get(cfg, "intermediate_size", where),
+        n_shared_experts=1,
+        shared_ffn=_get(cfg, "intermediate_size", where),
+        moe_every=step,
+        moe_offset=1,  # layer i is MoE when (i + 1) % step == 0, as Llama4TextConfig lists them
+        notes=notes + ((f"config omits {', '.join(used)}: transformers' Llama4TextConfig defaults "
+                        "used",) if used else ()),
+    )
+    return d
+
+
+def _read_llama4(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    text = cfg.get("text_config")
+    if not isinstance(text, Mapping):
+        return _read_llama4_text(cfg, where)
+    d = _read_llama4_text(text, where)
+    d["notes"] = tuple(d.get("notes", ())) + (
+        "multimodal Llama 4: the text_config decoder is counted, the vision encoder and projector "
+        "are not",)
+    return d
+
+
 def _read_gpt2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     h = _get(cfg, "n_embd", where)
     heads = _get(cfg, "n_head", where)
@@ -498,6 +637,12 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     "qwen3": _read_qwen3,
     "qwen3_moe": _read_qwen3_moe,
     "deepseek_v3": _read_deepseek_v3,
+    "deepseek_v2": _read_deepseek_family,
+    "kimi_k2": _read_deepseek_family,
+    "glm4_moe": _read_glm4_moe,
+    "gpt_oss": _read_gpt_oss,
+    "llama4": _read_llama4,
+    "llama4_text": _read_llama4_text,
     "gpt2": _read_gpt2,
     "gpt_neox": _read_gpt_neox,
     "opt": _read_opt,
@@ -601,7 +746,7 @@ def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: st
     d = reader(cfg, where)
     quant, qnotes = read_quantization(cfg, where)
     notes = tuple(d.pop("notes", ())) + qnotes
-    if d.get("sliding_window"):
+    if d.get("sliding_window") and not any(n.startswith("chunked local attention") for n in notes):
         n_s = len(d["sliding_layers"])
         notes += (f"sliding-window attention: {n_s} of {d['n_layers']} layers attend to the last "
                   f"{d['sliding_window']:,} tokens (their KV is bounded by that window)",)

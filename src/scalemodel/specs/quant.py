@@ -20,6 +20,13 @@ Formats read (their on-disk layouts, as each tool writes them):
 * ``gptq`` (AutoGPTQ / GPTQModel): ``bits`` per weight, per group one fp16 scale and one packed
   zero (kept even when symmetric), plus ``g_idx``, one int32 per input channel; ``group_size``
   -1 means one group per output row; ``lm_head`` quantized only when the config says so.
+* ``mxfp4`` (transformers Mxfp4Config, gpt-oss): the OCP microscaling layout, 4-bit e2m1
+  values packed two a byte and one e8m0 (one-byte exponent) scale per 32 values
+  (transformers 5.24.0 integrations/mxfp4.py: ``*_blocks`` uint8 [..., G, 16] with ``*_scales``
+  uint8 [..., G]); only the MoE experts are converted (``replace_with_mxfp4_linear`` swaps
+  ``GptOssMLP``'s experts and nothing else), unless ``modules_to_not_convert`` keeps them too;
+  its entries match as transformers' ``should_convert_module`` does: a regular expression from
+  the start of the name up to a module boundary, or a suffix.
 
 Embeddings, norms, biases and MoE routers stay in the unquantized dtype in every format here.
 """
@@ -34,7 +41,7 @@ from typing import Any
 
 from ..errors import BadInput
 
-METHODS = ("fp8", "compressed-tensors", "awq", "gptq")
+METHODS = ("fp8", "compressed-tensors", "awq", "gptq", "mxfp4")
 
 
 @dataclass(frozen=True)
@@ -49,15 +56,22 @@ class WeightQuant:
     g_idx: bool = False  # GPTQ's int32 group index per input channel
     quantize_head: bool = False
     ignore: tuple[str, ...] = ()
-    ignore_rule: str = "substring"  # "substring" (awq, fp8) or "name" (compressed-tensors)
+    ignore_rule: str = "substring"  # "substring" (awq, fp8), "name" (compressed-tensors) or
+    # "hf" (transformers' should_convert_module: a regex from the start to a boundary, or a suffix)
+    experts_only: bool = False  # mxfp4: only MoE expert weights are stored quantized
     label: str = ""
 
     def is_quantized(self, name: str) -> bool:
         """Whether the linear module ``name`` (Llama-style dotted name) is stored quantized."""
         if name == "lm_head" and not self.quantize_head:
             return False
+        if self.experts_only and ".experts." not in name:
+            return False
         for pat in self.ignore:
-            if pat.startswith("re:"):
+            if self.ignore_rule == "hf":
+                if re.match(rf"(?:{pat})(?:(?<=\.)|(?=\.|$))", name) or name.endswith(pat):
+                    return False
+            elif pat.startswith("re:"):
                 if re.match(pat[3:], name):
                     return False
             elif self.ignore_rule == "substring":
@@ -167,6 +181,17 @@ def read_quantization(cfg: Mapping[str, Any], where: str) -> tuple[WeightQuant |
                          label="fp8" + (f", {blk[0]}x{blk[1]} block scales" if blk else ", per-tensor scale"))
     elif method == "compressed-tensors":
         wq = _read_compressed(q, where)
+    elif method == "mxfp4":
+        ignore = _names(q.get("modules_to_not_convert"), "modules_to_not_convert", where)
+        for x in ignore:
+            try:
+                re.compile(x)
+            except re.error as e:
+                raise BadInput(f"{where}: quantization_config.modules_to_not_convert has a bad "
+                               f"expression {x!r} ({e})") from None
+        wq = WeightQuant("mxfp4", 4.0, "group", 32, scale_bytes=1.0, ignore=ignore,
+                         ignore_rule="hf", experts_only=True,
+                         label="MXFP4 experts (e2m1, one e8m0 scale per 32 values)")
     elif method == "awq":
         bits = _num(q.get("bits", q.get("w_bit")), "bits", where)
         gs = _num(q.get("group_size", q.get("q_group_size")), "group_size", where)
