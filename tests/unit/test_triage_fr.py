@@ -101,3 +101,67 @@ def test_alibaba_minibatch_straggler():
     assert set(r.ranks) == slow | {"6"}
     w0 = next(x for x in r.per_rank if x["worker"] == "0")
     assert w0["slowdown"] == pytest.approx(med["0"] / centre - 1) and 0.10 < w0["slowdown"] < 0.12
+
+
+def _nccl_entry(entries: list, seq: dict, cfg: dict, pg: str, pg_id: int, op: str, state: str,
+                n: int, t0: int) -> None:
+    seq[pg] += 1
+    t = t0 + len(entries) * 1_000_000
+    entries.append({
+        "record_id": len(entries), "pg_id": pg_id, "process_group": (pg, cfg[pg]["desc"]),
+        "collective_seq_id": seq[pg], "p2p_seq_id": 0, "op_id": seq[pg],
+        "profiling_name": f"nccl:{op}", "time_created_ns": t, "input_sizes": [[n]],
+        "input_dtypes": ["BFloat16"], "output_sizes": [[n]], "output_dtypes": ["BFloat16"],
+        "state": state, "time_discovered_started_ns": t + 1000,
+        "time_discovered_completed_ns": t + 5000 if state == "completed" else None,
+        "retired": state == "completed", "timeout_ms": 600000, "is_p2p": False})
+
+
+def _nccl_dumps(tmp_path, names: str, hang_rank: int | None) -> Path:
+    """Eight NCCL-style dumps (states, completion times, comm_lib_version): TP pairs and two DP
+    groups of four; each step four TP all-reduces, then one DP reduce-scatter. On the fourth step
+    ``hang_rank`` never enters the DP reduce-scatter that its DP peers have started.
+    ``names="torch"`` names groups as torch does (one counter over every new_group call, so each
+    group has its own name); ``names="shared"`` gives every TP pair the name "tp" and both DP
+    groups "dp", as a launcher that names its groups itself can."""
+    import pickle
+    w, t0 = 8, 1_800_000_000_000_000_000
+    for r in range(w):
+        tp = [r - r % 2, r - r % 2 + 1]
+        dp = [x for x in range(w) if x % 2 == r % 2]
+        tpn, dpn = (str(1 + r // 2), str(5 + r % 2)) if names == "torch" else ("tp", "dp")
+        cfg = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(w)))},
+               tpn: {"name": tpn, "desc": "tp", "ranks": str(tp)},
+               dpn: {"name": dpn, "desc": "dp", "ranks": str(dp)}}
+        entries: list[dict] = []
+        seq = {tpn: 0, dpn: 0}
+        for step in range(4):
+            for _ in range(4):
+                _nccl_entry(entries, seq, cfg, tpn, 1, "all_reduce", "completed", 1024, t0)
+            if step < 3:
+                _nccl_entry(entries, seq, cfg, dpn, 2, "reduce_scatter", "completed", 4096, t0)
+            elif r != hang_rank:
+                _nccl_entry(entries, seq, cfg, dpn, 2, "reduce_scatter", "started", 4096, t0)
+        (tmp_path / f"rank_{r}").write_bytes(pickle.dumps({
+            "version": "2.10", "pg_config": cfg, "comm_lib_version": "2.21.5",
+            "pg_status": {}, "entries": entries}))
+    return tmp_path
+
+
+@pytest.mark.parametrize("names", ["torch", "shared"])
+def test_nccl_dumps_find_the_rank_that_never_entered(tmp_path, names):
+    r = analyse_hang(load_dir(_nccl_dumps(tmp_path, names, hang_rank=5)))
+    assert (r.verdict, r.ranks, r.seq, r.op) == ("stuck-outside-collective", (5,), 4,
+                                                 "reduce_scatter")
+    # the DP group that holds rank 5: ranks 1, 3, 5, 7
+    assert "1, 3, 5, 7" in r.group_label or r.group == "6"
+
+
+def test_shared_group_names_are_split_by_member_set_and_said(tmp_path):
+    ts = load_dir(_nccl_dumps(tmp_path, "shared", hang_rank=None))
+    assert {"tp [0, 1]", "tp [6, 7]", "dp [0, 2, 4, 6]", "dp [1, 3, 5, 7]"} <= set(ts.group_members)
+    assert any("'tp' 4 different member sets" in n for n in ts.notes)
+    r = analyse_hang(ts)
+    # every DP member started the last reduce-scatter and none finished: in flight, on all ranks
+    assert r.verdict == "stalled-collective"
+    assert not any("gloo" in e for e in r.evidence)

@@ -348,9 +348,12 @@ def _no_divergence(ts: TraceSet, ix: _Index, files_missing: list[int], ev: list[
     n = len(c)
     ev.append(f"{len(ts.ranks)} ranks recorded {n} collectives; every group's members agree on "
               "every sequence number they share")
-    if ts.fmt == "flight-recorder":
+    if ts.fmt == "flight-recorder" and bool((c.done < 0).any()):
         ev.append("gloo Flight Recorder dumps carry no completion state: a collective that all "
                   "ranks entered but that never finished would look the same")
+    elif bool((c.done == 0).any()):
+        ev.append(f"{int((c.done == 0).sum())} collectives were entered and not completed, but "
+                  "not on every rank at once: in flight when the dumps were taken")
     return HangResult("healthy", (), None, None, None, tuple(ev), per_rank, inp)
 
 

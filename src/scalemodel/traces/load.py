@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import BadInput
 from .fr import MAX_DUMP_BYTES, DumpColumns, DumpInfo, looks_like_fr, parse_dump, rank_from_name
-from .model import RankView, TraceSet
+from .model import Columns, RankView, TraceSet
 from .owntrace import read_trace
 
 MAX_FILES = 200_000
@@ -178,6 +178,45 @@ def _from_traces(traces: list, skipped: list[tuple[str, str]]) -> TraceSet:
                     [v.path for v in ranks.values()], skipped, notes)
 
 
+def _split_reused_names(cols: Columns, members: dict[int, dict[str, tuple[int, ...]]],
+                        labels: dict[str, str], notes: list[str]) -> dict[str, tuple[int, ...]]:
+    """Each group's members from the dumps' pg_config, one group per (name, member set).
+
+    torch names groups so that one name means one group in a run, but dumps from a launcher
+    that names its groups itself (or files from several jobs) can use one name for different
+    member sets, say every TP pair called "tp". Merging them would line up unrelated sequence
+    numbers, so a rank whose pg_config gives such a name other members gets its rows moved to
+    a group of their own, keyed "name [members]"."""
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    for m in members.values():
+        for k, v in m.items():
+            if v:
+                seen.setdefault(k, set()).add(v)
+    reused = {k for k, v in seen.items() if len(v) > 1}
+    cfg: dict[str, tuple[int, ...]] = {k: next(iter(v)) for k, v in seen.items() if k not in reused}
+    if not reused:
+        return cfg
+    gid = {g: i for i, g in enumerate(cols.groups)}
+    for i, r in enumerate(cols.order):
+        lo, hi = int(cols.starts[i]), int(cols.starts[i + 1])
+        for k in reused:
+            m = members[r].get(k)
+            if not m or k not in gid:
+                continue
+            key = f"{k} [{', '.join(map(str, m))}]"
+            if key not in gid:
+                gid[key] = len(cols.groups)
+                cols.groups.append(key)
+                labels[key] = f"{labels.get(k, k)} [{', '.join(map(str, m))}]"
+                cfg[key] = m
+            rows = cols.group[lo:hi]
+            rows[rows == gid[k]] = gid[key]
+    for k in sorted(reused):
+        notes.append(f"the dumps give group name {k!r} {len(seen[k])} different member sets; "
+                     "each set is analysed as a group of its own")
+    return cfg
+
+
 def _from_dumps(acc: DumpColumns, dumps: list[DumpInfo],
                 skipped: list[tuple[str, str]]) -> TraceSet:
     versions = Counter(x.version for x in dumps)
@@ -207,9 +246,6 @@ def _from_dumps(acc: DumpColumns, dumps: list[DumpInfo],
         ranks[r] = RankView(rank=r, path=x.path, fmt=f"fr-{x.kind}", meta=x.meta)
         info[r] = x
         labels.update(x.labels)
-        for k, m in x.members.items():
-            if len(m) > len(cfg.get(k, ())):
-                cfg[k] = m
         notes.extend(f"rank {r}: {p}" for p in x.problems)
     if not ranks:
         raise BadInput("DIR: no usable Flight Recorder dump (see the skipped files)")
@@ -227,6 +263,7 @@ def _from_dumps(acc: DumpColumns, dumps: list[DumpInfo],
             raise BadInput(f"DIR: the {len(known)} dumps were recorded hours apart with no run "
                            "holding most of them; point at one run's dumps")
     cols = acc.columns([info[r] for r in ranks])
+    cfg = _split_reused_names(cols, {r: info[r].members for r in ranks}, labels, notes)
     for i, v in enumerate(ranks.values()):
         v.bind_rows(cols, int(cols.starts[i]), int(cols.starts[i + 1]))
     world = max([len(m) for m in cfg.values()] + [max(ranks) + 1])
