@@ -338,22 +338,89 @@ def _overlapped(comm: Any, gemm: Any, splits: Any) -> Any:
     return np.maximum(comm - gemm, 0.0) + np.minimum(comm, gemm) / splits
 
 
-def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class TPChunks:
+    """The TP-overlapped GEMMs as Transformer Engine's userbuffers runs them (module/base.py
+    initialize_ub and common/comm_gemm_overlap/comm_gemm_overlap.cpp, v1.11 to main): a ring
+    exchange all-gather (QKV and MLP-in forward, output-projection and MLP-out dgrad) issues its
+    GEMM as tp launches of T / tp token rows each (split_overlap_ag: one per gathered chunk); a
+    "pipeline" reduce-scatter (output projection and MLP-out forward) as 4 launches of a quarter
+    of the output columns each (split_overlap_rs). Each launch is priced at its own shape by the
+    shape model (gemm.py: tile padding, wave quantization), so a chunk too small to fill the SMs
+    costs what it costs (source ``te-comm-gemm-overlap-chunks``). Seconds per layer and
+    micro-batch on one rank."""
+
+    fwd: tuple[Any, Any, Any, Any]  # QKV, output projection, MLP in, MLP out, as launched
+    dgrad: tuple[Any, Any]  # output-projection and MLP-out dgrad, as launched
+    extra_f: Any  # what the chunked launches add over the unsplit GEMMs, forward
+    extra_b: Any  # the same for the backward (the two ring-exchange dgrads)
+    extra_mlp_f: Any  # of extra_f: the dense MLP's (what selective "mlp" recompute repeats)
+
+
+def tp_chunks(c: Candidates, lc: LayerCompute, moe: bool) -> TPChunks:
+    """The GEMMs beside the TP collectives at the shapes TE's userbuffers overlap launches them
+    (:class:`TPChunks`). The QKV chunks apply to standard attention (an MLA block's projections
+    are other linears); an MoE layer's expert GEMMs are not TE linears, so its MLP pair keeps the
+    unsplit times."""
+    from .gemm import gemm_time
+
+    ms, T, h, tp = c.ms, c.T, c.h, c.tp
+    p, e, dt, gpu = c.peak, c.e_mm, c.job.precision, c.gpu
+    split = float(constants()["overlap"]["tp_pipeline_splits"])
+    g = lc.tp_gemm_f
+
+    def t(M: Any, N: Any, K: Any) -> Any:
+        return gemm_time(M, N, K, gpu, p, e, dtype_name=dt)
+
+    def ring(N: Any, K: Any) -> Any:  # tp launches of T / tp rows
+        return tp * t(T / tp, N, K)
+
+    mla = bool(c.m.kv_lora_rank)
+    qkv = g[0] if mla else np.where(tp > 1, ring(ms.attn_in_n / tp, h), g[0])
+    o_k = ms.attn_out_k / tp
+    proj = np.where(tp > 1, split * t(T, h / split, o_k), g[1])
+    proj_dg_full = t(T, o_k, h)
+    proj_dg = np.where(tp > 1, ring(o_k, h), proj_dg_full)
+    if moe:
+        fc1, fc2 = g[2], g[3]
+        fc2_dg = fc2_dg_full = 0.5 * lc.tp_gemm_b[3]  # as _tp_exposed prices it unsplit
+    else:
+        f_k = ms.ffn / tp
+        fc1 = np.where(tp > 1, ring(ms.up_k * f_k, h), g[2])
+        fc2 = np.where(tp > 1, split * t(T, h / split, f_k), g[3])
+        fc2_dg_full = t(T, f_k, h)
+        fc2_dg = np.where(tp > 1, ring(f_k, h), fc2_dg_full)
+    extra_mlp = (fc1 - g[2]) + (fc2 - g[3])
+    return TPChunks(fwd=(qkv, proj, fc1, fc2), dgrad=(proj_dg, fc2_dg),
+                    extra_f=(qkv - g[0]) + (proj - g[1]) + extra_mlp,
+                    extra_b=(proj_dg - proj_dg_full) + (fc2_dg - fc2_dg_full),
+                    extra_mlp_f=extra_mlp)
+
+
+def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any,
+                ch: TPChunks | None = None) -> tuple[Any, Any]:
     """(forward, backward) TP seconds left exposed per layer where the framework overlaps them
     (Transformer Engine userbuffers, module/base.py initialize_ub at v1.11): forward the QKV and
     MLP-in all-gathers by ring exchange in tp chunks, the output-projection and MLP-out
     reduce-scatters pipelined in 4; backward the gradient all-gathers of the output projection
     and MLP-out by ring exchange beside their dgrad GEMM (half the backward GEMMs), the QKV and
     MLP-in reduce-scatter and input re-gather in bulk beside that block's dgrad + wgrad. An MoE
-    layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5)."""
+    layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5). With ``ch`` (the
+    GEMMs as the overlap launches them, :func:`tp_chunks`) each collective hides behind its
+    chunked GEMM and the ring-exchange dgrads are the dgrad GEMMs themselves; without it, the
+    unsplit GEMMs, and half the backward GEMMs for those dgrads."""
     one, tp = cm.tp_one, c.tp
     mlp = 2 * k_tp - 1  # 1 with the MLP's collectives, 0 without
-    g, gb = lc.tp_gemm_f, lc.tp_gemm_b
+    gb = lc.tp_gemm_b
+    if ch is None:
+        g, dg = lc.tp_gemm_f, (0.5 * gb[1], 0.5 * gb[3])
+    else:
+        g, dg = ch.fwd, ch.dgrad
     pipe = float(constants()["overlap"]["tp_pipeline_splits"])
     f = (_overlapped(one, g[0], tp) + _overlapped(one, g[1], pipe)
          + mlp * (_overlapped(one, g[2], tp) + _overlapped(one, g[3], pipe)))
-    b = (_overlapped(2 * one, gb[0], np.inf) + _overlapped(one, 0.5 * gb[1], tp)
-         + mlp * (_overlapped(2 * one, gb[2], np.inf) + _overlapped(one, 0.5 * gb[3], tp)))
+    b = (_overlapped(2 * one, gb[0], np.inf) + _overlapped(one, dg[0], tp)
+         + mlp * (_overlapped(2 * one, gb[2], np.inf) + _overlapped(one, dg[1], tp)))
     return f, b
 
 
@@ -404,8 +471,15 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     k_tp = cm.moe_tp_keep if moe else 1.0
     tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
     if profile_value(c.job, "tp_overlap", False):
-        xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp)
+        ch = tp_chunks(c, lc, moe)
+        xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp, ch)
         xt_rc = c.full_share * xt_f + np.where(rc == 3, 0.5 * xt_f, 0.0)
+        # the chunked launches' cost over the unsplit GEMMs is compute: forward, the two
+        # ring-exchange dgrads, and what recompute replays (full: the forward; selective mlp:
+        # the MLP's)
+        fw = fw + ch.extra_f
+        bw = bw + ch.extra_b
+        rcx = rcx + c.full_share * ch.extra_f + c.recomputes("mlp") * ch.extra_mlp_f
     else:
         xt_f, xt_b, xt_rc = tp_exp * tp_f, tp_exp * tp_b, tp_exp * tp_rc
     # a recomputed MoE layer (full, or the selective "moe" module) dispatches again
