@@ -454,6 +454,49 @@ def with_kernels(sm: StaticModel, m: ModelSpec, saves: KernelSaves) -> StaticMod
     return replace(sm, dense=dense, moe=moe, saves=saves)
 
 
+def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1
+                       ) -> tuple[Any, list[Any]]:
+    """(the most model-chunk micro-batches pipeline rank ``rank`` holds, and for c = 1..max(vpp)
+    what it still holds once c of its chunks have run a first backward), in chunks.
+
+    1F1B (vpp 1; torch Schedule1F1B, Megatron-Core's non-interleaved schedule): rank i runs
+    W = min(m, pp - i) forwards before its first backward; after each backward one more forward
+    while any is left. Interleaved (torch ScheduleInterleaved1F1B, Megatron-Core's interleaved
+    schedule; v chunks per rank): W = min(2 (pp - 1 - i) + (v - 1) pp, m v) warmup forwards, then
+    forward-backward pairs, so W + 1 in flight (at most m v); backwards walk the rank's chunks
+    last first, pp micro-batches per chunk, so chunk c (c = 1..v) has its first backward at the
+    ((c - 1) pp + 1)-th. ``microbatches`` None: as many as the schedule can use (no cap)."""
+    rank, pp, v = (np.asarray(x, dtype=np.float64) for x in (rank, pp, vpp))
+    m = np.asarray(np.inf if microbatches is None else microbatches, dtype=np.float64)
+    inter = v > 1
+    total = m * v  # chunk forwards of the step
+    warm = np.where(inter, np.minimum(2 * (pp - 1 - rank) + (v - 1) * pp, total),
+                    np.minimum(m, pp - rank))
+    steady = total - warm  # forwards after the warmup, one per backward
+    peak = np.where(inter, np.minimum(warm + 1, total), warm)
+    v_max = int(np.max(v)) if np.size(v) else 1
+    after = []
+    for c in range(1, v_max + 1):
+        k = (c - 1) * pp + 1  # backwards run when chunk c has had its first
+        held = np.where(inter, warm + 1 - np.maximum(k - steady + 1, 0.0),
+                        warm - np.maximum(k - steady, 0.0))
+        after.append(np.where(c <= v, np.clip(held, 0.0, peak), 0.0))
+    return peak, after
+
+
+def pp_fsdp_terms(framework: str | None) -> tuple[bool, float, str, str]:
+    """(FSDP keeps a pipeline stage's parameters gathered across its micro-batches, bytes per
+    element of the unsharded gradient accumulated across them, and the two sources): the
+    profile's ``pp_reshard_after_forward`` (false: gathered) and ``pp_grad_accum_bytes``
+    (frameworks.toml); absent: ZeRO-3 regathers per layer and gradients are reduced per
+    micro-batch (False, 0)."""
+    fw = get_framework(framework)
+    raf = fw.get("pp_reshard_after_forward")
+    acc = fw.get("pp_grad_accum_bytes")
+    return (raf is False, float(acc or 0.0), fw.sources.get("pp_reshard_after_forward", ""),
+            fw.sources.get("pp_grad_accum_bytes", ""))
+
+
 def training_bytes(
     sm: StaticModel,
     *,
@@ -480,6 +523,8 @@ def training_bytes(
     mid_index: Any = 1,
     n_last: Any = None,
     loss_bytes: Any = 4.0,
+    pp_gathered: Any = False,
+    pp_grad_accum_bytes: Any = 0.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -498,10 +543,22 @@ def training_bytes(
     recompute re-runs (0: all; the other layers of the stage keep their no-recompute set).
 
     Returns arrays ``params``, ``grads``, ``optimizer``, ``activations``, ``total``, the
-    boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last).
+    boolean ``first_is_heaviest`` and ``heaviest`` (0 first, 1 middle, 2 last), and of the
+    heaviest stage ``grad_accum`` (the accumulator bytes inside ``grads``) and
+    ``chunks_in_flight`` (model-chunk micro-batches held at its peak).
 
     ``loss_bytes`` is what the loss holds per logit element at its peak, per layout
     (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default).
+
+    With the FSDP-under-PP terms on, micro-batches in flight follow the pipeline schedule's
+    warmup (:func:`pipeline_in_flight`); otherwise the earlier rule (p - i on stage i, times
+    1 + (p - 1) / (p v) when interleaved, one on the last stage).
+    ``pp_gathered`` and ``pp_grad_accum_bytes`` are the FSDP-under-pipeline terms of a framework
+    (:func:`pp_fsdp_terms`): with pp > 1 and ZeRO-3 a gathered stage keeps every parameter of the
+    stage unsharded (``e_w`` bytes each) instead of two layers; with pp > 1 and ZeRO >= 2 each
+    stage parameter gets an unsharded gradient accumulator of ``pp_grad_accum_bytes`` from its
+    model chunk's first backward to the step's last, counted at the schedule's moment where
+    accumulators plus activations peak (the gradients then include it).
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
@@ -536,12 +593,19 @@ def training_bytes(
     group = dp * cp  # ranks holding the same dense shard
     egroup = tp * group / (etp * ep)  # ranks holding the same expert shard
 
+    gathered = (pp > 1) & (zero >= 3) & np.asarray(pp_gathered, dtype=bool)
+    accum = np.where((pp > 1) & (zero >= 2), np.asarray(pp_grad_accum_bytes, dtype=np.float64),
+                     0.0)
+    # the schedule's exact warmup counts are read where the framework's FSDP-under-PP terms are
+    exact = np.asarray(pp_gathered, dtype=bool) | (np.asarray(pp_grad_accum_bytes) > 0)
+
     def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
         par, gr, op = zero_state_bytes(p_dense, p_exp, group, egroup, zero, e_w, e_g, k_opt)
-        # ZeRO-3 gathers whole layers for compute: the current one and one prefetched
-        par = par + np.where(zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (etp * ep)) * e_w,
-                             0.0)
+        # ZeRO-3 gathers whole layers for compute: the current one and one prefetched; a
+        # gathered pipeline stage (reshard_after_forward off) keeps all of its layers gathered
+        par = par + np.where(gathered, (p_dense + p_exp) * e_w, np.where(
+            zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (etp * ep)) * e_w, 0.0))
         return par, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
@@ -575,23 +639,45 @@ def training_bytes(
         stage_layers_act = mix(stage_layers_act, f0, np.where(one, float(L), nf))
         last_layers_act = mix(last_layers_act, l0, np.where(one, float(L), nl))
         mid_layers_act = mix(mid_layers_act, m0, nm)
-    m_eff = pp if microbatches is None else np.minimum(pp, np.asarray(microbatches))
     vpp = np.asarray(vpp, dtype=np.float64)
-    interleave = np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
-    in_flight = m_eff * interleave
     rep_div = np.where(sp, tp, 1)
     out_act = (4 * s * b * sm.hidden / rep_div
                + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab / tp)  # norm/head input + logits
-    first_a = stage_layers_act * in_flight + np.where(one, out_act, 0.0) + ws
-    last_a = last_layers_act + out_act + ws
-    mid_flight = np.maximum(pp - np.asarray(mid_index, dtype=np.float64), 1.0)
-    if microbatches is not None:
-        mid_flight = np.minimum(mid_flight, np.asarray(microbatches))
-    mid_a = mid_layers_act * mid_flight * interleave + ws
+
+    def stage_peak(rank: Any, a_stage: Any, extra: Any, grads_acc: Any) -> tuple[Any, Any]:
+        """(activations, accumulated gradients) of one stage at its peak: the schedule's most
+        chunks in flight, or a moment after a chunk's first backward where the unsharded
+        gradient accumulators of its chunks add to what is still in flight."""
+        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp)
+        # without the FSDP-under-PP terms the earlier in-flight rule is kept (1F1B counts
+        # agree; interleaved: p - i micro-batches x (1 + (p - 1) / (p v)), the last stage one)
+        legacy = np.where(rank >= pp - 1, 1.0, np.maximum(pp - rank, 1.0))
+        if microbatches is not None:
+            legacy = np.where(rank >= pp - 1, legacy,
+                              np.minimum(legacy, np.asarray(microbatches, dtype=np.float64)))
+        legacy = legacy * np.where((vpp > 1) & (rank < pp - 1),
+                                   1 + (pp - 1) / (pp * vpp), 1.0) * vpp
+        peak = np.where(exact, peak, legacy)
+        best_n = peak + 0.0 * a_stage
+        best_a = best_n / vpp * a_stage
+        best_g = np.zeros_like(best_a)
+        for c, n_c in enumerate(with_acc, start=1):
+            a_c, g_c = n_c / vpp * a_stage, np.where(c <= vpp, c / vpp, 1.0) * grads_acc
+            take = (grads_acc > 0) & (a_c + g_c > best_a + best_g)
+            best_a, best_g = np.where(take, a_c, best_a), np.where(take, g_c, best_g)
+            best_n = np.where(take, n_c, best_n)
+        return best_a + extra + ws, best_g, best_n
 
     fp, fg, fo = states(first_p)
     lp_, lg, lo = states(last_p, experts(nl))
     mp, mg, mo = states(mid_p, nm * sm.big_exp / (etp * ep))
+    first_a, fa, fn = stage_peak(0.0, stage_layers_act, np.where(one, out_act, 0.0),
+                                 accum * (first_p + exp_p))
+    last_a, la, ln = stage_peak(pp - 1, last_layers_act, out_act,
+                                accum * (last_p + experts(nl)))
+    mid_a, ma, mn = stage_peak(np.asarray(mid_index, dtype=np.float64), mid_layers_act, 0.0,
+                               accum * (mid_p + nm * sm.big_exp / (etp * ep)))
+    fg, lg, mg = fg + fa, lg + la, mg + ma
     first_t = fp + fg + fo + first_a
     last_t = lp_ + lg + lo + last_a
     mid_t = np.where(nm > 0, mp + mg + mo + mid_a, 0.0)
@@ -607,6 +693,8 @@ def training_bytes(
         "grads": pick(fg, mg, lg),
         "optimizer": pick(fo, mo, lo),
         "activations": pick(first_a, mid_a, last_a),
+        "grad_accum": pick(fa, ma, la),  # of "grads": the unsharded accumulators at the peak
+        "chunks_in_flight": pick(fn, mn, ln),  # model-chunk micro-batches held at the peak
         "total": np.maximum(np.maximum(first_t, last_t), mid_t),
         "first_is_heaviest": heaviest == 0,
         "heaviest": heaviest,
@@ -796,12 +884,14 @@ def memory_report(
     if lay.stages is not None and lay.pp > 1:
         nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
+    gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
-        loss_bytes=loss_logit_bytes(framework, lay.tp)[0], **shape,
+        loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
+        pp_grad_accum_bytes=accum, **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -861,21 +951,38 @@ def memory_report(
         return f"({dense} + {'P_e / G_e' if sharded else 'P_e'})"
 
     p_formula = f"{held(lay.zero >= 3)} * e_w"
-    if lay.zero >= 3:
+    if gathered and lay.pp > 1 and lay.zero >= 3:
+        p_formula += f" + {held(False)} * e_w"
+        d.note("FSDP under pipeline parallelism keeps the stage's parameters gathered from its "
+               f"first forward to its last backward (the profile's pp_reshard_after_forward = "
+               f"false; {cite(raf_src)}): the whole stage unsharded beside the shards.")
+    elif lay.zero >= 3:
         d.given("parameters of the heaviest layer on one GPU", "P_lay",
                 sm.big_split / lay.tp + sm.big_exp / (etp * lay.ep), "1")
         p_formula += " + 2 * P_lay * e_w"
         d.note("ZeRO-3/FSDP gathers whole layers to compute: one in use and one prefetched.")
     params_b = d.calc("weights per GPU", "M_p", p_formula, "B", check=float(vec["params"]),
                       rel_tol=1e-6)
-    grads_b = d.calc("gradients per GPU", "M_g", f"{held(lay.zero >= 2)} * e_g", "B",
+    g_formula = f"{held(lay.zero >= 2)} * e_g"
+    acc_b = float(vec["grad_accum"])
+    acc_share = 0.0
+    if acc_b > 0:
+        acc_share = acc_b / (accum * (dense_gpu + (exp_gpu if moe else 0.0)))
+        d.given("bytes per element of the unsharded gradient accumulated across micro-batches",
+                "e_acc", accum, "B", cite(acc_src),
+                note="FSDP reduces gradients only after the step's last backward under PP")
+        d.given("share of the stage's chunks holding accumulators at the peak", "f_acc",
+                acc_share, "1", note="c / v after the first backward of c of the v chunks")
+        g_formula += f" + f_acc * {held(False)} * e_acc"
+    grads_b = d.calc("gradients per GPU", "M_g", g_formula, "B",
                      check=float(vec["grads"]), rel_tol=1e-6)
     opt_b = d.calc("optimizer states per GPU", "M_o", f"{held(lay.zero >= 1)} * K", "B",
                    check=float(vec["optimizer"]), rel_tol=1e-6)
 
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
-                              shape.get("mid_index", 1), seq_len, microbatches, framework)
+                              shape.get("mid_index", 1), seq_len, microbatches, framework,
+                              float(vec["chunks_in_flight"]), acc_share)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -1001,6 +1108,7 @@ def _activation_steps(
     d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
     check: float, n_stage: int | None = None, mid_index: int = 1,
     seq_len: int = 4096, microbatches: int | None = None, framework: str | None = None,
+    n_chunks: float = 1.0, acc_share: float = 0.0,
 ) -> float:
     src = m.source
     ks = sm.saves or kernel_saves("fused", "unfused")
@@ -1054,26 +1162,26 @@ def _activation_steps(
     d.calc("output layer: norm and head inputs + the loss's logit buffers", "A_out",
            "4 * s * b * h / sp_div + e_loss * s * b * V / t", "B")
     rc_f = f" + {ws}" if ws is not None else ""
-    if stage == "middle":
-        mb = lay.pp - mid_index
-        mb = mb if microbatches is None else min(mb, microbatches)
-        d.given(f"micro-batches in flight on stage {mid_index} (1F1B)", "n_mb", max(mb, 1), "1",
-                note="stage i holds p - i micro-batches")
-        d.given("interleaved chunks per stage", "v", lay.vpp, "1")
-        inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
-        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{rc_f}", "B",
-                      check=check, rel_tol=1e-6)
-    if stage in ("first", "only"):
-        mb = lay.pp if microbatches is None else min(lay.pp, microbatches)
-        d.given("micro-batches in flight on the first stage (1F1B)", "n_mb", mb, "1",
-                note="p when the step has at least p micro-batches")
-        d.given("interleaved chunks per stage", "v", lay.vpp, "1")
-        inter = "(1 + (p - 1) / (p * v))" if lay.vpp > 1 else "1"
-        out = " + A_out" if stage == "only" else ""
-        return d.calc("activations per GPU", "M_a", f"A_stage * n_mb * {inter}{out}{rc_f}",
-                      "B", check=check, rel_tol=1e-6)
-    return d.calc("activations per GPU (last stage: one micro-batch + output)", "M_a",
-                  f"A_stage + A_out{rc_f}", "B", check=check, rel_tol=1e-6)
+    rank = {"first": 0, "only": 0, "middle": mid_index, "last": lay.pp - 1}[stage]
+    v = lay.vpp
+    d.given("interleaved chunks per stage", "v", v, "1")
+    exact = bool(pp_fsdp_terms(framework)[0] or pp_fsdp_terms(framework)[1] > 0)
+    if not exact:
+        how = (f"stage i = {rank} holds p - i micro-batches (at most m; the last stage one)"
+               + (", x (1 + (p - 1) / (p v)) when interleaved" if v > 1 else ""))
+    elif v > 1:
+        how = (f"interleaved: min(2 (p - 1 - i) + (v - 1) p, m v) warmup chunk forwards, then "
+               f"forward-backward pairs (i = {rank})")
+    else:
+        how = f"1F1B: min(m, p - i) forwards before the first backward (i = {rank})"
+    if acc_share:
+        how += ("; counted after the first backward of the chunks whose gradient accumulators "
+                "are held, where accumulators and activations peak together")
+    d.given(f"model-chunk micro-batches in flight on the {stage} stage at its peak", "n_ch",
+            n_chunks, "1", note=how + ("" if microbatches is None else f"; m = {microbatches}"))
+    out = "" if stage in ("first", "middle") else " + A_out"
+    return d.calc("activations per GPU", "M_a", f"A_stage * n_ch / v{out}{rc_f}", "B",
+                  check=check, rel_tol=1e-6)
 
 
 def korthikanti_per_layer(s: float, b: float, h: float, a: float, t: float = 1,
@@ -1188,9 +1296,11 @@ def find_min_gpus(
         ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
     sp = bool(get_framework(framework).values.get("sequence_parallel", True))
+    gathered, accum, _, _ = pp_fsdp_terms(framework)
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
-                         k_opt=opt.bytes_per_param)
+                         k_opt=opt.bytes_per_param, pp_gathered=gathered,
+                         pp_grad_accum_bytes=accum)
     cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
     fits = res["total"] <= cap
     rows_evaluated = int(T.size)

@@ -15,6 +15,7 @@ from ..memory import (
     communicators,
     linear_input_bytes,
     loss_logit_bytes,
+    pp_fsdp_terms,
     training_bytes,
     usable_memory,
     with_kernels,
@@ -46,12 +47,14 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     opt = optimizer(job.optimizer_id)
     sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention,
                                                  *linear_input_bytes(job.framework_id, c.fp8)))
+    gathered, accum, _, _ = pp_fsdp_terms(job.framework_id)
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
-                         n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0])
+                         n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
+                         pp_gathered=gathered, pp_grad_accum_bytes=accum)
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
