@@ -408,6 +408,63 @@ def in_switch(link_id: str) -> dict[str, Any] | None:
     return _consts()["in_switch"].get(link_id)
 
 
+def pcie_host_spec(host_id: str) -> dict[str, Any]:
+    """A PCIe host layout of collectives.toml [pcie_hosts] (BadInput for an unknown id)."""
+    hosts = _consts()["pcie_hosts"]
+    if host_id not in hosts:
+        raise BadInput(f"--pcie-host: unknown PCIe host {host_id!r}; choose one of "
+                       f"{', '.join(sorted(hosts))}")
+    return hosts[host_id]
+
+
+@cache
+def pcie_ring_factor(host_id: str, ranks: int, gpu_link: str) -> float:
+    """Fraction of a GPU's own PCIe x16 rate that a ring over ``ranks`` GPUs of a PCIe host
+    keeps, from where its hops go (NCCL 2.21.5, src/graph/paths.cc and search.cc).
+
+    GPUs are packed switch by switch and socket by socket and the ring visits them in that
+    order, as NCCL's search finds it. A hop between two GPUs under one PCIe switch runs
+    peer-to-peer when the GPUs allow peer access; every other hop is sent through the CPU
+    (NCCL's default P2P level stops at PATH_PXB on Intel CPUs: ncclTopoCheckP2p; the SHM
+    transport, or an AMD host's P2P through the root complex). On an Intel host a GPU-to-GPU
+    hop typed PATH_PHB loads each PCIe link it crosses with 6/5 of its bandwidth
+    (INTEL_P2P_OVERHEAD in topo.h, applied by followPath in search.cc; a hop across sockets,
+    PATH_SYS, is not charged it there). Each GPU link carries one hop each way, a switch's
+    uplink every hop that leaves or enters the switch through the CPU. The link between the
+    sockets is not priced: NCCL's figure for it is a search-time estimate that a measurement
+    exceeds (docs/comm.md, "PCIe hosts")."""
+    h = pcie_host_spec(host_id)
+    p = int(ranks)
+    if p < 2:
+        return 1.0
+    per_sw = max(1, int(h["gpus_per_switch"]))
+    per_socket = max(per_sw, int(h["gpus_per_socket"]))
+    over = float(_consts()["pcie_p2p_overhead"][str(h["cpu_vendor"])]["factor"])
+    gpu = get_link(gpu_link).bytes_per_s_per_direction
+    up_rate = get_link(str(h["uplink"])).bytes_per_s_per_direction if per_sw > 1 else math.inf
+    up_out: dict[int, float] = {}
+    up_in: dict[int, float] = {}
+    gpu_load = 0.0
+    for i in range(p):
+        j = (i + 1) % p
+        sw_i, sw_j = i // per_sw, j // per_sw
+        sock_i, sock_j = i // per_socket, j // per_socket
+        if sw_i == sw_j and h["peer_access"]:
+            w, via_cpu = 1.0, False              # PATH_PIX / PXB, peer-to-peer in the switch
+        elif sock_i == sock_j:
+            w, via_cpu = over, True              # PATH_PHB through the CPU's root complex
+        else:
+            w, via_cpu = 1.0, True               # PATH_SYS between the sockets
+        gpu_load = max(gpu_load, w)
+        if via_cpu:
+            up_out[sw_i] = up_out.get(sw_i, 0.0) + w
+            up_in[sw_j] = up_in.get(sw_j, 0.0) + w
+    rate = gpu / gpu_load
+    for load in (*up_out.values(), *up_in.values()):
+        rate = min(rate, up_rate / load)
+    return min(1.0, rate / gpu)
+
+
 def _link_kind(link: LinkSpec) -> str:
     return link.kind if link.kind in ("scale-up", "scale-out", "host") else "scale-up"
 
@@ -432,6 +489,9 @@ class Fabric:
     # NCCL's CollNet (IB SHARP plugin) loaded and enabled: off by default, as in NCCL, so
     # multi-node NVLS+SHARP is only considered when a user says the fabric runs it
     collnet: bool = False
+    # the PCIe host the GPUs of a node sit in (collectives.toml [pcie_hosts]); only read when
+    # the intra link is a host (PCIe) link: None keeps the GPU's own x16 link as the only limit
+    pcie_host: str | None = None
 
     @property
     def eff_intra(self) -> float:
@@ -460,7 +520,8 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
                 nics_per_gpu: float = 1.0, oversubscription: float | None = None,
                 nodes_per_leaf: int | None = None, efficiency_intra: float | None = None,
                 efficiency_inter: float | None = None,
-                intra_bytes_per_s: float | None = None, collnet: bool = False) -> Fabric:
+                intra_bytes_per_s: float | None = None, collnet: bool = False,
+                pcie_host: str | None = None) -> Fabric:
     """A fabric from link ids of links.toml (BadInput for unknown ids or nonsense values).
 
     ``intra_bytes_per_s`` replaces the intra link's per-direction rate for GPUs that run a
@@ -482,6 +543,8 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
         if e is not None and not 0 < e <= 1:
             raise BadInput(f"{name} must be in (0, 1], got {e}")
     lk = _get_link(intra, "--intra")
+    if pcie_host is not None:
+        pcie_host_spec(pcie_host)  # BadInput for an unknown id
     if intra_bytes_per_s:
         lk = replace(lk, bytes_per_s_per_direction=float(intra_bytes_per_s))
     return Fabric(
@@ -489,7 +552,7 @@ def make_fabric(intra: str = "nvlink4", inter: str | None = "ndr-400", *, gpus_p
         inter=_get_link(inter, "--inter") if inter else None,
         gpus_per_node=gpus_per_node, nics_per_gpu=nics_per_gpu, oversubscription=osub,
         nodes_per_leaf=npl, efficiency_intra=efficiency_intra, efficiency_inter=efficiency_inter,
-        collnet=collnet,
+        collnet=collnet, pcie_host=pcie_host,
     )
 
 
@@ -551,7 +614,7 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
          else pr["bandwidth_factor"])
     env: dict[str, Any] = {
         "S": S, "n": n, "p": p, "N": N, "g": fabric.gamma_s_per_byte, "f_proto": f,
-        "Bi": fabric.intra.bytes_per_s_per_direction * fabric.eff_intra * f,
+        "Bi": fabric.intra.bytes_per_s_per_direction * fabric.eff_intra * f * _host_factor(fabric, p),
         "ai": float(pr[f"{fam}_step_s"][ki]),
         "a0": float(pr["base_s"][fam]),
         "slow": slow,
@@ -572,6 +635,16 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
         env["Bso"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu  # type: ignore[union-attr]
                       * sh["algbw_fraction"]) if sh else np.nan
     return env
+
+
+def _host_factor(fabric: Fabric, p: Any) -> Any:
+    """The PCIe host's ring factor per row (1 without a host or on a scale-up link)."""
+    if fabric.pcie_host is None or _link_kind(fabric.intra) != "host":
+        return 1.0
+    pa = np.asarray(p, dtype=float)
+    vals = {int(v): pcie_ring_factor(fabric.pcie_host, int(v), fabric.intra.id)
+            for v in np.unique(pa)}
+    return np.vectorize(lambda v: vals[int(v)], otypes=[float])(pa) if pa.ndim else vals[int(pa)]
 
 
 def _applicable(coll: str, alg: str, n: np.ndarray, p: np.ndarray, fabric: Fabric) -> np.ndarray:
@@ -1113,8 +1186,16 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
                     "1", source=src if fabric.efficiency_intra is None else "user")
             d.given(f"{proto} protocol bandwidth factor", "f_proto", float(env["f_proto"]), "1",
                     source=f_src, note=f_note)
-            d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto", "B/s",
-                   check=float(env["Bi"]))
+            if fabric.pcie_host is not None and _link_kind(lk) == "host":
+                h = pcie_host_spec(fabric.pcie_host)
+                d.given(f"share of the x16 rate a ring keeps in PCIe host {fabric.pcie_host}",
+                        "h_i", pcie_ring_factor(fabric.pcie_host, int(p), lk.id), "1",
+                        source=cite(h["source"]), note=h.get("note", ""))
+                d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto * h_i",
+                       "B/s", check=float(env["Bi"]))
+            else:
+                d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto", "B/s",
+                       check=float(env["Bi"]))
             if not tuned:
                 d.given(f"per-step latency on {lk.kind} ({proto})", "ai", env["ai"], "s",
                         source=cite("nccl-tuning-cc"))

@@ -81,7 +81,8 @@ def predict_row(row: dict[str, str]) -> RowResult:
     fab = make_fabric(row["intra"], inter if nodes > 1 else None,
                       gpus_per_node=rpn if nodes > 1 else max(rpn, 8),
                       nics_per_gpu=_num(row, "nics_per_gpu", 1.0) or 1.0,
-                      intra_bytes_per_s=_num(row, "intra_bytes_per_s"))
+                      intra_bytes_per_s=_num(row, "intra_bytes_per_s"),
+                      pcie_host=(row.get("pcie_host") or "").strip() or None)
     grp = make_group(nodes * rpn, fab, rpn)
     r = collective_cost(row["collective"], float(_num(row, "bytes") or 0), grp, fab,
                         algorithm=row.get("algorithm") or "auto")

@@ -94,13 +94,16 @@ class Cluster:
         """The collectives engine's view of this cluster: one tier per NVLink domain (the
         "node" of analytic/collectives.py), the scale-out NICs of each GPU beyond it. A GPU
         without a scale-up link (L40S) reaches its node's GPUs over its own PCIe link
-        (gpus.toml interconnect.pcie_link; PCIe 5.0 where none is given)."""
+        (gpus.toml interconnect.pcie_link; PCIe 5.0 where none is given), in the PCIe host layout
+        its spec names (interconnect.pcie_host: collectives.toml [pcie_hosts])."""
         from .collectives import make_fabric
 
         intra = self.intra.id if self.intra else self.gpu.interconnect.get("pcie_link", "pcie5")
+        host = None if self.intra else self.gpu.interconnect.get("pcie_host")
         return make_fabric(intra, self.inter.id, gpus_per_node=self.nvlink_domain,
                            nics_per_gpu=self.nics_per_gpu,
-                           intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None)
+                           intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None,
+                           pcie_host=host)
 
 
 def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None = None,

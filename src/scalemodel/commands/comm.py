@@ -42,6 +42,9 @@ def _add_fabric(p: argparse.ArgumentParser, *, link: bool = True) -> None:
                    help="override the stated NVLink/PCIe efficiency (0-1]")
     g.add_argument("--efficiency-inter", type=finite_float, default=None,
                    help="override the stated NIC efficiency (0-1]")
+    g.add_argument("--pcie-host", default=None,
+                   help="PCIe host layout for GPUs without a scale-up link (collectives.toml "
+                   "[pcie_hosts], e.g. intel-2s-2psw; default: the --gpu's, else none)")
     g.add_argument("--collnet", action="store_true",
                    help="the fabric runs NCCL's CollNet (IB SHARP plugin): lets NVLS+SHARP "
                    "compete across nodes (off by default, as in NCCL)")
@@ -156,12 +159,16 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
     intra, inter = args.intra, args.inter
     gpn = args.gpus_per_node
     rate = None
+    host = getattr(args, "pcie_host", None)
     if getattr(args, "gpu", None):
         from ..specs import get_gpu
 
         gpu = get_gpu(args.gpu)
-        intra = intra or gpu.interconnect.get("scale_up_link") or "pcie5"
+        ic = gpu.interconnect
+        intra = intra or ic.get("scale_up_link") or ic.get("pcie_link") or "pcie5"
         rate = gpu.scale_up_bytes_per_s or None
+        if host is None and not ic.get("scale_up_link"):
+            host = ic.get("pcie_host")
     ranks = getattr(args, "ranks", None)
     rpn = getattr(args, "ranks_per_node", None)
     if ranks is not None and ranks < 1:
@@ -195,7 +202,7 @@ def _fabric_and_group(args: argparse.Namespace) -> tuple[Any, Any]:
                       oversubscription=args.oversubscription, nodes_per_leaf=args.nodes_per_leaf,
                       efficiency_intra=args.efficiency_intra,
                       efficiency_inter=args.efficiency_inter, intra_bytes_per_s=rate,
-                      collnet=bool(getattr(args, "collnet", False)))
+                      collnet=bool(getattr(args, "collnet", False)), pcie_host=host)
     return fab, make_group(ranks, fab, rpn)
 
 

@@ -133,6 +133,10 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
             if not isinstance(v, str) or not v:
                 raise BadInput(f"GPU {gid!r} ({origin}): interconnect.{k} must be a link id "
                                f"such as \"ndr-400\", got {v!r}")
+        elif k == "pcie_host":
+            if not isinstance(v, str) or not v:
+                raise BadInput(f"GPU {gid!r} ({origin}): interconnect.pcie_host must be a PCIe "
+                               f"host id of collectives.toml [pcie_hosts], got {v!r}")
         elif k == "nics_per_gpu":
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise BadInput(f"GPU {gid!r} ({origin}): interconnect.nics_per_gpu must be a "
