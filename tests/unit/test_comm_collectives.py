@@ -123,7 +123,9 @@ def test_time_grows_with_size(a, b, grp):
     for alg in ALGORITHMS["all-reduce"]:
         t1 = price("all-reduce", alg, lo, n, p, fabric=FAB).time_s
         t2 = price("all-reduce", alg, hi, n, p, fabric=FAB).time_s
-        assert float(t2) >= float(t1) or math.isinf(float(t1))
+        # a part-per-million dip is allowed: the chunked pipeline's step count rounds where
+        # the protocol's slice size divides the message, so time is monotone only to rounding
+        assert float(t2) >= float(t1) * (1 - 1e-5) or math.isinf(float(t1))
 
 
 @settings(max_examples=30, deadline=None)
