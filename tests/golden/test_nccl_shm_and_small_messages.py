@@ -65,8 +65,14 @@ def test_rtx5090_rows_read_the_memory_bound(rid, ranks):
     # H800 x4, ring forced, 1 KiB: ring LL = baseLat 6.6 + nsteps 2 x (4 - 1) = 6 x hwLat
     # NVLink ring LL 0.6 = 10.2 us
     ("h800-4-ring-1984", 6.6 + 6 * 0.6),
-    # H100 x2, 256 B: ring LL = 6.6 + 2 x 0.6 = 7.8 us
+    # H100 x2, 256 B: ring LL = 6.6 + 2 x 0.6 = 7.8 us. The run asked NVLSTree, but NCCL turns
+    # NVLS off at <= 2 GPUs (transport/nvls.cc ncclNvlsInit) and ncclTopoGetAlgoTime then uses
+    # the ring's backup bandwidth (ringbdw): ring, LL the cheapest protocol at 256 B
     ("h100-2-graph-1259", 6.6 + 2 * 0.6),
+    # DGX A100, ring forced, 8 B: 2 GPUs 6.6 + 2 x 0.6 = 7.8 us; 8 GPUs 6.6 + 14 x 0.6 = 15.0 us
+    # (nccl-tests#123 measured 10 and 33.7 us with one channel: about 2 us a step)
+    ("a100-ring1ch-2-123", 6.6 + 2 * 0.6),
+    ("a100-ring1ch-8-123", 6.6 + 14 * 0.6),
     # 2 nodes x 4, reduce-scatter 256 B, ring LL: nsteps = 7, nInterSteps = nNodes - 1 = 1; the
     # intra hops pay max(hwLat 0.6, net overhead 1.0 on Intel) = 1.0; the net hop 2.7:
     # 6.6 + 6 x 1.0 + 1 x 2.7 = 15.3 us
