@@ -485,7 +485,10 @@ def shm_memory_rate(host_id: str, ranks: int) -> float:
     receiver's socket. All hops of a ring run at one rate, so the socket that receives the most
     SHM hops sets it: rate = memory peak per socket / (2 x SHM hops it receives). The peak is a
     datasheet figure (channels x MT/s x 8 B), not a sustained one: the bound is an upper bound
-    on the rate. GPUs are packed switch by switch and socket by socket, as pcie_ring_factor."""
+    on the rate. GPUs are packed switch by switch and socket by socket, as pcie_ring_factor.
+    The hops counted are the ring's; on a host where every hop is SHM (no peer access) each GPU
+    receives at the per-GPU rate whatever the pattern, so trees and the all-to-all read the
+    same bound."""
     h = pcie_host_spec(host_id)
     hm = _consts().get("host_memory", {}).get(h.get("host_memory", ""))
     mem = hm["bytes_per_s_per_socket"] if hm else None
