@@ -186,6 +186,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "reserve": (lambda v: v in ("full", "on_demand"), "full or on_demand"),
     "batch_rule": (lambda v: v in ("profile", "trtllm-bench"), "profile or trtllm-bench"),
     "chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
+    # trtllm-bench on the PyTorch backend without chunked prefill raises the tuned token budget
+    # to the dataset's longest prompt plus the batch (bench/benchmark/utils/general.py)
+    "unchunked_budget_floor": (lambda v: v in ("none", "max_isl_plus_batch"),
+                               "none or max_isl_plus_batch"),
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
     "overhead_s": (_num(0), "seconds >= 0"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
