@@ -36,6 +36,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "moe_routing": (lambda v: v in ("learned", "force_balanced"), "learned or force_balanced"),
+    "moe_fp8_padding": (lambda v: v in ("grouped_mlp", "none"), "grouped_mlp or none"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...specs.sources import cite
 from .attention import attention_efficiency, curve_for
-from .config import FUSED_ATTENTION, constants, profile_value
+from .config import FUSED_ATTENTION, constants, moe_dispatcher, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
 from .shapes import model_flops_per_token, model_shapes
 
@@ -95,6 +95,17 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=a["cp_note"])
 
 
+def _moe_memory_note(job: Any, gpu_id: str) -> str:
+    """What an MoE layer adds to the memory-bound kernels: the token permutation, and under fp8
+    Megatron's quantisation padding around the grouped GEMMs (layers.fp8_padding_bytes)."""
+    pad = (job.precision == "fp8"
+           and profile_value(job, "moe_fp8_padding", "none") == "grouped_mlp"
+           and moe_dispatcher(job, gpu_id) != "flex-hybridep")
+    return ("; the MoE token permutation (permute, sort by expert, unpermute)"
+            + (" and TEGroupedMLP's fp8 padding of the expert rows and unpadding of their output "
+               "(frameworks.toml moe_fp8_padding)" if pad else ""))
+
+
 def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """Compute per micro-batch on the slowest stage: attention and memory-bound kernels."""
     v, lay, job, gpu, m = row.values, row.layout, res.job, res.cluster.gpu, res.job.model
@@ -120,7 +131,8 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  + ("; eager mode: RMSNorm, rotary, SwiGLU op by op, K/V copied per query head "
                     "(planner.toml [nongemm] eager_*)" if job.kernels == "eager" else "")
                  + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
-                    else ""))
+                    else "")
+                 + (_moe_memory_note(job, gpu.id) if m.is_moe else ""))
     if not job.grad_accum_fusion:
         d.given("  of which adding weight gradients into the fp32 main gradient (no "
                 "accumulation fusion)", "t_acc", v.grad_acc_s / mb, "s",
