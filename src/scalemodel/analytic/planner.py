@@ -162,6 +162,10 @@ class Job:
     # the framework profile (specs/data/frameworks.toml id; None: the default profile) whose
     # overlap and dispatcher fields the step model reads (analytic/step/config.profile_value)
     framework_id: str | None = None
+    # the fp8 scaling recipe (delayed, current, blockwise, mxfp8; specs/frameworks.FP8_SCALINGS)
+    # where --fp8-recipe names one; None: the profile's for the model on the GPU
+    # (frameworks.toml fp8_scaling_recipes, else fp8_scaling)
+    fp8_scaling: str | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -173,9 +177,18 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              optimizer_id: str = "adam", memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
              kernels: str = "fused", grad_accum_fusion: bool = True,
-             schedule: str = "1f1b", framework_id: str | None = None) -> Job:
+             schedule: str = "1f1b", framework_id: str | None = None,
+             fp8_scaling: str | None = None) -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
+    if fp8_scaling is not None:
+        from ..specs.frameworks import FP8_SCALINGS
+
+        if fp8_scaling not in FP8_SCALINGS:
+            raise BadInput(f"--fp8-recipe must be one of {', '.join(FP8_SCALINGS)}, "
+                           f"got {fp8_scaling!r}")
+        if precision != "fp8":
+            raise BadInput(f"--fp8-recipe {fp8_scaling} needs --precision fp8")
     if attention not in ATTENTION_KINDS:
         raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)}, "
                        f"got {attention!r}")
@@ -198,7 +211,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
                memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion),
-               schedule, framework_id)
+               schedule, framework_id, fp8_scaling)
 
 
 # --- the grid of layouts -------------------------------------------------------------------------------
