@@ -138,3 +138,17 @@ def test_recipe_needs_fp8(capsys):
     rc, _, err = run(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8",
                      "--fp8-recipe", "current")
     assert rc == 2 and "needs --precision fp8" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (("--framework", "megatron-core"), "--fp8-recipe delayed"),
+    (("--framework", "nemo-25.11"), "--fp8-recipe tensorwise"),  # Megatron's name of current
+    (("--framework", "nemo-25.11", "--fp8-recipe", "blockwise"), "--fp8-recipe blockwise"),
+])
+def test_megatron_export_runs_the_priced_recipe(capsys, tmp_path, extra, flag):
+    out = tmp_path / "run.sh"
+    rc, _, err = run(capsys, "plan", "train", *ARGS, *extra, "--export", "megatron",
+                     "--export-out", str(out))
+    assert rc == 0, err
+    text = out.read_text()
+    assert "--fp8-format hybrid" in text and flag in text

@@ -495,6 +495,8 @@ class PlanResult:
     stage_layers: tuple[int, ...] = field(default=())
     # the best layout's layers per model chunk (pp x vpp; chunk j on stage j mod pp)
     chunk_layers: tuple[int, ...] = field(default=())
+    # the fp8 scaling recipe the plan was priced with ("" in bf16; step/config.fp8_scaling)
+    fp8_scaling: str = ""
 
     @property
     def best(self) -> PlanRow:
@@ -661,8 +663,13 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
               chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
     n_valid = int(cols["tp"].size)
+    fp8 = ""
+    if job.precision == "fp8":
+        from .step.config import fp8_scaling
+
+        fp8 = fp8_scaling(job, cl.gpu.id)[0]
     return PlanResult(job, cl, rows, pareto, grid.total + added, n_valid, int(fits.sum()),
-                      grid.rejected, grid.total + added, sl, chunks)
+                      grid.rejected, grid.total + added, sl, chunks, fp8)
 
 
 def _chunks_of_stages(stages: tuple[int, ...], vpp: int) -> tuple[int, ...]:

@@ -249,11 +249,9 @@ def train_report(res: PlanResult, fw: Any, traffic: Any, export: str | None = No
     rep.data["framework"] = fw.id
     rep.data["traffic"] = traffic_json(traffic)
     fp8 = ""
-    if job.precision == "fp8":
-        from ..analytic.step.config import fp8_scaling
-
-        rep.data["fp8_scaling"] = fp8_scaling(job, res.cluster.gpu.id)[0]
-        fp8 = f", fp8 scaling {rep.data['fp8_scaling']}"
+    if res.fp8_scaling:
+        rep.data["fp8_scaling"] = res.fp8_scaling
+        fp8 = f", fp8 scaling {res.fp8_scaling}"
     head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
                    text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
                          f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
