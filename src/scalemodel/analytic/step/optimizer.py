@@ -8,7 +8,7 @@ import numpy as np
 
 from ...specs import optimizer
 from .candidates import Candidates
-from .config import constants
+from .config import cast_bytes, constants
 from .data_parallel import LocalParams
 from .memory_terms import E_W, MemoryTerms
 
@@ -20,7 +20,7 @@ def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     p_opt = mem.optimizer / opt.bytes_per_param
     t = p_opt * (2 * opt.bytes_per_param + 2 * E_W) / c.hbm
     if c.fp8:
-        t = t + loc.total * float(constants()["nongemm"]["fp8_weight_cast_bytes"]) / c.hbm
+        t = t + loc.total * cast_bytes(c.fp8_scaling[0], weights=True)[0] / c.hbm
     return t
 
 
