@@ -182,7 +182,7 @@ def test_by_source_mean_and_max(priced):
         assert g["mean_abs_error"] == pytest.approx(sum(errs) / len(errs))
     assert {g["source"] for g in s["by_source"]} == {
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
-        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a"}
+        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020"}
 
 
 def test_every_source_key_is_in_sources_serving():

@@ -19,19 +19,19 @@ T, H, FFN = 4096.0, 8192.0, 28672.0  # Llama 3 70B, one 4096-token micro-batch
 QKV_N = 8192.0 + 2 * 1024.0  # 64 query heads + 2 x 8 kv heads of 128
 
 
-def _cand(tp: float, kv_lora_rank: int = 0) -> SimpleNamespace:
+def _cand(tp: float, kv_lora_rank: int = 0, fp8_rate: float = 1.0) -> SimpleNamespace:
     gpu = get_gpu("h100-sxm")
     return SimpleNamespace(
         ms=SimpleNamespace(attn_in_n=QKV_N, attn_out_k=H, ffn=FFN, up_k=2), T=T, h=H,
         tp=np.float64(tp), peak=gpu.peak_flop_per_s("bf16"), e_mm=2.0,
         job=SimpleNamespace(precision="bf16"), gpu=gpu,
-        m=SimpleNamespace(kv_lora_rank=kv_lora_rank))
+        m=SimpleNamespace(kv_lora_rank=kv_lora_rank), fp8_rate=fp8_rate)
 
 
 def _unsplit(c: SimpleNamespace) -> SimpleNamespace:
     """The layer's GEMMs at their full shapes, as layers.py hands them to the overlap."""
     def t(M, N, K):
-        return gemm_time(M, N, K, c.gpu, c.peak, 2.0)
+        return gemm_time(M, N, K, c.gpu, c.peak, 2.0, rate=c.fp8_rate)
     tp = float(c.tp)
     shapes = [(T, QKV_N / tp, H), (T, H, H / tp), (T, 2 * FFN / tp, H), (T, H, FFN / tp)]
     fwd = tuple(t(*s) for s in shapes)
@@ -47,6 +47,17 @@ def test_qkv_ring_chunks_at_tp8_fill_a_third_of_the_sms():
     lc = _unsplit(c)
     ch = tp_chunks(c, lc, moe=False)
     assert float(ch.fwd[0] / lc.tp_gemm_f[0]) == pytest.approx(8 / 3, rel=1e-9)
+
+
+def test_chunks_take_the_fp8_recipes_rate_like_the_unsplit_gemms():
+    # a block-scaled recipe slows every fp8 GEMM by the same rate (0.8126 on Hopper, kernels.toml
+    # [fp8_gemm.hopper]): compute-bound, chunks and unsplit GEMM both divide by it, so the TP8
+    # QKV ratio stays 8 / 3 and no chunked launch comes out faster than its unsplit GEMM
+    c = _cand(8, fp8_rate=0.8126)
+    lc = _unsplit(c)
+    ch = tp_chunks(c, lc, moe=False)
+    assert float(ch.fwd[0] / lc.tp_gemm_f[0]) == pytest.approx(8 / 3, rel=1e-9)
+    assert float(ch.extra_f) > 0
 
 
 def test_qkv_ring_chunks_at_tp4():

@@ -465,6 +465,49 @@ def pcie_ring_factor(host_id: str, ranks: int, gpu_link: str) -> float:
     return min(1.0, rate / gpu)
 
 
+def _shm_hop(h: dict[str, Any], sw_i: int, sw_j: int) -> bool:
+    """Whether NCCL 2.21.5 sends a GPU hop of host ``h`` through host memory (SHM transport):
+    always without peer access; past a PCIe switch on hosts whose CPU holds P2P to PATH_PXB
+    (Intel: paths.cc ncclTopoCheckP2p; AMD keeps PATH_SYS and runs P2P through the CPU)."""
+    if not h["peer_access"]:
+        return True
+    return sw_i != sw_j and str(h["cpu_vendor"]) != "amd"
+
+
+@cache
+def shm_memory_rate(host_id: str, ranks: int) -> float:
+    """Most bytes/s one hop of a ring over ``ranks`` GPUs of a PCIe host carries when its SHM
+    hops share the host's memory (inf without a memory figure or without SHM hops).
+
+    NCCL 2.21.5's SHM transport (src/transport/shm.cc, direct mode by default) has the sender's
+    kernel store each byte into a host buffer the receiving rank opened and the receiver's
+    kernel load it back: ``host_bytes_per_byte`` (2) bytes of memory traffic per byte, on the
+    receiver's socket. All hops of a ring run at one rate, so the socket that receives the most
+    SHM hops sets it: rate = memory peak per socket / (2 x SHM hops it receives). The peak is a
+    datasheet figure (channels x MT/s x 8 B), not a sustained one: the bound is an upper bound
+    on the rate. GPUs are packed switch by switch and socket by socket, as pcie_ring_factor.
+    The hops counted are the ring's; on a host where every hop is SHM (no peer access) each GPU
+    receives at the per-GPU rate whatever the pattern, so trees and the all-to-all read the
+    same bound."""
+    h = pcie_host_spec(host_id)
+    hm = _consts().get("host_memory", {}).get(h.get("host_memory", ""))
+    mem = hm["bytes_per_s_per_socket"] if hm else None
+    p = int(ranks)
+    if mem is None or p < 2:
+        return math.inf
+    per_sw = max(1, int(h["gpus_per_switch"]))
+    per_socket = max(per_sw, int(h["gpus_per_socket"]))
+    per_byte = float(_consts()["shm_transport"]["host_bytes_per_byte"])
+    load: dict[int, float] = {}
+    for i in range(p):
+        j = (i + 1) % p
+        if _shm_hop(h, i // per_sw, j // per_sw):
+            load[j // per_socket] = load.get(j // per_socket, 0.0) + per_byte
+    if not load:
+        return math.inf
+    return float(mem) / max(load.values())
+
+
 def _link_kind(link: LinkSpec) -> str:
     return link.kind if link.kind in ("scale-up", "scale-out", "host") else "scale-up"
 
@@ -614,7 +657,8 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
          else pr["bandwidth_factor"])
     env: dict[str, Any] = {
         "S": S, "n": n, "p": p, "N": N, "g": fabric.gamma_s_per_byte, "f_proto": f,
-        "Bi": fabric.intra.bytes_per_s_per_direction * fabric.eff_intra * f * _host_factor(fabric, p),
+        "Bi": f * np.minimum(fabric.intra.bytes_per_s_per_direction * fabric.eff_intra
+                             * _host_factor(fabric, p), _shm_rate(fabric, p)),
         "ai": float(pr[f"{fam}_step_s"][ki]),
         "a0": float(pr["base_s"][fam]),
         "slow": slow,
@@ -644,6 +688,16 @@ def _host_factor(fabric: Fabric, p: Any) -> Any:
     pa = np.asarray(p, dtype=float)
     vals = {int(v): pcie_ring_factor(fabric.pcie_host, int(v), fabric.intra.id)
             for v in np.unique(pa)}
+    return np.vectorize(lambda v: vals[int(v)], otypes=[float])(pa) if pa.ndim else vals[int(pa)]
+
+
+def _shm_rate(fabric: Fabric, p: Any) -> Any:
+    """The host-memory bound of the SHM hops per row, B/s (inf without a host, on a scale-up
+    link or where the host states no memory figure)."""
+    if fabric.pcie_host is None or _link_kind(fabric.intra) != "host":
+        return math.inf
+    pa = np.asarray(p, dtype=float)
+    vals = {int(v): shm_memory_rate(fabric.pcie_host, int(v)) for v in np.unique(pa)}
     return np.vectorize(lambda v: vals[int(v)], otypes=[float])(pa) if pa.ndim else vals[int(pa)]
 
 
@@ -1191,8 +1245,25 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
                 d.given(f"share of the x16 rate a ring keeps in PCIe host {fabric.pcie_host}",
                         "h_i", pcie_ring_factor(fabric.pcie_host, int(p), lk.id), "1",
                         source=cite(h["source"]), note=h.get("note", ""))
-                d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto * h_i",
-                       "B/s", check=float(env["Bi"]))
+                m_shm = shm_memory_rate(fabric.pcie_host, int(p))
+                if math.isfinite(m_shm):
+                    hm = _consts()["host_memory"][h["host_memory"]]
+                    m_sock = float(hm["bytes_per_s_per_socket"])
+                    d.given(f"host-memory peak per socket, {hm['name']}", "M_sock", m_sock, "B/s",
+                            source=cite(hm["source"]), note=hm.get("note", ""))
+                    st = _consts()["shm_transport"]
+                    d.given("host-memory bytes per byte of an SHM hop (store + load, direct mode)",
+                            "c_shm", float(st["host_bytes_per_byte"]), "1", source=cite(st["source"]))
+                    d.given("most SHM hops received on one socket", "k_shm",
+                            m_sock / m_shm
+                            / float(st["host_bytes_per_byte"]), "1")
+                    d.calc("host-memory bound of one hop (peak: an upper bound on the rate)",
+                           "M_shm", "M_sock / (c_shm * k_shm)", "B/s", check=m_shm)
+                    d.calc("effective rate inside a node", "Bi",
+                           "min(Bline_i * e_i * h_i, M_shm) * f_proto", "B/s", check=float(env["Bi"]))
+                else:
+                    d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto * h_i",
+                           "B/s", check=float(env["Bi"]))
             else:
                 d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto", "B/s",
                        check=float(env["Bi"]))

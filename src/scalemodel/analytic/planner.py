@@ -162,6 +162,10 @@ class Job:
     # the framework profile (specs/data/frameworks.toml id; None: the default profile) whose
     # overlap and dispatcher fields the step model reads (analytic/step/config.profile_value)
     framework_id: str | None = None
+    # the fp8 scaling recipe (delayed, current, blockwise, mxfp8; specs/frameworks.FP8_SCALINGS)
+    # where --fp8-recipe names one; None: the profile's for the model on the GPU
+    # (frameworks.toml fp8_scaling_recipes, else fp8_scaling)
+    fp8_scaling: str | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -173,9 +177,18 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              optimizer_id: str = "adam", memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
              kernels: str = "fused", grad_accum_fusion: bool = True,
-             schedule: str = "1f1b", framework_id: str | None = None) -> Job:
+             schedule: str = "1f1b", framework_id: str | None = None,
+             fp8_scaling: str | None = None) -> Job:
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
+    if fp8_scaling is not None:
+        from ..specs.frameworks import FP8_SCALINGS
+
+        if fp8_scaling not in FP8_SCALINGS:
+            raise BadInput(f"--fp8-recipe must be one of {', '.join(FP8_SCALINGS)}, "
+                           f"got {fp8_scaling!r}")
+        if precision != "fp8":
+            raise BadInput(f"--fp8-recipe {fp8_scaling} needs --precision fp8")
     if attention not in ATTENTION_KINDS:
         raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)}, "
                        f"got {attention!r}")
@@ -198,7 +211,7 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
         raise BadInput("the global batch must hold at least one sequence")
     return Job(model, int(seq_len), int(global_batch_seqs), precision, optimizer_id,
                memory_fraction, attention, bool(ep_overlap), kernels, bool(grad_accum_fusion),
-               schedule, framework_id)
+               schedule, framework_id, fp8_scaling)
 
 
 # --- the grid of layouts -------------------------------------------------------------------------------
@@ -482,6 +495,8 @@ class PlanResult:
     stage_layers: tuple[int, ...] = field(default=())
     # the best layout's layers per model chunk (pp x vpp; chunk j on stage j mod pp)
     chunk_layers: tuple[int, ...] = field(default=())
+    # the fp8 scaling recipe the plan was priced with ("" in bf16; step/config.fp8_scaling)
+    fp8_scaling: str = ""
 
     @property
     def best(self) -> PlanRow:
@@ -648,8 +663,13 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
               chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
     n_valid = int(cols["tp"].size)
+    fp8 = ""
+    if job.precision == "fp8":
+        from .step.config import fp8_scaling
+
+        fp8 = fp8_scaling(job, cl.gpu.id)[0]
     return PlanResult(job, cl, rows, pareto, grid.total + added, n_valid, int(fits.sum()),
-                      grid.rejected, grid.total + added, sl, chunks)
+                      grid.rejected, grid.total + added, sl, chunks, fp8)
 
 
 def _chunks_of_stages(stages: tuple[int, ...], vpp: int) -> tuple[int, ...]:

@@ -85,6 +85,12 @@ def register(sub: Any) -> None:
     t.add_argument("--ep-overlap", action="store_true", default=None,
                    help="MoE: the framework overlaps the all-to-alls with another micro-batch's "
                         "compute (DeepSeek DualPipe, Megatron's EP A2A overlap)")
+    t.add_argument("--fp8-recipe", dest="fp8_recipe", default=None,
+                   choices=["delayed", "current", "blockwise", "mxfp8"],
+                   help="with --precision fp8: the fp8 scaling recipe (default: the framework "
+                        "profile's for the model on the GPU): delayed or current per-tensor "
+                        "scaling, blockwise (1x128 / 128x128 blocks, Hopper) or mxfp8 "
+                        "(32-element blocks, Blackwell)")
     t.add_argument("--layouts", default=None, metavar="FILE",
                    help="evaluate every layout of a CSV or JSONL file (one per row; columns: "
                         "the layout keys, optional model, gpus, global_batch, seq_len) in one "
@@ -126,7 +132,8 @@ def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None 
     job = make_job(m, seq_len=seq, global_batch_tokens=tok, global_batch_seqs=seqs,
                    precision=getattr(args, "precision", "bf16"),
                    optimizer_id=getattr(args, "optimizer", "adam"),
-                   memory_fraction=getattr(args, "mem_fraction", None), **settings)
+                   memory_fraction=getattr(args, "mem_fraction", None),
+                   fp8_scaling=getattr(args, "fp8_recipe", None), **settings)
     return job, fw
 
 

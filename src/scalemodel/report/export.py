@@ -64,6 +64,7 @@ class ExportPlan:
     title: str
     recompute_modules: tuple[str, ...] = ()  # selective: the modules (() = core_attn)
     recompute_layers: int = 0  # full: layers per model chunk recomputed (0 = all)
+    fp8_recipe: str = ""  # the fp8 scaling recipe priced: delayed, current, blockwise, mxfp8
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -91,7 +92,8 @@ def plan_of(res: Any) -> ExportPlan:
               f"global batch {job.global_batch_seqs} sequences",
         recompute_modules=tuple(x for x in str(lay.get("recompute_modules") or "").split("+")
                                 if x),
-        recompute_layers=int(lay.get("recompute_layers") or 0))
+        recompute_layers=int(lay.get("recompute_layers") or 0),
+        fp8_recipe=str(getattr(res, "fp8_scaling", "") or ""))
 
 
 def _layout_line(p: ExportPlan) -> str:
@@ -249,6 +251,8 @@ def megatron_args(p: ExportPlan) -> tuple[list[str], list[str]]:
     flag("bf16")
     if p.precision == "fp8":
         flag("fp8-format", "hybrid")
+        if p.fp8_recipe:  # TransformerConfig.fp8_recipe: tensorwise is current scaling
+            flag("fp8-recipe", {"current": "tensorwise"}.get(p.fp8_recipe, p.fp8_recipe))
     flag("attention-backend", "flash")
     if p.dp * p.cp > 1 or p.zero:
         flag("overlap-grad-reduce")
@@ -430,6 +434,9 @@ def torchtitan(p: ExportPlan) -> str:
             dropped.append("zero=1: torchtitan shards with FSDP2 only; exported as FSDP that "
                            "keeps parameters gathered after forward (ZeRO-2-like)")
     dropped.extend(_partial_recompute_dropped(p, "torchtitan"))
+    if p.precision == "fp8" and p.fp8_recipe not in ("", "current"):
+        dropped.append(f"fp8 recipe {p.fp8_recipe}: torchtitan's float8 converter is exported "
+                       "with torchao's tensorwise dynamic (current) scaling")
     ac = {"none": "none", "selective": "selective", "full": "full", "op": "selective"}
     # with a pipeline one step's micro-batches all feed it; without, the local batch is one
     # micro-batch and the rest is gradient accumulation (global / (local x dp ranks))

@@ -44,9 +44,9 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "tp_overlap", "dp_overlap", "param_gather_overlap", "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_grad_bytes", "cp_kv_heads", "fp8_saved_input",
-                    "ep_overlap_full_recompute", "moe_routing", "reserved_bytes",
-                    "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max",
-                    "optimizer_step_bytes", "fsdp_copy_bytes")
+                    "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",
+                    "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "fp8_scaling",
+                    "fp8_scaling_recipes", "optimizer_step_bytes", "fsdp_copy_bytes")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
@@ -131,6 +131,8 @@ def _kernels_toml() -> list[tuple[str, str, str]]:
             out.append((name, f"borrows {e['borrows']}", "scalemodel-assumption"))
         else:
             out.append((name, f"tile {e['tile_m']}x{e['tile_n']}x{e['tile_k']}", e.get("source", "")))
+    for arch, e in data.get("fp8_gemm", {}).items():
+        out.append((f"kernels.toml [fp8_gemm.{arch}]", _kernel_value(e), e.get("source", "")))
     for fam, t in data.get("attention", {}).items():
         for arch, e in t.items():
             if not isinstance(e, dict):

@@ -25,6 +25,11 @@ ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
 # field offers all of them (the planner's whole grid).
 PARALLELISMS = ("tp", "sp", "pp", "vpp", "cp", "ep", "zero1", "zero2", "zero3")
 PP_P2P_OVERLAP = ("none", "interleaved", "all")
+# the fp8 scaling recipes (Transformer Engine's names: DelayedScaling, Float8CurrentScaling,
+# Float8BlockScaling, MXFP8BlockScaling; Megatron-LM --fp8-recipe delayed / tensorwise /
+# blockwise / mxfp8): per-tensor scale from the amax history, per-tensor scale from the tensor
+# itself, 1x128 / 128x128 fp32-scaled blocks (Hopper), 32-element E8M0-scaled blocks (Blackwell)
+FP8_SCALINGS = ("delayed", "current", "blockwise", "mxfp8")
 # field -> (check, what is allowed); every field needs <field>_source
 FIELDS: dict[str, tuple[Any, str]] = {
     "attention": (lambda v: isinstance(v, dict) and all(x in ATTENTION_KINDS
@@ -36,6 +41,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "moe_routing": (lambda v: v in ("learned", "force_balanced"), "learned or force_balanced"),
+    "moe_fp8_padding": (lambda v: v in ("grouped_mlp", "none"), "grouped_mlp or none"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
@@ -62,6 +68,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
                           "a list of none, selective, full, op, selective:MODULE+MODULE, "
                           "full:N"),
     "fp8_recipe": (lambda v: isinstance(v, str), "text"),
+    "fp8_scaling": (lambda v: v in FP8_SCALINGS, " | ".join(FP8_SCALINGS)),
+    "fp8_scaling_recipes": (lambda v: _fp8_recipes_ok(v),
+                            "a list of tables {model, gpu, scaling = "
+                            + " | ".join(FP8_SCALINGS) + ", source = a source key}"),
     "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
@@ -121,6 +131,31 @@ def _moe_recipes_ok(v: Any) -> bool:
         and isinstance(x.get("gpu"), str) and x.get("dispatcher") in MOE_DISPATCH
         and isinstance(x.get("a2a_overlap", False), bool)
         and _graphs_ok(x.get("cuda_graphs", {})) for x in v)
+
+
+_FP8_RECIPE_KEYS = {"model", "gpu", "scaling", "source"}
+
+
+def _fp8_recipes_ok(v: Any) -> bool:
+    known = all_sources()
+    return isinstance(v, list) and all(
+        isinstance(x, dict) and set(x) == _FP8_RECIPE_KEYS and isinstance(x["model"], str)
+        and isinstance(x["gpu"], str) and x["scaling"] in FP8_SCALINGS
+        and x["source"] in known for x in v)
+
+
+def fp8_scaling_of(fw: Framework, model_id: str | None,
+                   gpu_id: str | None) -> tuple[str, str]:
+    """(scaling, source key) of a profile's fp8 recipe for a model on a GPU: the entry of
+    ``fp8_scaling_recipes`` for that pair, else the profile's ``fp8_scaling``, else delayed
+    (Megatron-LM's --fp8-recipe default, for a user's profile that states none)."""
+    for r in fw.values.get("fp8_scaling_recipes") or ():
+        if r["model"] == model_id and r["gpu"] == gpu_id:
+            return str(r["scaling"]), str(r["source"])
+    v = fw.values.get("fp8_scaling")
+    if v is None:
+        return "delayed", "megatron-lm-fp8-recipe-arg"
+    return str(v), fw.sources.get("fp8_scaling", "")
 
 
 def moe_recipe(values: dict[str, Any], model_id: str | None,
@@ -194,6 +229,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "reserve": (lambda v: v in ("full", "on_demand"), "full or on_demand"),
     "batch_rule": (lambda v: v in ("profile", "trtllm-bench"), "profile or trtllm-bench"),
     "chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
+    # trtllm-bench on the PyTorch backend without chunked prefill raises the tuned token budget
+    # to the dataset's longest prompt plus the batch (bench/benchmark/utils/general.py)
+    "unchunked_budget_floor": (lambda v: v in ("none", "max_isl_plus_batch"),
+                               "none or max_isl_plus_batch"),
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
     "overhead_s": (_num(0), "seconds >= 0"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),

@@ -248,11 +248,15 @@ def train_report(res: PlanResult, fw: Any, traffic: Any, export: str | None = No
     rep = plan_report(res, export=export, export_out=export_out)
     rep.data["framework"] = fw.id
     rep.data["traffic"] = traffic_json(traffic)
+    fp8 = ""
+    if res.fp8_scaling:
+        rep.data["fp8_scaling"] = res.fp8_scaling
+        fp8 = f", fp8 scaling {res.fp8_scaling}"
     head = Section(f"Framework: {fw.id} ({fw.name} {fw.version})",
                    text=(f"attention {job.attention}, {job.kernels} elementwise kernels, "
                          f"gradient-accumulation fusion {'on' if job.grad_accum_fusion else 'off'}"
                          f", schedule {job.schedule}, EP overlap "
-                         f"{'on' if job.ep_overlap else 'off'} (flags override the profile; "
+                         f"{'on' if job.ep_overlap else 'off'}{fp8} (flags override the profile; "
                          "scalemodel specs frameworks lists them)."))
     tail = Section("Traffic of the best layout", tables=(step_traffic_table(traffic),))
     return replace(rep, sections=(head, *rep.sections, tail))

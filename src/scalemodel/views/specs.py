@@ -74,9 +74,10 @@ def specs_report(k: str, one: str | None = None) -> Any:
         rows = tuple((f.id + (" (default)" if f.id == default else ""), f.kind, f.name,
                       f.version, ", ".join(f"{a}={v}" for a, v in
                                            (f.get("attention") or {}).items()),
-                      f.get("kernels"), f.get("schedule"), f.source) for f in train)
+                      f.get("kernels"), f.get("schedule"), _fp8_scaling(f), f.source)
+                     for f in train)
         cols = ("id", "kind", "framework", "version", "attention", "kernels", "schedule",
-                "source")
+                "fp8 scaling", "source")
         data = [f.to_dict() | {"default": f.id == default} for f in items]
         tables = ((Table("training", cols, rows),) if train else ()) + tuple(
             _engine_table([f for f in items if f.kind == "serving"]))
@@ -92,6 +93,21 @@ def specs_report(k: str, one: str | None = None) -> Any:
         data = [s.__dict__ for s in items]
     return Report(f"scalemodel specs {k}", (Section("", tables=(Table("", cols, rows),)),),
                   {"kind": k, "items": data})
+
+
+def _fp8_scaling(f: Any) -> str:
+    """A training profile's fp8 scaling recipe and its per model / GPU entries, in one cell."""
+    from ..specs.frameworks import fp8_scaling_of
+
+    base = fp8_scaling_of(f, None, None)[0]
+    if f.get("fp8_recipe") == "none":  # the framework trains no fp8
+        return "none"
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in f.get("fp8_scaling_recipes") or ():
+        if r["scaling"] != base:
+            groups.setdefault((r["scaling"], r["gpu"]), []).append(r["model"])
+    extra = [f"{k}: {', '.join(ms)} on {g}" for (k, g), ms in groups.items()]
+    return base + (f" ({'; '.join(extra)})" if extra else "")
 
 
 # how each engine sizes its KV pool, in words (frameworks.toml kv_pool)

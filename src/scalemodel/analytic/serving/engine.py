@@ -37,6 +37,9 @@ class Engine:
     attention: dict[str, str] = field(default_factory=dict)  # GPU architecture -> kernel family
     decode_kv_reads: str = "kv_head"  # the decode kernel reads each KV head once or per query head
     moe_gemm: dict[str, str] = field(default_factory=dict)  # GPU architecture -> grouped GEMM kernel
+    # how an unchunked engine's token budget is raised to fit a whole prompt: "none" or
+    # "max_isl_plus_batch" (trtllm-bench's PyTorch path)
+    unchunked_budget_floor: str = "none"
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision."""
@@ -72,7 +75,8 @@ def get_serving_engine(fid: str | None) -> Engine:
                        f"{', '.join(ids)}")
     fw = get_framework(fid)
     v = fw.values
-    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm")
+    keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
+            "unchunked_budget_floor")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -83,7 +87,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         sources={k: fw.sources[k] for k in keys if k in fw.sources},
         profile=fw, attention=dict(v.get("attention") or {}),
         decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"),
-        moe_gemm=dict(v.get("moe_gemm") or {}))
+        moe_gemm=dict(v.get("moe_gemm") or {}),
+        unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
@@ -150,6 +155,12 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     tok = int(token_budget or tok)
     if max_batch or token_budget:
         why = "given"
+    if (not chunked and not token_budget
+            and eng.unchunked_budget_floor == "max_isl_plus_batch" and tok < isl + bs):
+        # without chunking a prompt must fit one iteration: trtllm-bench's PyTorch path sets
+        # max_num_tokens = max(tuned, the dataset's longest prompt + max batch size)
+        tok = isl + bs
+        why += f"; token budget raised to ISL + max batch = {tok:,} (no chunked prefill)"
     wdt = {"int4": "int4", "fp8": "fp8"}.get(prec.name, "bf16")
     if m.quant is None and prec.checkpoint:
         # a 16-bit checkpoint the engine quantizes: linears at the precision, the output head,

@@ -86,6 +86,23 @@ class Candidates:
     def fp8(self) -> bool:
         return self.job.precision == "fp8"
 
+    @cached_property
+    def fp8_scaling(self) -> tuple[str, str]:
+        """(recipe, source) of the fp8 scaling (delayed, current, blockwise, mxfp8): the job's
+        --fp8-recipe, else the framework profile's for this model on this GPU."""
+        from .config import fp8_scaling
+
+        return fp8_scaling(self.job, self.gpu.id)
+
+    @cached_property
+    def fp8_rate(self) -> float:
+        """The fp8 GEMMs' rate over the per-tensor kernel's under the recipe (1 in bf16)."""
+        if not self.fp8:
+            return 1.0
+        from .gemm import fp8_scaling_rate
+
+        return fp8_scaling_rate(self.gpu.arch, self.fp8_scaling[0])
+
     @property
     def one(self) -> np.ndarray:
         """Layouts without pipeline parallelism."""

@@ -46,6 +46,38 @@ def profile_value(job: Any, key: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
+def fp8_scaling(job: Any, gpu_id: str | None) -> tuple[str, str]:
+    """(recipe, source key) of the job's fp8 scaling: its --fp8-recipe where given (source
+    "--fp8-recipe"), else the profile's for this model on this GPU (frameworks.toml
+    fp8_scaling_recipes, else fp8_scaling)."""
+    from ...errors import BadInput
+    from ...specs.frameworks import fp8_scaling_of, get_framework
+
+    given = getattr(job, "fp8_scaling", None)
+    if given:
+        return str(given), "--fp8-recipe"
+    fid = getattr(job, "framework_id", None)
+    try:
+        fw = get_framework(fid)
+    except BadInput:  # a profile from a user file: the default's fields, as _profile_values
+        fw = get_framework(None)
+    return fp8_scaling_of(fw, getattr(getattr(job, "model", None), "id", None), gpu_id)
+
+
+def cast_bytes(scaling: str, weights: bool = False) -> tuple[float, str]:
+    """(HBM bytes per element, source key) of one fp8 cast and its transpose under a scaling
+    recipe: planner.toml [nongemm] fp8_cast_bytes_<scaling> (activations and gradients) or
+    fp8_weight_cast_bytes_<scaling> (the once-per-step weight cast)."""
+    from ...errors import BadInput
+
+    ng = constants()["nongemm"]
+    key = f"fp8_{'weight_' if weights else ''}cast_bytes_{scaling}"
+    if key not in ng:
+        raise BadInput(f"planner.toml [nongemm]: no {key}: the fp8 cast bytes of scaling "
+                       f"{scaling!r} are not recorded")
+    return float(ng[key]), str(ng.get(f"{key}_source", ng.get("fp8_source", "")))
+
+
 def ep_dispatch(job: Any, gpu_id: str | None) -> str:
     """How the job's dispatcher sends a token (per_expert or per_destination): the dispatcher of
     the profile's recipe for this model on this GPU (frameworks.toml moe_recipes: alltoall, or

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...specs.sources import cite
 from .attention import attention_efficiency, curve_for
-from .config import FUSED_ATTENTION, constants, profile_value
+from .config import FUSED_ATTENTION, constants, moe_dispatcher, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
 from .shapes import model_flops_per_token, model_shapes
 
@@ -37,6 +37,50 @@ def _sustained(d: Derivation, gpu: Any) -> None:
                      "its TOML): 1 assumed, so its GEMMs may be priced fast")
 
 
+def fp8_recipe(job: Any, gpu: Any) -> tuple[str, float]:
+    """(fp8 scaling recipe, its GEMM rate over the per-tensor kernel) of a job on a GPU; ("",
+    1) in bf16."""
+    if job.precision != "fp8":
+        return "", 1.0
+    from .config import fp8_scaling
+    from .gemm import fp8_scaling_rate
+
+    scaling = fp8_scaling(job, gpu.id)[0]
+    return scaling, fp8_scaling_rate(gpu.arch, scaling)
+
+
+_RECIPE_WORDS = {"delayed": "per-tensor delayed scaling (scale from the amax history)",
+                 "current": "per-tensor current scaling (amax of the tensor itself)",
+                 "blockwise": "block scaling (1x128 activation tiles, 128x128 weight blocks)",
+                 "mxfp8": "MXFP8 (32-element blocks, E8M0 scales)"}
+
+
+def _fp8_recipe_part(d: Derivation, job: Any, gpu: Any, scaling: str, rate: float) -> None:
+    """The fp8 scaling recipe: where it comes from, its GEMM rate and its cast bytes."""
+    from ...specs.kernels import kernels
+    from .config import cast_bytes, fp8_scaling
+
+    src = fp8_scaling(job, gpu.id)[1]
+    said = ("--fp8-recipe" if src == "--fp8-recipe"
+            else f"the {job.framework_id or 'default'} profile for {job.model.id} on {gpu.id}")
+    d.note(f"fp8 recipe: {scaling}, {_RECIPE_WORDS[scaling]}, from {said}"
+           + (f" (source {src}; scalemodel specs sources lists it)"
+              if src and src != "--fp8-recipe" else "") + ".")
+    b, b_src = cast_bytes(scaling)
+    bw, bw_src = cast_bytes(scaling, weights=True)
+    d.given(f"HBM bytes per element of one {scaling} fp8 cast and its transpose (activations, "
+            "gradients)", "b_cast", b, "B", cite(b_src),
+            note="read 2 + write 1 + 1; current scaling reads the input once more for its amax; "
+                 "block scales add 4 B per 128 (blockwise) or 1 B per 32 (mxfp8) on each copy")
+    d.given(f"HBM bytes per weight of the once-per-step {scaling} weight cast", "b_wcast", bw,
+            "B", cite(bw_src))
+    if rate != 1.0:
+        e = kernels()["fp8_gemm"][gpu.arch]
+        d.given(f"{scaling} fp8 GEMM rate over the per-tensor fp8 GEMM on {gpu.arch} "
+                f"(measured on {e.get('measured_on', '?')})", "k_scale", rate, "1",
+                cite(e["source"]), note=str(e.get("note", "")))
+
+
 def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """The GEMM efficiency: ceiling, sustained share, fp8 ratio, the MLP GEMM's shape."""
     from ...specs.kernels import gemm_entry
@@ -45,9 +89,10 @@ def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     g = constants()["gemm"]
     tile = gemm_entry(gpu.arch)
     T = lay["micro_batch"] * job.seq_len / lay["cp"]
+    scaling, rate = fp8_recipe(job, gpu)
     e_mlp = float(gemm_efficiency(np.float64(T), np.float64(model_shapes(m).up_k * m.ffn
                                                             / lay["tp"]),
-                                  np.float64(m.hidden), gpu, job.precision))
+                                  np.float64(m.hidden), gpu, job.precision, rate))
     d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
             note=g["anchor_note"])
     _sustained(d, gpu)
@@ -56,9 +101,12 @@ def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
         d.given(f"{gpu.id}: {job.precision} GEMM efficiency over bf16's (each against its own "
                 "peak)", "k_fp8", k8, "1", gpu.source_of("fp8_gemm_ratio"),
                 note="the output head, an MoE router and the attention matmuls stay bf16")
+    if job.precision == "fp8":
+        _fp8_recipe_part(d, job, gpu, scaling, rate)
     d.given(f"efficiency of the MLP up-projection GEMM ({T:.0f} x {m.hidden})", "eta_mlp",
             e_mlp, "1", cite(tile.data["source"]),
             note="eta_0 x f_clk" + (" x k_fp8" if k8 != 1.0 else "")
+                 + (" x k_scale" if rate != 1.0 else "")
                  + f" x tile padding and wave quantization on {gpu.sm_count} SMs, or the HBM "
                  "roofline when thin")
     if tile.borrowed_from:
@@ -95,6 +143,17 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=a["cp_note"])
 
 
+def _moe_memory_note(job: Any, gpu_id: str) -> str:
+    """What an MoE layer adds to the memory-bound kernels: the token permutation, and under fp8
+    Megatron's quantisation padding around the grouped GEMMs (layers.fp8_padding_bytes)."""
+    pad = (job.precision == "fp8"
+           and profile_value(job, "moe_fp8_padding", "none") == "grouped_mlp"
+           and moe_dispatcher(job, gpu_id) != "flex-hybridep")
+    return ("; the MoE token permutation (permute, sort by expert, unpermute)"
+            + (" and TEGroupedMLP's fp8 padding of the expert rows and unpadding of their output "
+               "(frameworks.toml moe_fp8_padding)" if pad else ""))
+
+
 def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """Compute per micro-batch on the slowest stage: attention and memory-bound kernels."""
     v, lay, job, gpu, m = row.values, row.layout, res.job, res.cluster.gpu, res.job.model
@@ -120,7 +179,8 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  + ("; eager mode: RMSNorm, rotary, SwiGLU op by op, K/V copied per query head "
                     "(planner.toml [nongemm] eager_*)" if job.kernels == "eager" else "")
                  + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
-                    else ""))
+                    else "")
+                 + (_moe_memory_note(job, gpu.id) if m.is_moe else ""))
     if float(np.max(v.fsdp_copy_s)) > 0:
         fc = profile_value(job, "fsdp_copy_bytes")
         d.given("  of which FSDP2's parameter copy-out and gradient copy-in on the compute "

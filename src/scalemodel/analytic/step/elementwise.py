@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .candidates import Candidates
-from .config import constants, sp_split
+from .config import cast_bytes, constants, sp_split
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _cast_bytes(c: Candidates, width: float, copies: float) -> tuple[Any, Any]:
     if not c.fp8:
         return 0.0, 0.0
     ms, tp, h = c.ms, c.tp, c.h
-    cb = float(constants()["nongemm"]["fp8_cast_bytes"])
+    cb = cast_bytes(c.fp8_scaling[0])[0]
     fin = c.T * (h + ms.v_dim / tp + copies * h + width / tp)
     bout = c.T * (ms.attn_in_n / tp + h + ms.up_k * width / tp + copies * h)
     return cb * fin, cb * bout

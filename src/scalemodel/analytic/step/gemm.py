@@ -47,11 +47,46 @@ def gemm_ceiling() -> float:
     return g["anchor_efficiency"] / f
 
 
+PER_TENSOR = ("delayed", "current")  # fp8 recipes whose GEMM is the per-tensor-scaled kernel
+
+
+@cache
+def fp8_scaling_rate(arch: str, scaling: str) -> float:
+    """Rate of an fp8 GEMM under ``scaling`` over the per-tensor fp8 GEMM's (kernels.toml
+    [fp8_gemm.<arch>]): 1 for delayed and current scaling (one kernel, a per-tensor scale);
+    for a block-scaled recipe per_tensor_ms over the block GEMM's own ms, measured GEMM-only
+    (``<scaling>_ms``) or with its casts (``<scaling>_autocast_ms``, less the casts at the
+    delayed recipe's measured cast time scaled by planner.toml fp8_cast_bytes_<scaling>
+    over fp8_cast_bytes_delayed)."""
+    from ...specs.frameworks import FP8_SCALINGS
+    from ...specs.kernels import FILE, kernels
+
+    if scaling not in FP8_SCALINGS:
+        raise BadInput(f"--fp8-recipe must be one of {', '.join(FP8_SCALINGS)}, got {scaling!r}")
+    if scaling in PER_TENSOR:
+        return 1.0
+    e = (kernels().get("fp8_gemm") or {}).get(arch) or {}
+    pt = e.get("per_tensor_ms")
+    if pt and f"{scaling}_ms" in e:
+        return float(pt) / float(e[f"{scaling}_ms"])
+    if pt and f"{scaling}_autocast_ms" in e and "delayed_autocast_ms" in e:
+        from .config import cast_bytes
+
+        cast = ((float(e["delayed_autocast_ms"]) - float(pt)) * cast_bytes(scaling)[0]
+                / cast_bytes("delayed")[0])
+        return float(pt) / (float(e[f"{scaling}_autocast_ms"]) - cast)
+    has = [k for k in FP8_SCALINGS if k in PER_TENSOR or f"{k}_ms" in e
+           or f"{k}_autocast_ms" in e]
+    raise BadInput(f"{FILE} [fp8_gemm.{arch or '(none)'}]: no measured {scaling} fp8 GEMM on "
+                   f"this architecture; fp8 recipes priced here: {', '.join(has)}")
+
+
 def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float,
-              batch: Any = 1.0, dtype_name: str = "bf16") -> Any:
+              batch: Any = 1.0, dtype_name: str = "bf16", rate: float = 1.0) -> Any:
     """Seconds for one (M x K) @ (K x N) GEMM, or one launch of ``batch`` of them: compute at the
     shape's efficiency or HBM traffic, whichever is longer (roofline). ``peak`` is the dense
-    peak of ``dtype_name``; an fp8 GEMM also takes the GPU's measured fp8/bf16 efficiency ratio."""
+    peak of ``dtype_name``; an fp8 GEMM also takes the GPU's measured fp8/bf16 efficiency ratio,
+    and ``rate`` its scaling recipe's rate over the per-tensor kernel (:func:`fp8_scaling_rate`)."""
     g = constants()["gemm"]
     if not gpu.sm_count:
         raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
@@ -60,28 +95,30 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
     # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
     eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch))
            * gpu.sustained_fraction
-           * gpu.gemm_dtype_factor(dtype_name))
+           * gpu.gemm_dtype_factor(dtype_name) * rate)
     t_c = batch * 2.0 * M * N * K / (peak * eff)
     t_m = batch * elem_bytes * (M * K + K * N + M * N) / (gpu.hbm_bytes_per_s
                                                            * g["hbm_efficiency"])
     return np.maximum(t_c, t_m)
 
 
-def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf16") -> Any:
-    """Achieved fraction of the dense peak for one GEMM (the curve docs/planner.md plots)."""
+def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf16",
+                    rate: float = 1.0) -> Any:
+    """Achieved fraction of the dense peak for one GEMM (the curve docs/planner.md plots);
+    ``rate``: an fp8 scaling recipe's rate over the per-tensor kernel."""
     peak = gpu.peak_flop_per_s(dtype_name)
     e = dtype(dtype_name).bytes
-    t = gemm_time(M, N, K, gpu, peak, e, dtype_name=dtype_name)
+    t = gemm_time(M, N, K, gpu, peak, e, dtype_name=dtype_name, rate=rate)
     return 2.0 * M * N * K / (t * peak)
 
 
 def gemm3(c: Candidates, Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
     """(forward, backward) seconds of one GEMM in the training precision: backward = dgrad
     (M x N @ N x K) + wgrad (K x M @ M x N); ``batch`` products per launch (batched GEMMs)."""
-    p, e, dt = c.peak, c.e_mm, c.job.precision
-    fw = gemm_time(Mx, Nx, Kx, c.gpu, p, e, batch, dt)
-    bw = (gemm_time(Mx, Kx, Nx, c.gpu, p, e, batch, dt)
-          + gemm_time(Kx, Nx, Mx, c.gpu, p, e, batch, dt))
+    p, e, dt, r = c.peak, c.e_mm, c.job.precision, c.fp8_rate
+    fw = gemm_time(Mx, Nx, Kx, c.gpu, p, e, batch, dt, r)
+    bw = (gemm_time(Mx, Kx, Nx, c.gpu, p, e, batch, dt, r)
+          + gemm_time(Kx, Nx, Mx, c.gpu, p, e, batch, dt, r))
     return fw, bw
 
 

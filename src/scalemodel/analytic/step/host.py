@@ -24,9 +24,11 @@ experts), forward after the wait, per MoE layer and micro-batch:
   syncs of their own); with Hybrid-EP (_HybridEPManager) the permutation is fused into the
   dispatch and the unpermutation into the combine: the experts and the combine (1);
 * experts (TEGroupedMLP.forward): fp8 pads the tokens and the probabilities to the
-  quantisation alignment (quantization_padding, 2); fc1 one GEMM per local expert (TE
-  GroupedLinear runs one cuBLAS GEMM per group); the weighted SwiGLU (1); fc2 one GEMM per
-  local expert.
+  quantisation alignment (quantization_padding, 2) and unpads fc2's output
+  (quantization_unpadding, 1), except after Hybrid-EP, whose dispatch already pads (the three
+  calls return their input, TE fp8_padding.py; layers.fp8_padding_bytes); fc1 one GEMM per
+  local expert (TE GroupedLinear runs one cuBLAS GEMM per group); the weighted SwiGLU (1); fc2
+  one GEMM per local expert.
 
 This is a lower bound on the launches (the casts inside TE's modules and the allocations are
 not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
@@ -61,7 +63,7 @@ def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool) -> 
     """Kernels the forward of one MoE layer launches after the dispatcher's host wait (the
     module docstring's count); 0 for a dispatcher the profile does not name."""
     n = np.asarray(n_local, dtype=np.float64)
-    experts = 2 * n + 1 + (2 if fp8 else 0)
+    experts = 2 * n + 1 + (3 if fp8 and kind != "flex-hybridep" else 0)
     many = (n > 1).astype(np.float64)
     if kind == "alltoall":
         split = (np.asarray(etp, dtype=np.float64) > 1).astype(np.float64)

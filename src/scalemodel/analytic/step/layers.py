@@ -10,6 +10,7 @@ import numpy as np
 
 from .attention import AttentionTerms
 from .candidates import Candidates
+from .config import moe_dispatcher, profile_value
 from .elementwise import nongemm_time
 from .gemm import expert_mlp, gemm3, gemm3_of, mlp
 from .imbalance import ep_straggler
@@ -112,6 +113,38 @@ def dense_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
                         tp_gemm_b=(a.in_proj_b, a.out_proj_b, up_b, dn_b))
 
 
+def fp8_padding_bytes(c: Candidates) -> tuple[Any, Any]:
+    """(forward, backward) HBM bytes of the fp8 quantisation padding around the grouped expert
+    GEMMs, per MoE layer and micro-batch on one rank (frameworks.toml ``moe_fp8_padding``).
+
+    Megatron-Core's TEGroupedMLP.forward (Megatron-Core at the commits Megatron-Bridge v0.2.1 to
+    v0.5.0 pin, source ``megatron-core-tegroupedmlp-fp8-padding``), when fp8 is on, pads each
+    local expert's rows to the quantisation alignment before fc1 (TE ``Fp8Padding``: 16 rows,
+    32 for MXFP8) and strips the padding from fc2's output (``Fp8Unpadding``). Each is one
+    ``fused_multi_row_padding`` / ``unpadding`` copy of the whole 16-bit activation, R rows h
+    wide, unless every expert's count is already aligned (TE returns the input unchanged).
+    Dropless force-balanced routing gives counts that are aligned only by chance, so the copies
+    run, unless the dispatcher pads itself: Hybrid-EP's dispatch takes ``pad_multiple`` under
+    fp8 and writes the padded layout (then both calls are no-ops), the all-to-all and DeepEP
+    dispatchers pad only under ``moe_router_padding_for_fp8``, which no recipe here sets.
+
+    * forward: pad (read R h, write R h) and unpad (read R h, write R h): 4 e h R;
+    * backward: each copy's mirror (the unpad's backward pads the output gradient, the pad's
+      backward unpads the input gradient): 4 e h R;
+
+    with R = C etp the rows a rank's experts receive (C = t top_k, t = T / sp_div tokens it
+    dispatches; balanced routing), e = 2 bytes. The padding rows themselves (under align rows
+    per expert) and the probabilities' fp32 column padded beside them are not counted."""
+    if not getattr(c, "fp8", False) or profile_value(c.job, "moe_fp8_padding",
+                                                     "none") != "grouped_mlp":
+        return 0.0, 0.0
+    if moe_dispatcher(c.job, c.gpu.id) == "flex-hybridep":
+        return 0.0, 0.0  # Hybrid-EP pads inside the dispatch; TE's calls see aligned counts
+    R = c.T / c.sp_div * c.m.top_k * c.etp
+    b = 4 * c.e_a * c.h * R
+    return b, b
+
+
 def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
     """(forward, backward) seconds of the token permutation around the experts, as HBM traffic
     of 16-bit rows h wide (Megatron-Core 0.16 moe_utils.permute / unpermute, fused in Transformer
@@ -124,15 +157,17 @@ def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
       expert-TP gather) are sorted by expert after the dispatch and back before the combine:
       read and write 2h each, twice, 4h R;
     * backward: each pass's mirror (the same bytes), and the probabilities' gradient reads the
-      C permuted copies once more: 2h C.
+      C permuted copies once more: 2h C;
+    * under fp8, the quantisation padding around the grouped GEMMs (:func:`fp8_padding_bytes`).
 
     t = T / sp_div tokens (sequence parallel)."""
     t = c.T / c.sp_div
     C = t * c.m.top_k
     h, e = c.h, c.e_a
     sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C * c.etp, 0.0)
+    pad_f, pad_b = fp8_padding_bytes(c)
     fwd = 2 * e * h * (t + C) + sort
-    return fwd / c.hbm, (fwd + e * h * C) / c.hbm
+    return (fwd + pad_f) / c.hbm, (fwd + e * h * C + pad_b) / c.hbm
 
 
 def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:

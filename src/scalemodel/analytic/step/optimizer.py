@@ -8,7 +8,7 @@ import numpy as np
 
 from ...specs import optimizer
 from .candidates import Candidates
-from .config import constants, profile_value
+from .config import cast_bytes, constants, profile_value
 from .data_parallel import LocalParams
 from .memory_terms import E_W, MemoryTerms
 
@@ -27,7 +27,7 @@ def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
         per_param = 2 * opt.bytes_per_param + 2 * E_W
     t = p_opt * float(per_param) / c.hbm
     if c.fp8:
-        t = t + loc.total * float(constants()["nongemm"]["fp8_weight_cast_bytes"]) / c.hbm
+        t = t + loc.total * cast_bytes(c.fp8_scaling[0], weights=True)[0] / c.hbm
     return t
 
 
