@@ -126,3 +126,39 @@ def test_no_copies_without_a_sharded_group():
     p = row_problem(_row("titan-h100-8b-fsdp8-eager"))
     v = search(p.job, p.cluster, dict(p.stated, tp=8, dp=1, zero=0), top=0).best.values
     assert v.fsdp_copy_s == 0
+
+
+# 3. FSDP2's root group (sources `torch-260-fsdp2-root`, `torchtitan-9dec370-fsdp-pp`):
+#    torchtitan's last fully_shard(model) makes the embedding, the final norm and the output head
+#    one group. Its reduce-scatter hangs on inputs that require grad, and the root's input is the
+#    token ids, so it runs in the final callback after the whole backward; it is gathered first in
+#    the forward and kept gathered for the backward. Exposed per micro-batch: the root's share f of
+#    the forward all-gather and of the reduce-scatter, where the generic rule leaves only the last
+#    160 MB bucket. Llama 3 8B: f = (2 x 128,256 x 4,096 + 4,096) / 8,030,261,248.
+ROOT_PARAMS = 2 * VOCAB * H + H
+
+
+def test_root_group_share_and_exposure():
+    from scalemodel.analytic.step.comm import collective_time
+
+    f = ROOT_PARAMS / LLAMA3_8B_PARAMS
+    assert ROOT_PARAMS == 1_050_677_248 and f == pytest.approx(0.1308, abs=1e-4)
+    p = row_problem(_row("titan-h100-8b-fsdp8-eager"))
+    v = search(p.job, p.cluster, p.stated, top=0).best.values
+    # the two collectives of the 8-GPU group (one NVLink domain), as the step model sizes them:
+    # bf16 parameters gathered, fp32 gradients reduce-scattered
+    ag = float(collective_time("all_gather", LLAMA3_8B_PARAMS * BF16, 8, 8, p.cluster))
+    rs = float(collective_time("reduce_scatter", LLAMA3_8B_PARAMS * FP32, 8, 8, p.cluster))
+    assert v.dp_raw_s == pytest.approx(2 * ag + rs, rel=1e-6)
+    # both are far shorter than the forward and backward they overlap, so only the root is left
+    assert v.dp_s == pytest.approx(f * (ag + rs), rel=1e-6)
+    assert 0.010 < v.dp_s < 0.020  # about 15 ms at NVLink speed
+
+
+def test_root_group_only_for_zero3_without_pipeline():
+    p = row_problem(_row("titan-h100-405b-3d-1f1b"))
+    v = search(p.job, p.cluster, p.stated, top=0).best.values
+    assert get_framework("torchtitan-2024-12").get("fsdp_root_group") is True
+    assert get_framework("torchtitan").get("fsdp_root_group") is None
+    # the PP row keeps the last-bucket rule: its exposure is not the root share of its traffic
+    assert v.dp_s < 0.05 * v.dp_raw_s

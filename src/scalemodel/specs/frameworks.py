@@ -84,6 +84,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
                              and 0 < v <= 256,
                              "bytes per local parameter in (0, 256] (optimizer step and "
                              "gradient clipping)"),
+    "fsdp_root_group": (lambda v: isinstance(v, bool), "true or false"),
     "fsdp_copy_bytes": (lambda v: isinstance(v, dict) and set(v) == {"gather_out", "reduce_in"}
                         and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                 and x >= 0 for x in v.values()),

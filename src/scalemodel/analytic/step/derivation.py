@@ -277,9 +277,14 @@ def _profile_source(job: Any, key: str) -> str:
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """DP traffic, the optimizer, the overlap slowdown, the step, throughput and MFU."""
     v, job, cl = row.values, res.job, res.cluster
+    root_note = ("; FSDP2's root group (embedding, final norm, output head) in place of the "
+                 "last bucket: gathered first in the forward, reduce-scattered after the backward "
+                 "(frameworks.toml fsdp_root_group)"
+                 if profile_value(job, "fsdp_root_group", False) and row.layout["pp"] == 1
+                 and row.layout["zero"] >= 3 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
-                 "the last bucket and any excess stay exposed")
+                 "the last bucket and any excess stay exposed" + root_note)
     per_param = profile_value(job, "optimizer_step_bytes")
     if per_param is None:
         d.given("optimizer step", "t_opt", v.optimizer_s, "s",
