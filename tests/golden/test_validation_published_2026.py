@@ -58,9 +58,8 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     +5.7%); with torch's foreach AdamW, gradient clipping and FSDP2's copies on the compute
     stream priced for torchtitan 2024-12, 24.0% -> 23.3% / 161.8% on that base and, with FSDP2's
     root group too, 21.4% -> 20.6% / 138.6% after main's fp8 recipes (ef3eaf1; the 8B FSDP rows
-    3-7 points lower;
-    docs/planner.md "torchtitan 2024-12: the optimizer step, FSDP2's copies, the attention
-    backend"; the limit is left where it was). Limits: the later values plus about 2 points (the
+    3-7 points lower; docs/planner.md "torchtitan 2024-12: the optimizer step, FSDP2's copies
+    and root group, the attention backend"; the limit is left where it was). Limits: the later values plus about 2 points (the
     issue's target for runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 39
