@@ -155,10 +155,23 @@ def test_root_group_share_and_exposure():
     assert 0.010 < v.dp_s < 0.020  # about 15 ms at NVLink speed
 
 
-def test_root_group_only_for_zero3_without_pipeline():
+def test_root_group_only_for_fsdp_without_pipeline():
     p = row_problem(_row("titan-h100-405b-3d-1f1b"))
     v = search(p.job, p.cluster, p.stated, top=0).best.values
     assert get_framework("torchtitan-2024-12").get("fsdp_root_group") is True
     assert get_framework("torchtitan").get("fsdp_root_group") is None
     # the PP row keeps the last-bucket rule: its exposure is not the root share of its traffic
     assert v.dp_s < 0.05 * v.dp_raw_s
+
+
+def test_root_group_under_zero2_too():
+    """ZeRO-2 (fsdp_reshard_after_forward never) keeps the same FSDP2 groups: one gather per step,
+    a reduce-scatter per micro-batch, the root's share of both exposed."""
+    from scalemodel.analytic.step.comm import collective_time
+
+    p = row_problem(_row("titan-h100-8b-fsdp8-eager"))
+    v = search(p.job, p.cluster, dict(p.stated, zero=2), top=0).best.values
+    ag = float(collective_time("all_gather", LLAMA3_8B_PARAMS * BF16, 8, 8, p.cluster))
+    rs = float(collective_time("reduce_scatter", LLAMA3_8B_PARAMS * FP32, 8, 8, p.cluster))
+    assert v.microbatches == 1
+    assert v.dp_s == pytest.approx(ROOT_PARAMS / LLAMA3_8B_PARAMS * (ag + rs), rel=1e-6)

@@ -66,7 +66,8 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     the compute stay exposed.
 
     ``root``: the share of the dense parameters in FSDP2's root group where the profile says
-    the root is its own group (frameworks.toml fsdp_root_group; ZeRO-3 without PP, else None):
+    the root is its own group (frameworks.toml fsdp_root_group; ZeRO-2 and -3 without PP, 0
+    elsewhere; None for other profiles):
     that group is gathered first in each forward and reduce-scattered after the backward, so
     its all-gather and its reduce-scatter are the exposed parts (none of its gather in the
     backward: FSDP2 keeps the root gathered from forward to backward)."""
@@ -89,6 +90,9 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     if root is not None:
         z3_exp = np.where(root > 0, mb * (np.maximum(ag * root, ag - fwd)
                                           + np.maximum(rs * root, ag + rs - bwd)), z3_exp)
+        exp01 = np.where((root > 0) & (zero == 2),
+                         n_sync * np.maximum(grad_sync * root, grad_sync - bwd)
+                         + np.maximum(ag * root, ag - fwd), exp01)
     return np.where(zero >= 3, z3_raw, raw01), np.where(zero >= 3, z3_exp, exp01)
 
 
@@ -121,7 +125,7 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     if profile_value(c.job, "fsdp_root_group", False):
         pc = c.ms.sm.pc
         root_p = (pc.embedding + (pc.lm_head or 0.0)) / tp + pc.final_norm
-        root = np.where(c.one & (c.zero >= 3),
+        root = np.where(c.one & (c.zero >= 2),
                         np.minimum(1.0, root_p / np.maximum(loc.dense, 1.0)), 0.0)
     raw, exposed = _sync_plan(c, rs, ag, last_bucket, st, root)
     # (folded experts can be replicated over TP ranks even where dp x cp = 1)

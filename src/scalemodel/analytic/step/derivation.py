@@ -281,7 +281,7 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  "last bucket: gathered first in the forward, reduce-scattered after the backward "
                  "(frameworks.toml fsdp_root_group)"
                  if profile_value(job, "fsdp_root_group", False) and row.layout["pp"] == 1
-                 and row.layout["zero"] >= 3 else "")
+                 and row.layout["zero"] >= 2 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
                  "the last bucket and any excess stay exposed" + root_note)
