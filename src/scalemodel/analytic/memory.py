@@ -454,23 +454,36 @@ def with_kernels(sm: StaticModel, m: ModelSpec, saves: KernelSaves) -> StaticMod
     return replace(sm, dense=dense, moe=moe, saves=saves)
 
 
-def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1
-                       ) -> tuple[Any, list[Any]]:
+def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1,
+                       extra_warmup: Any = 0) -> tuple[Any, list[Any]]:
     """(the most model-chunk micro-batches pipeline rank ``rank`` holds, and for c = 1..max(vpp)
     what it still holds once c of its chunks have run a first backward), in chunks.
 
-    1F1B (vpp 1; torch Schedule1F1B, Megatron-Core's non-interleaved schedule): rank i runs
-    W = min(m, pp - i) forwards before its first backward; after each backward one more forward
-    while any is left. Interleaved (torch ScheduleInterleaved1F1B, Megatron-Core's interleaved
-    schedule; v chunks per rank): W = min(2 (pp - 1 - i) + (v - 1) pp, m v) warmup forwards, then
-    forward-backward pairs, so W + 1 in flight (at most m v); backwards walk the rank's chunks
-    last first, pp micro-batches per chunk, so chunk c (c = 1..v) has its first backward at the
-    ((c - 1) pp + 1)-th. ``microbatches`` None: as many as the schedule can use (no cap)."""
+    One rule for every framework, read from the schedules' source (they agree):
+
+    * 1F1B (vpp 1): Megatron-Core's forward_backward_pipelining_without_interleaving runs
+      num_warmup_microbatches = min(p - i - 1, m) forwards, then a forward before each
+      backward (schedules.py at d98e8a6, lines 2277-2278); torch's Schedule1F1B runs
+      min(m, p - i) warmup forwards then backward-forward pairs; DeepSpeed's TrainSchedule keeps
+      min(p - i, m) pipe buffers. So rank i holds W = min(m, p - i): p on the first stage, as
+      Korthikanti et al. 2022 (Sec. 4.2.3) state.
+    * Interleaved (v chunks per rank): Megatron-Core's get_pp_rank_microbatches sets
+      2 (p - 1 - i) + (v - 1) g warmup chunk forwards, g = microbatch_group_size_per_vp_stage
+      (default p), plus ``extra_warmup`` (one with overlap_moe_expert_parallel_comm, from
+      core_v0.14.0), capped at m v; torch's ScheduleInterleaved1F1B the same with g = its
+      micro-batches per round (p when m is a multiple of p). Then forward-backward pairs, so W + 1
+      in flight (at most m v). On the first stage that is v p + p - 1 chunks of L / (p v) layers:
+      the 1F1B stage's p micro-batches times 1 + (p - 1) / (p v), Korthikanti et al.'s factor.
+      Backwards walk the rank's chunks last first, p micro-batches per chunk, so chunk c
+      (c = 1..v) has its first backward at the ((c - 1) p + 1)-th.
+
+    ``microbatches`` None: as many as the schedule can use (no cap)."""
     rank, pp, v = (np.asarray(x, dtype=np.float64) for x in (rank, pp, vpp))
     m = np.asarray(np.inf if microbatches is None else microbatches, dtype=np.float64)
     inter = v > 1
     total = m * v  # chunk forwards of the step
-    warm = np.where(inter, np.minimum(2 * (pp - 1 - rank) + (v - 1) * pp, total),
+    extra = np.asarray(extra_warmup, dtype=np.float64)
+    warm = np.where(inter, np.minimum(2 * (pp - 1 - rank) + (v - 1) * pp + extra, total),
                     np.minimum(m, pp - rank))
     steady = total - warm  # forwards after the warmup, one per backward
     peak = np.where(inter, np.minimum(warm + 1, total), warm)
@@ -482,6 +495,16 @@ def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 
                         warm - np.maximum(k - steady, 0.0))
         after.append(np.where(c <= v, np.clip(held, 0.0, peak), 0.0))
     return peak, after
+
+
+def pp_extra_warmup(framework: str | None, ep_overlap: Any) -> tuple[Any, str]:
+    """(extra warmup chunk forwards of the interleaved schedule, its source): the profile's
+    ``pp_ep_overlap_warmup`` where the job overlaps the EP all-to-all (Megatron-Core: one, with
+    overlap_moe_expert_parallel_comm); 0 otherwise or where the profile has no such field."""
+    fw = get_framework(framework)
+    n = float(fw.get("pp_ep_overlap_warmup") or 0)
+    return (np.where(np.asarray(ep_overlap, dtype=bool), n, 0.0),
+            fw.sources.get("pp_ep_overlap_warmup", ""))
 
 
 def pp_fsdp_terms(framework: str | None) -> tuple[bool, float, str, str]:
@@ -525,6 +548,7 @@ def training_bytes(
     loss_bytes: Any = 4.0,
     pp_gathered: Any = False,
     pp_grad_accum_bytes: Any = 0.0,
+    pp_extra_warmup: Any = 0.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -550,9 +574,9 @@ def training_bytes(
     ``loss_bytes`` is what the loss holds per logit element at its peak, per layout
     (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default).
 
-    With the FSDP-under-PP terms on, micro-batches in flight follow the pipeline schedule's
-    warmup (:func:`pipeline_in_flight`); otherwise the earlier rule (p - i on stage i, times
-    1 + (p - 1) / (p v) when interleaved, one on the last stage).
+    Micro-batches in flight follow the pipeline schedule's warmup on each stage
+    (:func:`pipeline_in_flight`, one rule for every framework; ``pp_extra_warmup`` the chunk
+    forwards a framework adds to the interleaved warmup, :func:`pp_extra_warmup`).
     ``pp_gathered`` and ``pp_grad_accum_bytes`` are the FSDP-under-pipeline terms of a framework
     (:func:`pp_fsdp_terms`): with pp > 1 and ZeRO-3 a gathered stage keeps every parameter of the
     stage unsharded (``e_w`` bytes each) instead of two layers; with pp > 1 and ZeRO >= 2 each
@@ -596,8 +620,6 @@ def training_bytes(
     gathered = (pp > 1) & (zero >= 3) & np.asarray(pp_gathered, dtype=bool)
     accum = np.where((pp > 1) & (zero >= 2), np.asarray(pp_grad_accum_bytes, dtype=np.float64),
                      0.0)
-    # the schedule's exact warmup counts are read where the framework's FSDP-under-PP terms are
-    exact = np.asarray(pp_gathered, dtype=bool) | (np.asarray(pp_grad_accum_bytes) > 0)
 
     def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
@@ -648,16 +670,7 @@ def training_bytes(
         """(activations, accumulated gradients) of one stage at its peak: the schedule's most
         chunks in flight, or a moment after a chunk's first backward where the unsharded
         gradient accumulators of its chunks add to what is still in flight."""
-        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp)
-        # without the FSDP-under-PP terms the earlier in-flight rule is kept (1F1B counts
-        # agree; interleaved: p - i micro-batches x (1 + (p - 1) / (p v)), the last stage one)
-        legacy = np.where(rank >= pp - 1, 1.0, np.maximum(pp - rank, 1.0))
-        if microbatches is not None:
-            legacy = np.where(rank >= pp - 1, legacy,
-                              np.minimum(legacy, np.asarray(microbatches, dtype=np.float64)))
-        legacy = legacy * np.where((vpp > 1) & (rank < pp - 1),
-                                   1 + (pp - 1) / (pp * vpp), 1.0) * vpp
-        peak = np.where(exact, peak, legacy)
+        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp, pp_extra_warmup)
         best_n = peak + 0.0 * a_stage
         best_a = best_n / vpp * a_stage
         best_g = np.zeros_like(best_a)
@@ -857,13 +870,15 @@ def memory_report(
     kernels: str = "fused",
     framework: str | None = None,
     precision: str = "bf16",
+    ep_overlap: bool = False,
 ) -> MemoryReport:
     """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
     kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
     defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
     the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`) and,
     with ``precision`` fp8, what its fp8 Linears keep of their inputs
-    (:func:`linear_input_bytes`)."""
+    (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
+    warmup a framework adds for it, :func:`pp_extra_warmup`)."""
     validate_layout(m, lay, seq_len, microbatches)
     ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)))
     warnings: list[str] = []
@@ -885,13 +900,19 @@ def memory_report(
         nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
+    # the EP overlap's extra warmup chunk; a framework that refuses that overlap with full
+    # recompute runs such a layout without it (as the step model's EP term does)
+    ep_on = ep_overlap and m.is_moe and not (
+        lay.recompute == "full"
+        and get_framework(framework).get("ep_overlap_full_recompute") is False)
+    extra_w, extra_src = pp_extra_warmup(framework, ep_on)
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
-        pp_grad_accum_bytes=accum, **shape,
+        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -982,7 +1003,8 @@ def memory_report(
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
                               shape.get("mid_index", 1), seq_len, microbatches, framework,
-                              float(vec["chunks_in_flight"]), acc_share)
+                              float(vec["chunks_in_flight"]), acc_share,
+                              (float(extra_w), extra_src))
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -1108,7 +1130,7 @@ def _activation_steps(
     d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
     check: float, n_stage: int | None = None, mid_index: int = 1,
     seq_len: int = 4096, microbatches: int | None = None, framework: str | None = None,
-    n_chunks: float = 1.0, acc_share: float = 0.0,
+    n_chunks: float = 1.0, acc_share: float = 0.0, extra_warmup: tuple[float, str] = (0.0, ""),
 ) -> float:
     src = m.source
     ks = sm.saves or kernel_saves("fused", "unfused")
@@ -1165,15 +1187,16 @@ def _activation_steps(
     rank = {"first": 0, "only": 0, "middle": mid_index, "last": lay.pp - 1}[stage]
     v = lay.vpp
     d.given("interleaved chunks per stage", "v", v, "1")
-    exact = bool(pp_fsdp_terms(framework)[0] or pp_fsdp_terms(framework)[1] > 0)
-    if not exact:
-        how = (f"stage i = {rank} holds p - i micro-batches (at most m; the last stage one)"
-               + (", x (1 + (p - 1) / (p v)) when interleaved" if v > 1 else ""))
-    elif v > 1:
-        how = (f"interleaved: min(2 (p - 1 - i) + (v - 1) p, m v) warmup chunk forwards, then "
-               f"forward-backward pairs (i = {rank})")
+    n_x, x_src = extra_warmup
+    if v > 1:
+        plus = f" + {n_x:g} (EP all-to-all overlap; {cite(x_src)})" if n_x else ""
+        how = (f"interleaved: min(2 (p - 1 - i) + (v - 1) p{plus}, m v) warmup chunk forwards, "
+               f"then forward-backward pairs (i = {rank}; Megatron-Core schedules.py "
+               "get_pp_rank_microbatches, torch ScheduleInterleaved1F1B)")
     else:
-        how = f"1F1B: min(m, p - i) forwards before the first backward (i = {rank})"
+        how = (f"1F1B: min(m, p - i) forwards before the first backward (i = {rank}; "
+               "Megatron-Core and torch Schedule1F1B; Korthikanti et al. 2022 Sec. 4.2.3: p on "
+               "the first stage)")
     if acc_share:
         how += ("; counted after the first backward of the chunks whose gradient accumulators "
                 "are held, where accumulators and activations peak together")

@@ -45,7 +45,8 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_grad_bytes", "cp_kv_heads", "fp8_saved_input",
                     "ep_overlap_full_recompute", "moe_routing", "reserved_bytes",
-                    "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max")
+                    "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max",
+                    "pp_ep_overlap_warmup")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
