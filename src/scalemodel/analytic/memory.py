@@ -741,23 +741,31 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
 
 
-LOSS_TP_NOTE = "with TP the loss runs vocab-parallel; one fp32 copy counted"
+LOSS_TP_NOTE = ("with TP the loss runs vocab-parallel; the profile does not give its buffers: one "
+                "fp32 copy counted")
 
 
 def loss_logit_bytes(framework: str | None, tp: Any = 1) -> tuple[Any, str, str]:
     """(bytes per logit element the loss holds at its peak, its source, its note): the framework
-    profile's ``loss_logit_bytes`` (frameworks.toml) on a rank without TP, else 4 (one fp32
-    copy of the logits); with TP > 1 always 4 (the vocab-parallel loss is not read). ``tp`` may
-    be an array of layouts; the bytes then come back as an array."""
+    profile's ``loss_logit_bytes`` (frameworks.toml) on a rank without TP and
+    ``loss_logit_bytes_tp`` per element of a rank's vocabulary shard under TP (the
+    vocab-parallel loss); a field the profile does not set reads 4 (one fp32 copy of the
+    logits). ``tp`` may be an array of layouts; the bytes then come back as an array (source and
+    note of the TP field where any layout has tp > 1)."""
     fw = get_framework(framework)
-    v = fw.get("loss_logit_bytes")
-    base = 4.0 if v is None else float(v)
-    src = "" if v is None else fw.sources.get("loss_logit_bytes", "")
-    note = "" if v is None else fw.notes.get("loss_logit_bytes", "")
+
+    def field(k: str) -> tuple[float, str, str]:
+        v = fw.get(k)
+        if v is None:
+            return 4.0, "", LOSS_TP_NOTE if k.endswith("_tp") else ""
+        return float(v), fw.sources.get(k, ""), fw.notes.get(k, "")
+
+    base, tp_b = field("loss_logit_bytes"), field("loss_logit_bytes_tp")
     tp_a = np.asarray(tp, dtype=np.float64)
     if tp_a.ndim == 0:
-        return (4.0, "", LOSS_TP_NOTE) if tp_a > 1 else (base, src, note)
-    return np.where(tp_a > 1, 4.0, base), src, note
+        return tp_b if tp_a > 1 else base
+    _, src, note = tp_b if np.any(tp_a > 1) else base
+    return np.where(tp_a > 1, tp_b[0], base[0]), src, note
 
 
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
