@@ -166,8 +166,10 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     mlp_k = (ks.swiglu if m.gated_mlp else 4) - 2 + lin
     if moe_layer:
         # per routed copy: the dispatched input (kept by the expert fc1), the expert MLP, and the
-        # expert output kept by the multiply with its routing weight (Megatron's unpermute)
-        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + 2 * h) + mlp_k * shared
+        # expert output kept by the multiply with its routing weight (the unpermute), or, where
+        # the weight is applied inside the activation, the weight itself (fp32)
+        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + _moe_weight_bytes(ks, h)) \
+            + mlp_k * shared
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
         split += mlp_k * m.ffn
@@ -182,7 +184,7 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
     return ActCoeffs(rep=rep, split=split, kv=kv, scores=scores, full=2 * h, op=op, lse=lse,
                      overlap=keep_in * h,
-                     mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm, lin))
+                     mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm, lin, ks))
 
 
 def _kept(lin: float, n16: int, n_linears: int) -> float:
@@ -211,8 +213,16 @@ def _norm_out_bytes(m: ModelSpec, moe_layer: bool, lin: float, shared: float) ->
     return _kept(lin, 0, n_in) + mlp_in
 
 
+def _moe_weight_bytes(ks: KernelSaves, h: int) -> float:
+    """Bytes per routed copy per token kept for the routing-weight multiply: the expert output
+    (2 B per element of h) where the unpermute applies the weight, the fp32 weight where the
+    expert activation does (Megatron-Core >= 0.13, weighted SwiGLU)."""
+    return 4.0 if ks.moe_probs_in_act else 2.0 * h
+
+
 def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm: int,
-                  lin: float = 2.0) -> tuple[tuple[float, float, float], ...]:
+                  lin: float = 2.0, ks: KernelSaves | None = None
+                  ) -> tuple[tuple[float, float, float], ...]:
     """Bytes per token each Megatron-Core selective module stops keeping (TransformerConfig
     .recompute_modules, core_v0.16): "mlp", "moe" and "shared_experts" checkpoint the whole
     submodule (its input is the norm output the layer keeps anyway, so the inside is dropped:
@@ -226,6 +236,7 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     dense layers drop nothing (transformer_layer.py: "mlp" only where the MLP is not an
     MoELayer)."""
     h = m.hidden
+    ks = ks or kernel_saves("fused", "unfused")
     shared = (m.shared_ffn or m.n_shared_experts * m.moe_ffn) if moe_layer else 0
     q, _, _, _ = _attention_widths(m)
     mla = bool(m.kv_lora_rank)
@@ -233,8 +244,8 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     return (
         zero,  # core_attn: c.scores and c.lse
         zero if moe_layer else (0.0, mlp_k * m.ffn, 0.0),
-        (4.0 * m.n_experts, m.top_k * ((lin + 2) * h + mlp_k * m.moe_ffn) + mlp_k * shared, 0.0)
-        if moe_layer else zero,
+        (4.0 * m.n_experts, m.top_k * (lin * h + _moe_weight_bytes(ks, h) + mlp_k * m.moe_ffn)
+         + mlp_k * shared, 0.0) if moe_layer else zero,
         # with fp8 Megatron-Core has fc2 keep its original 16-bit input (set_save_original_input)
         # so that this recompute frees it: what fc2's input cost is freed either way
         (0.0, lin * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
@@ -741,6 +752,15 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
 
 
+def moe_saves(framework: str | None) -> dict[str, Any]:
+    """kernel_saves keywords of a framework's MoE layer: the profile's moe_probs_in_expert_act
+    (the routing weights applied inside the expert activation) with its source; absent: False."""
+    fw = get_framework(framework)
+    v = fw.get("moe_probs_in_expert_act")
+    return {"moe_probs_in_act": bool(v),
+            "moe_probs_source": fw.sources.get("moe_probs_in_expert_act", "") if v else ""}
+
+
 LOSS_TP_NOTE = ("with TP the loss runs vocab-parallel; the profile does not give its buffers: one "
                 "fp32 copy counted")
 
@@ -888,7 +908,8 @@ def memory_report(
     (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
     warmup a framework adds for it, :func:`pp_extra_warmup`)."""
     validate_layout(m, lay, seq_len, microbatches)
-    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)))
+    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
+                      **moe_saves(framework))
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
@@ -1043,7 +1064,13 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
     if ks.kv_repeat and m.n_kv_heads < m.n_heads and not m.kv_lora_rank:
         parts.append("K and V repeated to the query heads")
     if m.is_moe:
-        parts.append("per routed copy: input 2h, expert MLP, output 2h")
+        if ks.moe_probs_in_act:
+            src = ks.source_of("moe_probs_in_act")
+            parts.append("per routed copy: input 2h, expert MLP, its fp32 routing weight (applied "
+                         "inside the activation; the expert output is not kept)"
+                         + (f" [{cite(src)}]" if src else ""))
+        else:
+            parts.append("per routed copy: input 2h, expert MLP, output 2h")
     if ks.linear_input != 2:
         src = ks.source_of("linear_input")
         parts.append(f"fp8 Linears keep {ks.linear_input:g} B per element of their inputs "
@@ -1286,7 +1313,8 @@ def find_min_gpus(
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     node = int(assumption("gpus_per_node").value)
     sm = static_model(m, kernel_saves(kernels, attention,
-                                      *linear_input_bytes(framework, _fp8(precision))))
+                                      *linear_input_bytes(framework, _fp8(precision)),
+                                      **moe_saves(framework)))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]

@@ -47,7 +47,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "ep_overlap_full_recompute", "moe_routing", "reserved_bytes",
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max",
                     "pp_ep_overlap_warmup", "pp_reshard_after_forward", "pp_grad_accum_bytes",
-                    "loss_logit_bytes", "loss_logit_bytes_tp")
+                    "loss_logit_bytes", "loss_logit_bytes_tp", "moe_probs_in_expert_act")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 

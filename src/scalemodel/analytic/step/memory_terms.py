@@ -15,6 +15,7 @@ from ..memory import (
     communicators,
     linear_input_bytes,
     loss_logit_bytes,
+    moe_saves,
     pp_extra_warmup,
     pp_fsdp_terms,
     training_bytes,
@@ -48,7 +49,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     job = c.job
     opt = optimizer(job.optimizer_id)
     sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention,
-                                                 *linear_input_bytes(job.framework_id, c.fp8)))
+                                                 *linear_input_bytes(job.framework_id, c.fp8),
+                                                 **moe_saves(job.framework_id)))
     gathered, accum, _, _ = pp_fsdp_terms(job.framework_id)
     # the interleaved warmup's extra chunk comes with the EP all-to-all overlap; a layout whose
     # full recompute the framework refuses with that overlap runs without it (step/comm.py)
