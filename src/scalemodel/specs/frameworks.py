@@ -79,9 +79,14 @@ FIELDS: dict[str, tuple[Any, str]] = {
                         and 0 < v <= 2, "bytes per input element in (0, 2]"),
     "loss_logit_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                          and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
+    "loss_logit_bytes_tp": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                            and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "pp_reshard_after_forward": (lambda v: isinstance(v, bool), "true or false"),
     "pp_grad_accum_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
                             "0, 2 or 4 (bytes per unsharded gradient element)"),
+    "moe_probs_in_expert_act": (lambda v: isinstance(v, bool), "true or false"),
+    "pp_ep_overlap_warmup": (lambda v: v in (0, 1) and not isinstance(v, bool),
+                             "0 or 1 (extra interleaved warmup chunk forwards)"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
