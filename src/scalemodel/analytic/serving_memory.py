@@ -311,13 +311,12 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
                     check=max(a_layer, d["A_s"]))
     if not v.get("inputs_embeds_in_peak"):
         return float(d.calc("activation peak of the profiling pass", "A", "A_p", "B"))
-    d.given("inputs_embeds buffer [max_num_batched_tokens, h] the model runner allocates "
-            "before the weights (in the torch peak, not in the weights figure)", "T_b_emb", T,
-            "token", cite(fw.sources["inputs_embeds_in_peak"]),
-            note=fw.notes.get("inputs_embeds_in_peak", ""))
+    d.calc("inputs_embeds buffer [max_num_batched_tokens, h] the model runner allocates "
+           "before the weights (in the torch peak, not in the weights figure)", "B_emb",
+           "T_b * h * e_a", "B", source=cite(fw.sources["inputs_embeds_in_peak"]),
+           note=fw.notes.get("inputs_embeds_in_peak", ""))
     return float(d.calc("activation peak of the profiling pass, persistent input buffer "
-                        "included", "A", "A_p + T_b_emb * h * e_a", "B", check=a_peak
-                        + T * m.hidden * e_a))
+                        "included", "A", "A_p + B_emb", "B", check=a_peak + T * m.hidden * e_a))
 
 
 def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int, pp: int,
