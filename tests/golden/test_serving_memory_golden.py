@@ -173,8 +173,8 @@ def test_vllm_v1_071_budget_by_hand():
       hidden states [8192, 8192] still referenced;
     - v1/worker/gpu_worker.py lines 157-190: reset_peak_memory_stats before the profile (the
       peak includes the weights and the buffer), non-torch memory counted whole; available =
-      0.98 x total - peak - non-torch; v1/core/kv_cache_utils: blocks = available // page //
-      layers, one page 16 x 2 x 8 KV heads x 128 x 2 B per layer.
+      0.98 x total - peak - non-torch; v1/core/kv_cache_utils.py line 386: blocks = available
+      // page // layers, one page 16 x 2 x 8 KV heads x 128 x 2 B per layer.
     """
     m = get_model(str(MODELS / "llama-3.1-70b-instruct-w8a8.json"))
     g = get_gpu("h100-sxm")
