@@ -284,14 +284,13 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
             "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)),
             note=fw.notes.get("logits_bytes_per_element", ""))
     src_rows = cite(fw.sources.get("profile_logits_rows", fw.source))
-    d.given("hidden-state copies of every profiled token held while the logits exist", "n_T",
-            v.get("profile_held_hidden_tokens", 0), "1",
-            cite(fw.sources.get("profile_held_hidden_tokens", fw.source)),
-            note=fw.notes.get("profile_held_hidden_tokens", ""))
-    d.given("hidden-state copies of each logits row held while the logits exist", "n_R",
-            v.get("profile_held_hidden_rows", 0), "1",
-            cite(fw.sources.get("profile_held_hidden_rows", fw.source)),
-            note=fw.notes.get("profile_held_hidden_rows", ""))
+    for key, sym, what in (("profile_held_hidden_tokens", "n_T", "every profiled token"),
+                           ("profile_held_hidden_rows", "n_R", "each logits row")):
+        if key in v:
+            d.given(f"hidden-state copies of {what} held while the logits exist", sym, v[key],
+                    "1", cite(fw.sources[key]), note=fw.notes.get(key, ""))
+        else:  # a profile that does not say holds none here
+            d.env[sym] = 0
     if (v.get("profile_logits_rows") or "sampled") == "all_tokens":
         d.given("rows whose logits the profiling pass computes (every profiled token)", "R_l", T,
                 "token", src_rows, note=fw.notes.get("profile_logits_rows", ""))
