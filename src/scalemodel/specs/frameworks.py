@@ -184,6 +184,15 @@ def _fraction_table(v: Any) -> bool:
         k.isdigit() and int(k) >= 1 and _num(0.0, 1.0)(x) and x > 0 for k, x in v.items())
 
 
+def _name_budget_table(v: Any) -> bool:
+    return isinstance(v, dict) and bool(v) and all(
+        isinstance(k, str) and k.strip() and _num(1, whole=True)(x) for k, x in v.items())
+
+
+# which rows the profiling pass computes logits for: "sampled" (one per dummy request,
+# min(max_num_seqs, tokens), then a sampling step) or "all_tokens" (every profiled token, no
+# sampler: vLLM V1 0.7.0-0.7.1)
+PROFILE_LOGITS_ROWS = ("sampled", "all_tokens")
 KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free_after_load",
             "static_fraction")
 # serving engines (kind = "serving"): how the engine sizes its KV pool and schedules; read by
@@ -203,6 +212,8 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                           "fixed or max_model_len_unless_chunked"),
     "small_gpu_bytes": (_num(0), "bytes >= 0 (0: no smaller budget)"),
     "small_gpu_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "token_budget_by_device_name": (_name_budget_table,
+                                    'a table of device-name substring ("h100", ...) = tokens'),
     "chunked_prefill_above_len": (_num(0, whole=True), "a whole number of tokens (0: never)"),
     "chunked_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
     "max_num_seqs_default": (_num(1, whole=True), "a whole number of sequences >= 1"),
@@ -211,6 +222,12 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "act_ffn_copies": (_num(0), "a number >= 0"),
     "act_expert_hidden_copies": (_num(0), "a number >= 0"),
     "logits_bytes_per_element": (_num(0), "bytes >= 0"),
+    # what the profiling pass holds while its logits exist (analytic/serving_memory.py)
+    "profile_logits_rows": (lambda v: v in PROFILE_LOGITS_ROWS, " | ".join(PROFILE_LOGITS_ROWS)),
+    "profile_logits_all_gather": (lambda v: isinstance(v, bool), "true or false"),
+    "profile_held_hidden_tokens": (_num(0), "a number >= 0"),
+    "profile_held_hidden_rows": (_num(0), "a number >= 0"),
+    "inputs_embeds_in_peak": (lambda v: isinstance(v, bool), "true or false"),
     "non_torch_bytes": (_num(0), "bytes >= 0"),
     "non_torch_tp_bytes": (_num(0), "bytes >= 0"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),

@@ -146,7 +146,8 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         bs, tok = trtllm_bench_limits(m, gpu, lay, prec, dtype(kv_dtype).bytes, isl, osl)
         why = "trtllm-bench build's tuning from the dataset's lengths"
     else:
-        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml)
+        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml,
+                                          gpu.name)
         bs, why = eng.max_num_seqs, f"the engine's defaults ({why_t})"
     chunked = eng.chunked_prefill or (
         int(eng.profile.get("chunked_prefill_above_len") or 0) and
