@@ -135,6 +135,9 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     from ...specs import dtype
     from ..serving_memory import engine_kv_budget, engine_token_budget
 
+    if prec.gemm_dtype not in gpu.flop_per_s:
+        raise BadInput(f"--precision {prec.name}: {gpu.id} has no {prec.gemm_dtype} tensor-core "
+                       f"path (its spec lists {', '.join(gpu.flop_per_s)})")
     mml = isl + osl if eng.batch_rule == "trtllm-bench" else m.max_context
     mml = max(mml, isl + osl)
     if eng.batch_rule == "trtllm-bench":

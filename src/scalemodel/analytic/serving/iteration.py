@@ -63,7 +63,9 @@ class Precision:
     checkpoint: tuple[tuple[str, Any], ...] = ()
 
 
-PRECISIONS = ("bf16", "fp8", "int4")
+PRECISIONS = ("bf16", "fp8", "int4", "fp4")
+# what a search tries when no --precision is given: fp4 (NVFP4 W4A4) only when asked
+SEARCHED_PRECISIONS = ("bf16", "fp8", "int4")
 
 
 def precision(name: str) -> Precision:
