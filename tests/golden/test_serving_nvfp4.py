@@ -79,3 +79,29 @@ def test_fp4_refused_without_an_fp4_tensor_core_path():
     with pytest.raises(BadInput, match="fp4 tensor-core path"):
         setup(get_serving_engine("trtllm-0.17"), m, get_gpu("h100-sxm"), ServeLayout(tp=2),
               precision("fp4"), "fp8", 222, 274)
+
+
+def test_trtllm_bench_tuning_sizes_an_nvfp4_engine_at_half_a_byte():
+    # tuning.py calc_engine_setting: engine = params x BYTES_PER_ELEM[NVFP4] (0.5), KV per token
+    # 2 x 80 layers x max(1, 8) heads x 128 x 1 B (FP8 KV); requests = (memory - engine) x 0.95
+    # / (KV per token x (ISL + OSL)); finetune_setting rounds the batch up to 256 above 1024
+    # requests and the tokens min(bs x (1 + ISL / OSL), 32768) up to 256 below 4096 (at least
+    # 2048), to 512 below 8192, else to 1024
+    import math
+
+    from scalemodel.analytic.serving.engine import trtllm_bench_limits
+
+    m, g = get_model("llama-2-70b"), get_gpu("b200")
+    P = count_params(m).total
+    reqs = (g.hbm_bytes - P * 0.5) * 0.95 / (2 * 80 * 8 * 128 * 1.0 * (222 + 274))
+    raw_bs = min(reqs, 4096)
+    bs = 256 * math.ceil(raw_bs / 256)
+    raw_tok = min(raw_bs * (1 + 222 / 274), 32768)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    assert 1024 <= raw_bs < 4096
+    assert trtllm_bench_limits(m, g, ServeLayout(), precision("fp4"), 1.0, 222, 274) == (bs, tok)

@@ -93,7 +93,7 @@ def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Prec
     from ..params import count_params
 
     per_tok = 2 * m.n_layers * max(lay.tp, m.n_kv_heads) * m.head_dim * kv_bytes_per_elem
-    engine = count_params(m).total * prec.weight_bytes
+    engine = count_params(m).total * (prec.bench_weight_bytes or prec.weight_bytes)
     avail = gpu.hbm_bytes * lay.replica_gpus - engine
     reqs = avail * 0.95 / (per_tok * (isl + osl))
     if reqs < 1:

@@ -61,6 +61,9 @@ class Precision:
     # how the engine's quantizer stores a 16-bit checkpoint at this precision (specs.quant
     # WeightQuant fields; empty: stored as it is)
     checkpoint: tuple[tuple[str, Any], ...] = ()
+    # bytes per parameter trtllm-bench's tuning estimate takes for this precision where it
+    # differs from weight_bytes (tuning.py BYTES_PER_ELEM); 0: weight_bytes
+    bench_weight_bytes: float = 0.0
 
 
 PRECISIONS = ("bf16", "fp8", "int4", "fp4")
@@ -74,7 +77,8 @@ def precision(name: str) -> Precision:
         raise BadInput(f"--precision: {name!r} is not one of {', '.join(PRECISIONS)}")
     return Precision(name, float(t["weight_bytes"]), float(t["activation_bytes"]),
                      str(t["gemm_dtype"]), str(t["kv_dtype"]), str(t["source"]),
-                     tuple(sorted(dict(t.get("checkpoint", {})).items())))
+                     tuple(sorted(dict(t.get("checkpoint", {})).items())),
+                     float(t.get("bench_weight_bytes", 0.0)))
 
 
 @dataclass(frozen=True)
