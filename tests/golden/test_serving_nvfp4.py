@@ -105,3 +105,11 @@ def test_trtllm_bench_tuning_sizes_an_nvfp4_engine_at_half_a_byte():
         tok = 1024 * math.ceil(raw_tok / 1024)
     assert 1024 <= raw_bs < 4096
     assert trtllm_bench_limits(m, g, ServeLayout(), precision("fp4"), 1.0, 222, 274) == (bs, tok)
+
+
+def test_fp4_kv_dtype_is_the_engines():
+    # TensorRT-LLM quantizes the KV with the checkpoint (FP8); vLLM's --kv-cache-dtype 'auto'
+    # keeps the model's 16-bit dtype whatever the weights (source vllm-cache-dtype-auto)
+    p = precision("fp4")
+    assert get_serving_engine("trtllm-1.0").default_kv_dtype(p) == "fp8"
+    assert get_serving_engine("vllm-v1").default_kv_dtype(p) == "bf16"

@@ -39,8 +39,10 @@ class Engine:
     moe_gemm: dict[str, str] = field(default_factory=dict)  # GPU architecture -> grouped GEMM kernel
 
     def default_kv_dtype(self, prec: Precision) -> str:
-        """The KV dtype this engine uses for a checkpoint of this precision."""
-        return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
+        """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
+        (fp4) checkpoint gets the engine's quantized-checkpoint KV (``fp8_checkpoint_kv``:
+        FP8 in TensorRT-LLM, the model's 16-bit dtype under vLLM's and SGLang's 'auto')."""
+        return self.fp8_checkpoint_kv if prec.name in ("fp8", "fp4") else prec.kv_dtype
 
     def attention_kind(self, gpu: GPUSpec) -> str:
         """The fused attention family (kernels.toml) the engine runs on this GPU: its profile's
