@@ -145,7 +145,11 @@ def test_sampler_sort_peak_by_hand():
     # (max_num_seqs <= max_num_batched_tokens 8192) x 151,936 vocabulary
     m = get_model(str(MODELS / "qwen3-235b-a22b-fp8.json"))
     r = engine_kv_budget(m, g, engine_id="vllm-v1", tp=4, max_model_len=40_960)
-    assert r.profile_activation_bytes == 1024 * 151_936 * per_elem
+    # vLLM v0.9.2 gpu_model_runner.py: profile_run holds the hidden states of all 8192 profiled
+    # tokens (lines 2273-2283), _dummy_run's indexed last-token rows (line 2083) and
+    # _dummy_sampler_run's torch.rand_like copy of them (line 2093) while the sampler runs
+    held_hidden = (8192 + 2 * 1024) * 4096 * 2
+    assert r.profile_activation_bytes == 1024 * 151_936 * per_elem + held_hidden
     # V0 0.7.x, Qwen2.5-7B AWQ, 256 dummy sequences x 152,064 vocabulary: issue #13882 logged
     # 'PyTorch activation peak memory takes 1.42GiB' for this start
     awq = engine_kv_budget(get_model(str(MODELS / "qwen2.5-7b-instruct-awq.json")), g,
@@ -157,12 +161,90 @@ def test_sampler_sort_peak_by_hand():
     assert 0.97 < awq.profile_activation_bytes / (1.42 * GIB) < 1.0
 
 
+def test_vllm_v1_071_budget_by_hand():
+    """Llama-3.1-70B w8a8 on one H100 as vLLM V1 0.7.1 sizes it (PR #12569: `VLLM_USE_V1=1 vllm
+    serve --max-model-len 2048 --gpu-memory-utilization 0.98`), written from the 0.7.1 wheel:
+
+    - engine/arg_utils.py lines 1280-1312: no --max-num-batched-tokens and 'h100' in the device
+      name, so the OpenAI server's budget is 8192 tokens (2048 is the budget of other GPUs);
+    - v1/worker/gpu_model_runner.py lines 167-170: inputs_embeds [8192, 8192] bf16 allocated
+      before the weights; profile_run lines 985-990: the forward pass of 8192 tokens, then
+      compute_logits on all 8192 rows ([8192, 128256] bf16, no fp32 copy, no sampler), the
+      hidden states [8192, 8192] still referenced;
+    - v1/worker/gpu_worker.py lines 157-190: reset_peak_memory_stats before the profile (the
+      peak includes the weights and the buffer), non-torch memory counted whole; available =
+      0.98 x total - peak - non-torch; v1/core/kv_cache_utils.py line 386: blocks = available
+      // page // layers, one page 16 x 2 x 8 KV heads x 128 x 2 B per layer.
+    """
+    m = get_model(str(MODELS / "llama-3.1-70b-instruct-w8a8.json"))
+    g = get_gpu("h100-sxm")
+    r = engine_kv_budget(m, g, engine_id="vllm-v1-0.7.1", util=0.98, max_model_len=2048)
+    assert r.max_num_batched_tokens == 8192 and r.profile_tokens == 8192
+    M = 85_060_141_711  # 79.22 GiB, the total vLLM logs on an H100 80GB (PR #12126)
+    # the weights, per module from the checkpoint config; vLLM logged 67.7229 GiB
+    W = r.weights_bytes
+    assert pytest.approx(67.7229, rel=0.003) == W / GIB
+    T, h, f, V = 8192, 8192, 28_672, 128_256
+    layer_peak = T * (3 * h + 3 * f) * 2  # LlamaMLP's live set, below the logits step
+    logits_step = T * V * 2 + T * h * 2  # bf16 logits of every token + the held hidden states
+    assert logits_step > layer_peak
+    inputs_embeds = T * h * 2
+    A = logits_step + inputs_embeds
+    assert r.profile_activation_bytes == A
+    N = 375_809_638  # 0.35 GiB, the only logged value of the whole figure (#10517, RTX 3090)
+    page = 16 * 2 * 8 * 128 * 2 * 80  # 5 MiB per block over 80 layers
+    blocks = int((0.98 * M - W - A - N) // page)
+    assert r.blocks == blocks
+    # vLLM logged 1381 blocks: the logged figures leave 0.96 GiB outside torch (an H100's CUDA
+    # context and allocator slack; no H100 log of it), 0.6 GiB above the borrowed 0.35 GiB
+    W_logged = 67.7229 * GIB
+    left = 0.98 * M - W_logged - A - 1381 * page
+    assert 0.95 < left / GIB < 0.97
+    assert 0.08 < r.blocks / 1381 - 1 < 0.11
+
+
+def test_vllm_v1_071_budget_by_device_name_and_tp_gather():
+    """0.7.1 picks its budget by torch's device name, not the memory (arg_utils.py lines
+    1292-1304); at TP > 1 V1 all-gathers the logits (logits_processor.py lines 49-51 and
+    parallel_state.py lines 397-410): shard, gathered output and the reshaped copy together."""
+    v071, v1 = get_engine("vllm-v1-0.7.1"), get_engine("vllm-v1")
+    assert engine_token_budget(v071, 79.22 * GIB, 2048, "NVIDIA H100 80GB HBM3")[0] == 8192
+    assert engine_token_budget(v071, 139.8 * GIB, 2048, "NVIDIA H200")[0] == 8192
+    assert engine_token_budget(v071, 79.15 * GIB, 2048, "NVIDIA A100-SXM4-80GB")[0] == 2048
+    assert engine_token_budget(v071, 23.58 * GIB, 2048, "NVIDIA GeForce RTX 3090")[0] == 2048
+    assert engine_token_budget(v1, 79.15 * GIB, 2048, "NVIDIA H100 80GB HBM3")[0] == 8192
+    m = get_model("llama-3-70b")
+    r = engine_kv_budget(m, get_gpu("h100-sxm"), engine_id="vllm-v1-0.7.1", tp=2,
+                         max_model_len=8192)
+    T, h, V, t = 8192, m.hidden, m.vocab, 2
+    logits_step = T * V * 2 * (2 + 1 / t) + T * h * 2
+    assert r.profile_activation_bytes == pytest.approx(logits_step + T * h * 2, rel=1e-12)
+
+
+def test_vllm_v092_does_not_count_the_inputs_embeds_buffer():
+    """v0.9.2 memory_profiling (utils/__init__.py lines 2456-2480) subtracts weights, the peak's
+    increase over the pre-profile allocation and non-torch growth: the inputs_embeds buffer,
+    allocated before the weights, is in none of them; 0.7.1's absolute peak counts it."""
+    m = get_model("llama-3-8b")
+    g = get_gpu("h100-sxm")
+    a = engine_kv_budget(m, g, engine_id="vllm-v1", max_model_len=8192)
+    T, R, h, f, V = 8192, 1024, 4096, 14_336, 128_256
+    layer_peak = T * (3 * h + 3 * f) * 2
+    # the sampler's sort (38 B per logit) and the held hidden states (0.9.2 lines 2083, 2093,
+    # 2273-2283), no T x h buffer on top
+    sampler_step = R * V * 38 + (T + 2 * R) * h * 2
+    assert sampler_step > layer_peak
+    assert a.profile_activation_bytes == sampler_step
+    b = engine_kv_budget(m, g, engine_id="vllm-v1-0.7.1", max_model_len=8192)
+    assert b.profile_activation_bytes == T * V * 2 + T * h * 2 + T * h * 2
+
+
 def test_logged_capacities():
     """validation/serving_kv.csv: every start/refusal right; most capacities within 3%. Known
-    misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (about 0.8 GiB per GPU left
-    unexplained once the sampler's sort is counted) and the V1 0.7.1 row of PR #12569, whose
-    release ran no sampler in its profile pass, so the 0.9 profile prices it with a term that
-    version did not have."""
+    misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (about 0.7 GiB per GPU left
+    unexplained once the sampler's sort and the held hidden states are counted; the TP group's
+    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+10%: 0.6 GiB of
+    the memory outside torch that 0.7.1 counts whole has no H100 log)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
     assert s["start_matches"] == s["row_count"] == len(results) >= 6
     assert any(not r.measured_started for r in results)  # the refused starts are kept

@@ -87,9 +87,16 @@ def test_mlperf_server_latency_rows_read_and_priced(priced, base):
         assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
 
 
-def test_mlperf_fp4_and_unstated_lengths_are_skipped_with_why(priced):
+def test_mlperf_fp4_priced_and_unstated_lengths_skipped_with_why(priced):
     skipped = priced[1]
-    assert "fp4" in skipped["mlperf41-llama2-70b-offline-b200-x1"]
+    # B200 preview, Offline: Tokens per second 11,264.4, Samples per second 41.1075,
+    # samples_per_query 100,320 (its mlperf_log_summary.txt); NVFP4 (--precision fp4) prices it
+    row = _rows()["mlperf41-llama2-70b-offline-b200-x1"]
+    assert float(row["measured"]) == pytest.approx(11264.4)
+    assert int(row["osl"]) == round(11264.4 / 41.1075) and int(row["isl"]) == OPENORCA_ISL
+    assert (row["precision"], int(row["requests"])) == ("fp4", 100320)
+    r = priced[0]["mlperf41-llama2-70b-offline-b200-x1"]
+    assert r.precision == "fp4" and r.predicted > 0
     assert "not stated" in skipped["mlperf41-mixtral-8x7b-offline-h100-sxm-x8"]
     assert int(_rows()["mlperf41-mixtral-8x7b-offline-h100-sxm-x8"]["osl"]) == round(
         52415.9 / 359.173)

@@ -31,6 +31,21 @@ def test_kv_framework_json_is_the_engines_pool(capsys):
     assert s["max_tokens"] != d["max_tokens"] and s["engine"]["block_size"] == 1
 
 
+def test_kv_framework_v071_uses_the_engine_accounting(capsys):
+    """kv --framework vllm-v1-0.7.1 gives the pool engine_kv_budget computes for that profile:
+    the token budget picked by the H100's name (8192), the logits of every profiled token."""
+    from scalemodel.analytic.serving_memory import engine_kv_budget
+    from scalemodel.specs import get_gpu, get_model
+
+    d = _json(capsys, ["kv", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--framework",
+                       "vllm-v1-0.7.1", "--util", "0.98", "--context", "2k", "--json"])
+    e = engine_kv_budget(get_model("llama-3-8b"), get_gpu("h100-sxm"),
+                         engine_id="vllm-v1-0.7.1", util=0.98, max_model_len=2048)
+    assert d["engine"]["engine"] == "vllm-v1-0.7.1"
+    assert d["max_tokens"] == e.max_tokens == d["engine"]["max_tokens"]
+    assert d["engine"]["max_num_batched_tokens"] == 8192
+
+
 @pytest.mark.parametrize("argv, start", [
     (["kv", "--framework", "vllm-v9"], "scalemodel kv: error: --framework: unknown serving engine"),
     (["kv", "--framework", "megatron-core"], "scalemodel kv: error: --framework: 'megatron-core'"),

@@ -78,6 +78,7 @@ def test_disaggregated_pools(capsys):
     (["--model", "llama-3-405b", "--gpus", "1", "--precision", "bf16"], "fits"),
     (["--ttft-ms", "100"], "--rate"),
     (["--layout", "tp=3"], "tp"),
+    (["--gpu", "h100-sxm", "--precision", "fp4", "--requests", "50"], "fp4 tensor-core path"),
     (["--rate", "500", "--tpot-ms", "1", "--gpus", "2", "--requests", "100"], "closest"),
 ])
 def test_bad_input_one_line_exit_2(capsys, argv, needle):

@@ -21,3 +21,13 @@ def test_loss_adds_eight_bytes_per_logit_over_one_fp32_copy():
                           framework="torchtitan-2024-12")
     extra = titan.breakdown["activations"] - base.breakdown["activations"]
     assert abs(extra - 8 * 32768 * 128256) < 1.0
+
+
+def test_vocab_parallel_loss_under_tp():
+    # derivation (torch loss.py under loss_parallel(), as torchtitan 9dec370 runs it with TP):
+    # the backward's (zeros_like(x) + exp(x)) * grad_output beside the saved log_softmax
+    # output keeps 4 fp32 buffers per element of the rank's vocabulary shard
+    from scalemodel.analytic.memory import loss_logit_bytes
+    assert loss_logit_bytes("torchtitan-2024-12", 8)[:2] == (4 * 4, "torch-loss-parallel")
+    # a profile that does not give the vocab-parallel loss counts one fp32 copy
+    assert loss_logit_bytes("megatron-core", 8)[0] == 4.0

@@ -166,8 +166,10 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     mlp_k = (ks.swiglu if m.gated_mlp else 4) - 2 + lin
     if moe_layer:
         # per routed copy: the dispatched input (kept by the expert fc1), the expert MLP, and the
-        # expert output kept by the multiply with its routing weight (Megatron's unpermute)
-        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + 2 * h) + mlp_k * shared
+        # expert output kept by the multiply with its routing weight (the unpermute), or, where
+        # the weight is applied inside the activation, the weight itself (fp32)
+        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + _moe_weight_bytes(ks, h)) \
+            + mlp_k * shared
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
         split += mlp_k * m.ffn
@@ -182,7 +184,7 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     op = 2 * (q + v + o + m.ffn + (h if m.gated_mlp else 0))
     return ActCoeffs(rep=rep, split=split, kv=kv, scores=scores, full=2 * h, op=op, lse=lse,
                      overlap=keep_in * h,
-                     mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm, lin))
+                     mods=_module_drops(m, moe_layer, mlp_k, kv, n_norm, lin, ks))
 
 
 def _kept(lin: float, n16: int, n_linears: int) -> float:
@@ -211,8 +213,16 @@ def _norm_out_bytes(m: ModelSpec, moe_layer: bool, lin: float, shared: float) ->
     return _kept(lin, 0, n_in) + mlp_in
 
 
+def _moe_weight_bytes(ks: KernelSaves, h: int) -> float:
+    """Bytes per routed copy per token kept for the routing-weight multiply: the expert output
+    (2 B per element of h) where the unpermute applies the weight, the fp32 weight where the
+    expert activation does (Megatron-Core >= 0.13, weighted SwiGLU)."""
+    return 4.0 if ks.moe_probs_in_act else 2.0 * h
+
+
 def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm: int,
-                  lin: float = 2.0) -> tuple[tuple[float, float, float], ...]:
+                  lin: float = 2.0, ks: KernelSaves | None = None
+                  ) -> tuple[tuple[float, float, float], ...]:
     """Bytes per token each Megatron-Core selective module stops keeping (TransformerConfig
     .recompute_modules, core_v0.16): "mlp", "moe" and "shared_experts" checkpoint the whole
     submodule (its input is the norm output the layer keeps anyway, so the inside is dropped:
@@ -226,6 +236,7 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     dense layers drop nothing (transformer_layer.py: "mlp" only where the MLP is not an
     MoELayer)."""
     h = m.hidden
+    ks = ks or kernel_saves("fused", "unfused")
     shared = (m.shared_ffn or m.n_shared_experts * m.moe_ffn) if moe_layer else 0
     q, _, _, _ = _attention_widths(m)
     mla = bool(m.kv_lora_rank)
@@ -233,8 +244,8 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     return (
         zero,  # core_attn: c.scores and c.lse
         zero if moe_layer else (0.0, mlp_k * m.ffn, 0.0),
-        (4.0 * m.n_experts, m.top_k * ((lin + 2) * h + mlp_k * m.moe_ffn) + mlp_k * shared, 0.0)
-        if moe_layer else zero,
+        (4.0 * m.n_experts, m.top_k * (lin * h + _moe_weight_bytes(ks, h) + mlp_k * m.moe_ffn)
+         + mlp_k * shared, 0.0) if moe_layer else zero,
         # with fp8 Megatron-Core has fc2 keep its original 16-bit input (set_save_original_input)
         # so that this recompute frees it: what fc2's input cost is freed either way
         (0.0, lin * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
@@ -454,23 +465,36 @@ def with_kernels(sm: StaticModel, m: ModelSpec, saves: KernelSaves) -> StaticMod
     return replace(sm, dense=dense, moe=moe, saves=saves)
 
 
-def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1
-                       ) -> tuple[Any, list[Any]]:
+def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1,
+                       extra_warmup: Any = 0) -> tuple[Any, list[Any]]:
     """(the most model-chunk micro-batches pipeline rank ``rank`` holds, and for c = 1..max(vpp)
     what it still holds once c of its chunks have run a first backward), in chunks.
 
-    1F1B (vpp 1; torch Schedule1F1B, Megatron-Core's non-interleaved schedule): rank i runs
-    W = min(m, pp - i) forwards before its first backward; after each backward one more forward
-    while any is left. Interleaved (torch ScheduleInterleaved1F1B, Megatron-Core's interleaved
-    schedule; v chunks per rank): W = min(2 (pp - 1 - i) + (v - 1) pp, m v) warmup forwards, then
-    forward-backward pairs, so W + 1 in flight (at most m v); backwards walk the rank's chunks
-    last first, pp micro-batches per chunk, so chunk c (c = 1..v) has its first backward at the
-    ((c - 1) pp + 1)-th. ``microbatches`` None: as many as the schedule can use (no cap)."""
+    One rule for every framework, read from the schedules' source (they agree):
+
+    * 1F1B (vpp 1): Megatron-Core's forward_backward_pipelining_without_interleaving runs
+      num_warmup_microbatches = min(p - i - 1, m) forwards, then a forward before each
+      backward (schedules.py at d98e8a6, lines 2277-2278); torch's Schedule1F1B runs
+      min(m, p - i) warmup forwards then backward-forward pairs; DeepSpeed's TrainSchedule keeps
+      min(p - i, m) pipe buffers. So rank i holds W = min(m, p - i): p on the first stage, as
+      Korthikanti et al. 2022 (Sec. 4.2.3) state.
+    * Interleaved (v chunks per rank): Megatron-Core's get_pp_rank_microbatches sets
+      2 (p - 1 - i) + (v - 1) g warmup chunk forwards, g = microbatch_group_size_per_vp_stage
+      (default p), plus ``extra_warmup`` (one with overlap_moe_expert_parallel_comm, from
+      core_v0.14.0), capped at m v; torch's ScheduleInterleaved1F1B the same with g = its
+      micro-batches per round (p when m is a multiple of p). Then forward-backward pairs, so W + 1
+      in flight (at most m v). On the first stage that is v p + p - 1 chunks of L / (p v) layers:
+      the 1F1B stage's p micro-batches times 1 + (p - 1) / (p v), Korthikanti et al.'s factor.
+      Backwards walk the rank's chunks last first, p micro-batches per chunk, so chunk c
+      (c = 1..v) has its first backward at the ((c - 1) p + 1)-th.
+
+    ``microbatches`` None: as many as the schedule can use (no cap)."""
     rank, pp, v = (np.asarray(x, dtype=np.float64) for x in (rank, pp, vpp))
     m = np.asarray(np.inf if microbatches is None else microbatches, dtype=np.float64)
     inter = v > 1
     total = m * v  # chunk forwards of the step
-    warm = np.where(inter, np.minimum(2 * (pp - 1 - rank) + (v - 1) * pp, total),
+    extra = np.asarray(extra_warmup, dtype=np.float64)
+    warm = np.where(inter, np.minimum(2 * (pp - 1 - rank) + (v - 1) * pp + extra, total),
                     np.minimum(m, pp - rank))
     steady = total - warm  # forwards after the warmup, one per backward
     peak = np.where(inter, np.minimum(warm + 1, total), warm)
@@ -482,6 +506,16 @@ def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 
                         warm - np.maximum(k - steady, 0.0))
         after.append(np.where(c <= v, np.clip(held, 0.0, peak), 0.0))
     return peak, after
+
+
+def pp_extra_warmup(framework: str | None, ep_overlap: Any) -> tuple[Any, str]:
+    """(extra warmup chunk forwards of the interleaved schedule, its source): the profile's
+    ``pp_ep_overlap_warmup`` where the job overlaps the EP all-to-all (Megatron-Core: one, with
+    overlap_moe_expert_parallel_comm); 0 otherwise or where the profile has no such field."""
+    fw = get_framework(framework)
+    n = float(fw.get("pp_ep_overlap_warmup") or 0)
+    return (np.where(np.asarray(ep_overlap, dtype=bool), n, 0.0),
+            fw.sources.get("pp_ep_overlap_warmup", ""))
 
 
 def pp_fsdp_terms(framework: str | None) -> tuple[bool, float, str, str]:
@@ -525,6 +559,7 @@ def training_bytes(
     loss_bytes: Any = 4.0,
     pp_gathered: Any = False,
     pp_grad_accum_bytes: Any = 0.0,
+    pp_extra_warmup: Any = 0.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -550,9 +585,9 @@ def training_bytes(
     ``loss_bytes`` is what the loss holds per logit element at its peak, per layout
     (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default).
 
-    With the FSDP-under-PP terms on, micro-batches in flight follow the pipeline schedule's
-    warmup (:func:`pipeline_in_flight`); otherwise the earlier rule (p - i on stage i, times
-    1 + (p - 1) / (p v) when interleaved, one on the last stage).
+    Micro-batches in flight follow the pipeline schedule's warmup on each stage
+    (:func:`pipeline_in_flight`, one rule for every framework; ``pp_extra_warmup`` the chunk
+    forwards a framework adds to the interleaved warmup, :func:`pp_extra_warmup`).
     ``pp_gathered`` and ``pp_grad_accum_bytes`` are the FSDP-under-pipeline terms of a framework
     (:func:`pp_fsdp_terms`): with pp > 1 and ZeRO-3 a gathered stage keeps every parameter of the
     stage unsharded (``e_w`` bytes each) instead of two layers; with pp > 1 and ZeRO >= 2 each
@@ -596,8 +631,6 @@ def training_bytes(
     gathered = (pp > 1) & (zero >= 3) & np.asarray(pp_gathered, dtype=bool)
     accum = np.where((pp > 1) & (zero >= 2), np.asarray(pp_grad_accum_bytes, dtype=np.float64),
                      0.0)
-    # the schedule's exact warmup counts are read where the framework's FSDP-under-PP terms are
-    exact = np.asarray(pp_gathered, dtype=bool) | (np.asarray(pp_grad_accum_bytes) > 0)
 
     def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
@@ -648,16 +681,7 @@ def training_bytes(
         """(activations, accumulated gradients) of one stage at its peak: the schedule's most
         chunks in flight, or a moment after a chunk's first backward where the unsharded
         gradient accumulators of its chunks add to what is still in flight."""
-        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp)
-        # without the FSDP-under-PP terms the earlier in-flight rule is kept (1F1B counts
-        # agree; interleaved: p - i micro-batches x (1 + (p - 1) / (p v)), the last stage one)
-        legacy = np.where(rank >= pp - 1, 1.0, np.maximum(pp - rank, 1.0))
-        if microbatches is not None:
-            legacy = np.where(rank >= pp - 1, legacy,
-                              np.minimum(legacy, np.asarray(microbatches, dtype=np.float64)))
-        legacy = legacy * np.where((vpp > 1) & (rank < pp - 1),
-                                   1 + (pp - 1) / (pp * vpp), 1.0) * vpp
-        peak = np.where(exact, peak, legacy)
+        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp, pp_extra_warmup)
         best_n = peak + 0.0 * a_stage
         best_a = best_n / vpp * a_stage
         best_g = np.zeros_like(best_a)
@@ -728,23 +752,40 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
 
 
-LOSS_TP_NOTE = "with TP the loss runs vocab-parallel; one fp32 copy counted"
+def moe_saves(framework: str | None) -> dict[str, Any]:
+    """kernel_saves keywords of a framework's MoE layer: the profile's moe_probs_in_expert_act
+    (the routing weights applied inside the expert activation) with its source; absent: False."""
+    fw = get_framework(framework)
+    v = fw.get("moe_probs_in_expert_act")
+    return {"moe_probs_in_act": bool(v),
+            "moe_probs_source": fw.sources.get("moe_probs_in_expert_act", "") if v else ""}
+
+
+LOSS_TP_NOTE = ("with TP the loss runs vocab-parallel; the profile does not give its buffers: one "
+                "fp32 copy counted")
 
 
 def loss_logit_bytes(framework: str | None, tp: Any = 1) -> tuple[Any, str, str]:
     """(bytes per logit element the loss holds at its peak, its source, its note): the framework
-    profile's ``loss_logit_bytes`` (frameworks.toml) on a rank without TP, else 4 (one fp32
-    copy of the logits); with TP > 1 always 4 (the vocab-parallel loss is not read). ``tp`` may
-    be an array of layouts; the bytes then come back as an array."""
+    profile's ``loss_logit_bytes`` (frameworks.toml) on a rank without TP and
+    ``loss_logit_bytes_tp`` per element of a rank's vocabulary shard under TP (the
+    vocab-parallel loss); a field the profile does not set reads 4 (one fp32 copy of the
+    logits). ``tp`` may be an array of layouts; the bytes then come back as an array (source and
+    note of the TP field where any layout has tp > 1)."""
     fw = get_framework(framework)
-    v = fw.get("loss_logit_bytes")
-    base = 4.0 if v is None else float(v)
-    src = "" if v is None else fw.sources.get("loss_logit_bytes", "")
-    note = "" if v is None else fw.notes.get("loss_logit_bytes", "")
+
+    def field(k: str) -> tuple[float, str, str]:
+        v = fw.get(k)
+        if v is None:
+            return 4.0, "", LOSS_TP_NOTE if k.endswith("_tp") else ""
+        return float(v), fw.sources.get(k, ""), fw.notes.get(k, "")
+
+    base, tp_b = field("loss_logit_bytes"), field("loss_logit_bytes_tp")
     tp_a = np.asarray(tp, dtype=np.float64)
     if tp_a.ndim == 0:
-        return (4.0, "", LOSS_TP_NOTE) if tp_a > 1 else (base, src, note)
-    return np.where(tp_a > 1, 4.0, base), src, note
+        return tp_b if tp_a > 1 else base
+    _, src, note = tp_b if np.any(tp_a > 1) else base
+    return np.where(tp_a > 1, tp_b[0], base[0]), src, note
 
 
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
@@ -857,15 +898,18 @@ def memory_report(
     kernels: str = "fused",
     framework: str | None = None,
     precision: str = "bf16",
+    ep_overlap: bool = False,
 ) -> MemoryReport:
     """One layout's memory per GPU with its derivation. ``attention`` and ``kernels`` name the
     kernels whose saved tensors the activations count (specs/data/saved_tensors.toml; the
     defaults are Korthikanti et al.'s accounting: fused kernels, scores in HBM); ``framework``
     the profile whose memory reserve the usable memory leaves free (:func:`usable_memory`) and,
     with ``precision`` fp8, what its fp8 Linears keep of their inputs
-    (:func:`linear_input_bytes`)."""
+    (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
+    warmup a framework adds for it, :func:`pp_extra_warmup`)."""
     validate_layout(m, lay, seq_len, microbatches)
-    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)))
+    ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
+                      **moe_saves(framework))
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
@@ -885,13 +929,19 @@ def memory_report(
         nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
+    # the EP overlap's extra warmup chunk; a framework that refuses that overlap with full
+    # recompute runs such a layout without it (as the step model's EP term does)
+    ep_on = ep_overlap and m.is_moe and not (
+        lay.recompute == "full"
+        and get_framework(framework).get("ep_overlap_full_recompute") is False)
+    extra_w, extra_src = pp_extra_warmup(framework, ep_on)
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
-        pp_grad_accum_bytes=accum, **shape,
+        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, **shape,
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -982,7 +1032,8 @@ def memory_report(
     # activations
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
                               shape.get("mid_index", 1), seq_len, microbatches, framework,
-                              float(vec["chunks_in_flight"]), acc_share)
+                              float(vec["chunks_in_flight"]), acc_share,
+                              (float(extra_w), extra_src))
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -1013,7 +1064,13 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
     if ks.kv_repeat and m.n_kv_heads < m.n_heads and not m.kv_lora_rank:
         parts.append("K and V repeated to the query heads")
     if m.is_moe:
-        parts.append("per routed copy: input 2h, expert MLP, output 2h")
+        if ks.moe_probs_in_act:
+            src = ks.source_of("moe_probs_in_act")
+            parts.append("per routed copy: input 2h, expert MLP, its fp32 routing weight (applied "
+                         "inside the activation; the expert output is not kept)"
+                         + (f" [{cite(src)}]" if src else ""))
+        else:
+            parts.append("per routed copy: input 2h, expert MLP, output 2h")
     if ks.linear_input != 2:
         src = ks.source_of("linear_input")
         parts.append(f"fp8 Linears keep {ks.linear_input:g} B per element of their inputs "
@@ -1108,7 +1165,7 @@ def _activation_steps(
     d: Derivation, m: ModelSpec, sm: StaticModel, lay: TrainLayout, sp: bool, stage: str,
     check: float, n_stage: int | None = None, mid_index: int = 1,
     seq_len: int = 4096, microbatches: int | None = None, framework: str | None = None,
-    n_chunks: float = 1.0, acc_share: float = 0.0,
+    n_chunks: float = 1.0, acc_share: float = 0.0, extra_warmup: tuple[float, str] = (0.0, ""),
 ) -> float:
     src = m.source
     ks = sm.saves or kernel_saves("fused", "unfused")
@@ -1165,15 +1222,16 @@ def _activation_steps(
     rank = {"first": 0, "only": 0, "middle": mid_index, "last": lay.pp - 1}[stage]
     v = lay.vpp
     d.given("interleaved chunks per stage", "v", v, "1")
-    exact = bool(pp_fsdp_terms(framework)[0] or pp_fsdp_terms(framework)[1] > 0)
-    if not exact:
-        how = (f"stage i = {rank} holds p - i micro-batches (at most m; the last stage one)"
-               + (", x (1 + (p - 1) / (p v)) when interleaved" if v > 1 else ""))
-    elif v > 1:
-        how = (f"interleaved: min(2 (p - 1 - i) + (v - 1) p, m v) warmup chunk forwards, then "
-               f"forward-backward pairs (i = {rank})")
+    n_x, x_src = extra_warmup
+    if v > 1:
+        plus = f" + {n_x:g} (EP all-to-all overlap; {cite(x_src)})" if n_x else ""
+        how = (f"interleaved: min(2 (p - 1 - i) + (v - 1) p{plus}, m v) warmup chunk forwards, "
+               f"then forward-backward pairs (i = {rank}; Megatron-Core schedules.py "
+               "get_pp_rank_microbatches, torch ScheduleInterleaved1F1B)")
     else:
-        how = f"1F1B: min(m, p - i) forwards before the first backward (i = {rank})"
+        how = (f"1F1B: min(m, p - i) forwards before the first backward (i = {rank}; "
+               "Megatron-Core and torch Schedule1F1B; Korthikanti et al. 2022 Sec. 4.2.3: p on "
+               "the first stage)")
     if acc_share:
         how += ("; counted after the first backward of the chunks whose gradient accumulators "
                 "are held, where accumulators and activations peak together")
@@ -1255,7 +1313,8 @@ def find_min_gpus(
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     node = int(assumption("gpus_per_node").value)
     sm = static_model(m, kernel_saves(kernels, attention,
-                                      *linear_input_bytes(framework, _fp8(precision))))
+                                      *linear_input_bytes(framework, _fp8(precision)),
+                                      **moe_saves(framework)))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]

@@ -99,9 +99,19 @@ def engine_util(fw: Framework, tp: int) -> tuple[float, str]:
     return float(fw.get("util_default")), "util_default"
 
 
-def engine_token_budget(fw: Framework, total_bytes: float, max_model_len: int) -> tuple[int, str]:
-    """max_num_batched_tokens the engine picks when the user gives none, and why."""
+def engine_token_budget(fw: Framework, total_bytes: float, max_model_len: int,
+                        device_name: str = "") -> tuple[int, str]:
+    """max_num_batched_tokens the engine picks when the user gives none, and why.
+
+    ``device_name`` is the GPU's name (the engine reads torch's device name): a profile with
+    ``token_budget_by_device_name`` picks its budget by a substring of it first (vLLM V1
+    0.7.x: 8192 on "h100" / "h200", its default elsewhere)."""
     rule = fw.get("token_budget_rule") or "fixed"
+    by_name = fw.get("token_budget_by_device_name") or {}
+    low = device_name.lower()
+    for key, budget in by_name.items():
+        if key.lower() in low:
+            return int(budget), f"the engine's budget for a device named *{key}*"
     above = int(fw.get("chunked_prefill_above_len") or 0)
     if rule == "max_model_len_unless_chunked":
         if above and max_model_len > above:
@@ -192,7 +202,7 @@ def engine_kv_budget(
 
     budget_src = cite(fw.sources["token_budget_default"])
     if max_num_batched_tokens is None:
-        T, why = engine_token_budget(fw, M, mml)
+        T, why = engine_token_budget(fw, M, mml, gpu.name)
         d.given(f"max_num_batched_tokens ({why})", "T_b", T, "token", budget_src)
     else:
         T = int(max_num_batched_tokens)
@@ -273,9 +283,39 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
     d.given("bytes per logit in the sampling step", "e_l", v.get("logits_bytes_per_element", 4),
             "B", cite(fw.sources.get("logits_bytes_per_element", fw.source)),
             note=fw.notes.get("logits_bytes_per_element", ""))
-    d.calc("logits of the sampled rows", "A_s", "min(R, T_p) * V * e_l", "B")
-    return float(d.calc("activation peak of the profiling pass", "A", "max(A_l, A_s)", "B",
-                        check=max(a_layer, d["A_s"])))
+    src_rows = cite(fw.sources.get("profile_logits_rows", fw.source))
+    for key, sym, what in (("profile_held_hidden_tokens", "n_T", "every profiled token"),
+                           ("profile_held_hidden_rows", "n_R", "each logits row")):
+        if key in v:
+            d.given(f"hidden-state copies of {what} held while the logits exist", sym, v[key],
+                    "1", cite(fw.sources[key]), note=fw.notes.get(key, ""))
+        else:  # a profile that does not say holds none here
+            d.env[sym] = 0
+    if (v.get("profile_logits_rows") or "sampled") == "all_tokens":
+        d.given("rows whose logits the profiling pass computes (every profiled token)", "R_l", T,
+                "token", src_rows, note=fw.notes.get("profile_logits_rows", ""))
+        if v.get("profile_logits_all_gather") and tp > 1:
+            d.given("logits copies alive in the TP all-gather (shard, gathered, reshaped copy)",
+                    "g", 2 + 1 / tp, "1", cite(fw.sources["profile_logits_all_gather"]),
+                    note=fw.notes.get("profile_logits_all_gather", ""))
+        else:
+            d.given("logits copies alive (no gather at TP 1)", "g", 1, "1")
+    else:
+        d.calc("rows sampled by the profiling pass", "R_l", "min(R, T_p)", "token",
+               source=src_rows)
+        d.given("logits copies (e_l counts the sampling step's whole set)", "g", 1, "1")
+    d.calc("logits of those rows and the hidden states held with them", "A_s",
+           "R_l * g * V * e_l + (n_T * T_p + n_R * R_l) * h * e_a", "B")
+    a_peak = d.calc("peak of the profiling pass", "A_p", "max(A_l, A_s)", "B",
+                    check=max(a_layer, d["A_s"]))
+    if not v.get("inputs_embeds_in_peak"):
+        return float(d.calc("activation peak of the profiling pass", "A", "A_p", "B"))
+    d.calc("inputs_embeds buffer [max_num_batched_tokens, h] the model runner allocates "
+           "before the weights (in the torch peak, not in the weights figure)", "B_emb",
+           "T_b * h * e_a", "B", source=cite(fw.sources["inputs_embeds_in_peak"]),
+           note=fw.notes.get("inputs_embeds_in_peak", ""))
+    return float(d.calc("activation peak of the profiling pass, persistent input buffer "
+                        "included", "A", "A_p + B_emb", "B", check=a_peak + T * m.hidden * e_a))
 
 
 def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int, pp: int,

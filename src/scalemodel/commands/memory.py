@@ -202,7 +202,7 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
                       gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
                       grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,
                       attention=kern["attention"], kernels=kern["kernels"], framework=fw.id,
-                      precision=args.precision)
+                      precision=args.precision, ep_overlap=bool(kern.get("ep_overlap")))
     out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
            "global_batch": B, "microbatches": n_mb, **kern, "framework": fw}
     bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"

@@ -50,9 +50,10 @@ def register(sp: Any) -> None:
     s.add_argument("--layout", type=layout_type("plan serve", SERVE_KEYS), default=None,
                    metavar="tp=..,pp=..,ep=..,dp=..", help="fix any of tp, pp, ep (experts "
                    "over ep of the tp ranks), dp (replicas); the rest are searched")
-    s.add_argument("--precision", choices=["bf16", "fp8", "int4"], default=None,
-                   help="weights and GEMMs: bf16, fp8 (W8A8) or int4 (weight-only); default: "
-                   "all the GPU runs are searched")
+    s.add_argument("--precision", choices=["bf16", "fp8", "int4", "fp4"], default=None,
+                   help="weights and GEMMs: bf16, fp8 (W8A8), int4 (weight-only) or fp4 "
+                   "(NVFP4 W4A4, Blackwell); default: bf16, fp8 and int4, those the GPU runs, "
+                   "are searched")
     s.add_argument("--kv-dtype", default=None, help="KV-cache dtype (default: what the engine "
                    "uses for such a checkpoint, said in the output)")
     s.add_argument("--framework", default=None, metavar="ID",

@@ -46,7 +46,9 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "cp_merge_bytes", "cp_grad_bytes", "cp_kv_heads", "fp8_saved_input",
                     "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "fp8_scaling",
-                    "fp8_scaling_recipes", "optimizer_step_bytes", "fsdp_copy_bytes",
+                    "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
+                    "pp_grad_accum_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
+                    "moe_probs_in_expert_act", "optimizer_step_bytes", "fsdp_copy_bytes",
                     "fsdp_root_group")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 

@@ -79,6 +79,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
                         and 0 < v <= 2, "bytes per input element in (0, 2]"),
     "loss_logit_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                          and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
+    "loss_logit_bytes_tp": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                            and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "pp_reshard_after_forward": (lambda v: isinstance(v, bool), "true or false"),
     "optimizer_step_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                              and 0 < v <= 256,
@@ -91,6 +93,9 @@ FIELDS: dict[str, tuple[Any, str]] = {
                         "a table gather_out, reduce_in = bytes >= 0 per unsharded parameter"),
     "pp_grad_accum_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
                             "0, 2 or 4 (bytes per unsharded gradient element)"),
+    "moe_probs_in_expert_act": (lambda v: isinstance(v, bool), "true or false"),
+    "pp_ep_overlap_warmup": (lambda v: v in (0, 1) and not isinstance(v, bool),
+                             "0 or 1 (extra interleaved warmup chunk forwards)"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "nccl_comm_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),
     "allocator_slack": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1,
@@ -188,6 +193,15 @@ def _fraction_table(v: Any) -> bool:
         k.isdigit() and int(k) >= 1 and _num(0.0, 1.0)(x) and x > 0 for k, x in v.items())
 
 
+def _name_budget_table(v: Any) -> bool:
+    return isinstance(v, dict) and bool(v) and all(
+        isinstance(k, str) and k.strip() and _num(1, whole=True)(x) for k, x in v.items())
+
+
+# which rows the profiling pass computes logits for: "sampled" (one per dummy request,
+# min(max_num_seqs, tokens), then a sampling step) or "all_tokens" (every profiled token, no
+# sampler: vLLM V1 0.7.0-0.7.1)
+PROFILE_LOGITS_ROWS = ("sampled", "all_tokens")
 KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free_after_load",
             "static_fraction")
 # serving engines (kind = "serving"): how the engine sizes its KV pool and schedules; read by
@@ -207,6 +221,8 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                           "fixed or max_model_len_unless_chunked"),
     "small_gpu_bytes": (_num(0), "bytes >= 0 (0: no smaller budget)"),
     "small_gpu_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "token_budget_by_device_name": (_name_budget_table,
+                                    'a table of device-name substring ("h100", ...) = tokens'),
     "chunked_prefill_above_len": (_num(0, whole=True), "a whole number of tokens (0: never)"),
     "chunked_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
     "max_num_seqs_default": (_num(1, whole=True), "a whole number of sequences >= 1"),
@@ -215,6 +231,12 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "act_ffn_copies": (_num(0), "a number >= 0"),
     "act_expert_hidden_copies": (_num(0), "a number >= 0"),
     "logits_bytes_per_element": (_num(0), "bytes >= 0"),
+    # what the profiling pass holds while its logits exist (analytic/serving_memory.py)
+    "profile_logits_rows": (lambda v: v in PROFILE_LOGITS_ROWS, " | ".join(PROFILE_LOGITS_ROWS)),
+    "profile_logits_all_gather": (lambda v: isinstance(v, bool), "true or false"),
+    "profile_held_hidden_tokens": (_num(0), "a number >= 0"),
+    "profile_held_hidden_rows": (_num(0), "a number >= 0"),
+    "inputs_embeds_in_peak": (lambda v: isinstance(v, bool), "true or false"),
     "non_torch_bytes": (_num(0), "bytes >= 0"),
     "non_torch_tp_bytes": (_num(0), "bytes >= 0"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),

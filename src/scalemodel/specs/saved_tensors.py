@@ -35,6 +35,10 @@ class KernelSaves:
     # (2: the 16-bit input itself; 1: an fp8 copy, as Transformer Engine's fp8 Linears keep;
     # frameworks.toml fp8_saved_input, read for fp8 runs)
     linear_input: float = 2.0
+    # MoE: the routing weights applied inside the expert activation (Megatron-Core >= 0.13:
+    # weighted SwiGLU keeps the probs, 4 B per routed copy) instead of on the expert output in
+    # the unpermute (which then keeps that output, 2 B per element of h per routed copy)
+    moe_probs_in_act: bool = False
     kernels: str = "fused"
     attention: str = "flash"
     sources: tuple[tuple[str, str], ...] = ()  # (field, source key)
@@ -70,10 +74,13 @@ def _table(raw: dict[str, Any], section: str, key: str, fields: tuple[str, ...],
 
 @cache
 def kernel_saves(kernels: str = "fused", attention: str = "flash", linear_input: float = 2.0,
-                 linear_input_source: str = "") -> KernelSaves:
+                 linear_input_source: str = "", moe_probs_in_act: bool = False,
+                 moe_probs_source: str = "") -> KernelSaves:
     """The saved-tensor figures of a kernel mode (fused / eager) and attention kernel;
     ``linear_input`` the bytes per element a Linear keeps of its input (2, or a framework's
-    fp8_saved_input for an fp8 run, with its source)."""
+    fp8_saved_input for an fp8 run, with its source); ``moe_probs_in_act`` whether the MoE
+    routing weights are applied inside the expert activation (a framework's
+    moe_probs_in_expert_act, with its source)."""
     if not 0 < linear_input <= 2:
         raise BadInput(f"bytes a Linear keeps per input element must be in (0, 2], "
                        f"got {linear_input}")
@@ -84,9 +91,11 @@ def kernel_saves(kernels: str = "fused", attention: str = "flash", linear_input:
     srcs = {**ks, **as_, "dropout_mask": drop["mask_source"]}
     if linear_input_source:
         srcs["linear_input"] = linear_input_source
+    if moe_probs_source:
+        srcs["moe_probs_in_act"] = moe_probs_source
     notes = {**kn, **an, "dropout_mask": drop.get("mask_note", "")}
     return KernelSaves(**{k: float(v) if not isinstance(v, bool) else v
                           for k, v in {**kv, **av}.items()},
                        dropout_mask=float(drop["mask"]), linear_input=float(linear_input),
-                       kernels=kernels, attention=attention,
+                       moe_probs_in_act=bool(moe_probs_in_act), kernels=kernels, attention=attention,
                        sources=tuple(srcs.items()), notes=tuple(notes.items()))

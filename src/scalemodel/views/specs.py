@@ -145,6 +145,10 @@ def _engine_table(engines: list[Any]) -> Any:
         if f.get("small_gpu_bytes"):
             b += (f"; {f.get('small_gpu_token_budget'):,} under "
                   f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB")
+        by_name = f.get("token_budget_by_device_name") or {}
+        if by_name:
+            named = "; ".join(f"{t:,} on {k.upper()}" for k, t in by_name.items())
+            b = f"{named}; {b} on other GPUs"
         return b
 
     def sched(f: Any) -> str:

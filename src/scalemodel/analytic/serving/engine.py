@@ -42,8 +42,10 @@ class Engine:
     unchunked_budget_floor: str = "none"
 
     def default_kv_dtype(self, prec: Precision) -> str:
-        """The KV dtype this engine uses for a checkpoint of this precision."""
-        return self.fp8_checkpoint_kv if prec.name == "fp8" else prec.kv_dtype
+        """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
+        (fp4) checkpoint gets the engine's quantized-checkpoint KV (``fp8_checkpoint_kv``:
+        FP8 in TensorRT-LLM, the model's 16-bit dtype under vLLM's and SGLang's 'auto')."""
+        return self.fp8_checkpoint_kv if prec.name in ("fp8", "fp4") else prec.kv_dtype
 
     def attention_kind(self, gpu: GPUSpec) -> str:
         """The fused attention family (kernels.toml) the engine runs on this GPU: its profile's
@@ -98,7 +100,7 @@ def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Prec
     from ..params import count_params
 
     per_tok = 2 * m.n_layers * max(lay.tp, m.n_kv_heads) * m.head_dim * kv_bytes_per_elem
-    engine = count_params(m).total * prec.weight_bytes
+    engine = count_params(m).total * (prec.bench_weight_bytes or prec.weight_bytes)
     avail = gpu.hbm_bytes * lay.replica_gpus - engine
     reqs = avail * 0.95 / (per_tok * (isl + osl))
     if reqs < 1:
@@ -140,13 +142,17 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     from ...specs import dtype
     from ..serving_memory import engine_kv_budget, engine_token_budget
 
+    if prec.gemm_dtype not in gpu.flop_per_s:
+        raise BadInput(f"--precision {prec.name}: {gpu.id} has no {prec.gemm_dtype} tensor-core "
+                       f"path (its spec lists {', '.join(gpu.flop_per_s)})")
     mml = isl + osl if eng.batch_rule == "trtllm-bench" else m.max_context
     mml = max(mml, isl + osl)
     if eng.batch_rule == "trtllm-bench":
         bs, tok = trtllm_bench_limits(m, gpu, lay, prec, dtype(kv_dtype).bytes, isl, osl)
         why = "trtllm-bench build's tuning from the dataset's lengths"
     else:
-        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml)
+        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml,
+                                          gpu.name)
         bs, why = eng.max_num_seqs, f"the engine's defaults ({why_t})"
     chunked = eng.chunked_prefill or (
         int(eng.profile.get("chunked_prefill_above_len") or 0) and

@@ -61,9 +61,14 @@ class Precision:
     # how the engine's quantizer stores a 16-bit checkpoint at this precision (specs.quant
     # WeightQuant fields; empty: stored as it is)
     checkpoint: tuple[tuple[str, Any], ...] = ()
+    # bytes per parameter trtllm-bench's tuning estimate takes for this precision where it
+    # differs from weight_bytes (tuning.py BYTES_PER_ELEM); 0: weight_bytes
+    bench_weight_bytes: float = 0.0
 
 
-PRECISIONS = ("bf16", "fp8", "int4")
+PRECISIONS = ("bf16", "fp8", "int4", "fp4")
+# what a search tries when no --precision is given: fp4 (NVFP4 W4A4) only when asked
+SEARCHED_PRECISIONS = ("bf16", "fp8", "int4")
 
 
 def precision(name: str) -> Precision:
@@ -72,7 +77,8 @@ def precision(name: str) -> Precision:
         raise BadInput(f"--precision: {name!r} is not one of {', '.join(PRECISIONS)}")
     return Precision(name, float(t["weight_bytes"]), float(t["activation_bytes"]),
                      str(t["gemm_dtype"]), str(t["kv_dtype"]), str(t["source"]),
-                     tuple(sorted(dict(t.get("checkpoint", {})).items())))
+                     tuple(sorted(dict(t.get("checkpoint", {})).items())),
+                     float(t.get("bench_weight_bytes", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -353,6 +359,16 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
 
     eff_dec = float(attention_efficiency(gpu, 1.0, causal=False, kind=attention_kind,
                                          head_dim=ms.qk_dim / m.n_heads))
+    if not m.kv_lora_rank:
+        # GQA / MHA decode: one batched call over every sequence's cached KV (a grid of
+        # sequences x KV heads, each block scanning its sequence's keys), not a one-token call;
+        # its compute side takes the family's rate at a call of the model's context, not the
+        # length-1 extrapolation of a batch-1 prefill curve (on Blackwell that curve's short
+        # end, measured on a 512-token single-sequence grid, would price a decode step
+        # compute-bound at 0.7% of peak). MLA's compute-heavy decode keeps the length-1 rate.
+        eff_dec = max(eff_dec, float(attention_efficiency(
+            gpu, float(m.max_context), causal=False, kind=attention_kind,
+            head_dim=ms.qk_dim / m.n_heads)))
     mem_s = kv_layer / split * decode_kv_read_factor(m, lay.tp, decode_kv_reads) / hbm
     cmp_s = att_pair / (peak16 * eff_dec)
     per_ctx = m.n_layers * max(mem_s, cmp_s) / lay.pp

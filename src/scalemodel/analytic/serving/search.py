@@ -19,7 +19,14 @@ import numpy as np
 from ...errors import BadInput
 from ...specs import GPUSpec, ModelSpec
 from .engine import Engine, EngineSetup, setup
-from .iteration import PRECISIONS, IterationModel, Precision, ServeLayout, check_layout, precision
+from .iteration import (
+    SEARCHED_PRECISIONS,
+    IterationModel,
+    Precision,
+    ServeLayout,
+    check_layout,
+    precision,
+)
 from .service import ServeResult, _result, iteration_model
 from .streams import Stream, draw
 
@@ -262,7 +269,12 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
     if not lays:
         raise BadInput(f"--gpus {n_gpus}: no TP x PP x DP layout of {m.id} uses that many GPUs "
                        "(TP must divide the attention heads)")
-    precs = precs or [p for p in PRECISIONS if p != "fp8" or "fp8" in gpu.flop_per_s]
+    precs = precs or [p for p in SEARCHED_PRECISIONS if p != "fp8" or "fp8" in gpu.flop_per_s]
+    for pn in precs:  # an asked precision the GPU has no tensor-core path for: say so
+        dt = precision(pn).gemm_dtype
+        if dt not in gpu.flop_per_s:
+            raise BadInput(f"--precision {pn}: {gpu.id} has no {dt} tensor-core path (its "
+                           f"spec lists {', '.join(gpu.flop_per_s)})")
     batches: list[int | None] = [max_batch] if max_batch else [None, *BATCH_OPTIONS]
     kvs: list[str | None] = [kv_dtype] if kv_dtype else [None]
     rate = stream.rate_per_s if stream.kind == "rate" else None

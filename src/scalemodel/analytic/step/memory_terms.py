@@ -15,12 +15,15 @@ from ..memory import (
     communicators,
     linear_input_bytes,
     loss_logit_bytes,
+    moe_saves,
+    pp_extra_warmup,
     pp_fsdp_terms,
     training_bytes,
     usable_memory,
     with_kernels,
 )
 from .candidates import Candidates
+from .config import profile_value
 from .pipeline import StageTerms, dualpipe
 
 E_W = 2.0  # bf16 working weights and gradients (fp8 GEMMs cast on the fly)
@@ -46,15 +49,23 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     job = c.job
     opt = optimizer(job.optimizer_id)
     sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention,
-                                                 *linear_input_bytes(job.framework_id, c.fp8)))
+                                                 *linear_input_bytes(job.framework_id, c.fp8),
+                                                 **moe_saves(job.framework_id)))
     gathered, accum, _, _ = pp_fsdp_terms(job.framework_id)
+    # the interleaved warmup's extra chunk comes with the EP all-to-all overlap; a layout whose
+    # full recompute the framework refuses with that overlap runs without it (step/comm.py)
+    ep_on = np.asarray(bool(job.ep_overlap) and c.m.is_moe)
+    if not profile_value(job, "ep_overlap_full_recompute", True):
+        ep_on = ep_on & ~(np.asarray(c.full_share) > 0)
+    extra_w, _ = pp_extra_warmup(job.framework_id, ep_on)
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
-                         pp_gathered=gathered, pp_grad_accum_bytes=accum)
+                         pp_gathered=gathered, pp_grad_accum_bytes=accum,
+                         pp_extra_warmup=extra_w)
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
