@@ -60,9 +60,12 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     only; docs/memory.md "Micro-batches in flight"): the NeMo MoE rows now fit at the recompute
     their published configs ran (none for Qwen3 25.11, selective mla_up_proj+mlp for
     DeepSeek-V3 B200), so their step-time misses show whole: Qwen3-235B on 64 B200 +15.5% ->
-    +82.7%, Qwen3-30B on 16 H100 (the max) +161.8% -> +167.4%. Limits: the later values plus
-    about 2 points (the issue's target for runs not seen is 12% mean; these rows show how far it
-    is)."""
+    +82.7%, Qwen3-30B on 16 H100 (the max) +161.8% -> +167.4%; with torch's foreach AdamW,
+    gradient clipping, FSDP2's copies on the compute stream and FSDP2's root group priced for
+    torchtitan 2024-12, 23.2% -> 22.4% / 143% on main c3ad95e (the 8B FSDP rows 4-7 points lower;
+    docs/planner.md "torchtitan 2024-12: the optimizer step, FSDP2's copies and root group, the
+    attention backend"). Limits: the later values plus about 2 points (the issue's target for
+    runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 39
     s = summary(results)

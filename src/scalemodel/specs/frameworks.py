@@ -82,6 +82,15 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "loss_logit_bytes_tp": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                             and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "pp_reshard_after_forward": (lambda v: isinstance(v, bool), "true or false"),
+    "optimizer_step_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                             and 0 < v <= 256,
+                             "bytes per local parameter in (0, 256] (optimizer step and "
+                             "gradient clipping)"),
+    "fsdp_root_group": (lambda v: isinstance(v, bool), "true or false"),
+    "fsdp_copy_bytes": (lambda v: isinstance(v, dict) and set(v) == {"gather_out", "reduce_in"}
+                        and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                and x >= 0 for x in v.values()),
+                        "a table gather_out, reduce_in = bytes >= 0 per unsharded parameter"),
     "pp_grad_accum_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
                             "0, 2 or 4 (bytes per unsharded gradient element)"),
     "moe_probs_in_expert_act": (lambda v: isinstance(v, bool), "true or false"),

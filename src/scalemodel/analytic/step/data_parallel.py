@@ -58,12 +58,19 @@ class DPTerms:
 
 
 def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
-               st: StageTerms) -> tuple[Any, Any]:
+               st: StageTerms, root: Any = None) -> tuple[Any, Any]:
     """(raw, exposed) seconds. ZeRO 0: all-reduce in the last micro-batch's backward; 1-2:
     reduce-scatter there and the parameter all-gather in the first forward (ZeRO 2 shards the
     gradients, so it reduce-scatters in every micro-batch's backward); 3: gathers for forward
     and backward and a reduce-scatter every micro-batch. The last bucket and any excess over
-    the compute stay exposed."""
+    the compute stay exposed.
+
+    ``root``: the share of the dense parameters in FSDP2's root group where the profile says
+    the root is its own group (frameworks.toml fsdp_root_group; ZeRO-2 and -3 without PP, 0
+    elsewhere; None for other profiles):
+    that group is gathered first in each forward and reduce-scattered after the backward, so
+    its all-gather and its reduce-scatter are the exposed parts (none of its gather in the
+    backward: FSDP2 keeps the root gathered from forward to backward)."""
     zero, mb, fwd, bwd = c.zero, c.mb, st.fwd_mb, st.bwd_mb
     # a framework that does not overlap them (frameworks.toml dp_overlap, param_gather_overlap:
     # the 2021 Megatron-LM all-reduces after the backward) hides nothing behind that pass
@@ -80,6 +87,12 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     z3_raw = mb * (2 * ag + rs)
     z3_exp = mb * (np.maximum(ag * last_bucket, ag - fwd)
                    + np.maximum((ag + rs) * last_bucket, ag + rs - bwd))
+    if root is not None:
+        z3_exp = np.where(root > 0, mb * (np.maximum(ag * root, ag - fwd)
+                                          + np.maximum(rs * root, ag + rs - bwd)), z3_exp)
+        exp01 = np.where((root > 0) & (zero == 2),
+                         n_sync * np.maximum(grad_sync * root, grad_sync - bwd)
+                         + np.maximum(ag * root, ag - fwd), exp01)
     return np.where(zero >= 3, z3_raw, raw01), np.where(zero >= 3, z3_exp, exp01)
 
 
@@ -108,7 +121,13 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
           + collective_time("all_gather", loc.expert * E_W, egroup, r_edp, cl))
     last_bucket = np.minimum(1.0, float(ov["dp_bucket_bytes"])
                              / np.maximum(g_bytes + ge_bytes, 1.0))
-    raw, exposed = _sync_plan(c, rs, ag, last_bucket, st)
+    root = None
+    if profile_value(c.job, "fsdp_root_group", False):
+        pc = c.ms.sm.pc
+        root_p = (pc.embedding + (pc.lm_head or 0.0)) / tp + pc.final_norm
+        root = np.where(c.one & (c.zero >= 2),
+                        np.minimum(1.0, root_p / np.maximum(loc.dense, 1.0)), 0.0)
+    raw, exposed = _sync_plan(c, rs, ag, last_bucket, st, root)
     # (folded experts can be replicated over TP ranks even where dp x cp = 1)
     synced = (group > 1) | (egroup > 1)
     sent = (_bytes_sent(c, group, loc.dense, g_bytes)

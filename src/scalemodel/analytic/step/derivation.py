@@ -181,6 +181,14 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
                     else "")
                  + (_moe_memory_note(job, gpu.id) if m.is_moe else ""))
+    if float(np.max(v.fsdp_copy_s)) > 0:
+        fc = profile_value(job, "fsdp_copy_bytes")
+        d.given("  of which FSDP2's parameter copy-out and gradient copy-in on the compute "
+                "stream", "t_fsdp", v.fsdp_copy_s / mb, "s",
+                cite(_profile_source(job, "fsdp_copy_bytes")),
+                note=f"{fc['gather_out']:g} bytes per unsharded local parameter after each "
+                     f"all-gather, {fc['reduce_in']:g} before each reduce-scatter "
+                     "(frameworks.toml fsdp_copy_bytes)")
     if not job.grad_accum_fusion:
         d.given("  of which adding weight gradients into the fp32 main gradient (no "
                 "accumulation fusion)", "t_acc", v.grad_acc_s / mb, "s",
@@ -255,14 +263,38 @@ def pipeline_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  f"{profile_value(res.job, 'pp_p2p_overlap', 'none')})")
 
 
+def _profile_source(job: Any, key: str) -> str:
+    """The source key of a field of the job's framework profile ('' where none)."""
+    from ...errors import BadInput
+    from ...specs.frameworks import get_framework
+
+    try:
+        return str(get_framework(getattr(job, "framework_id", None)).sources.get(key, ""))
+    except BadInput:
+        return ""
+
+
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """DP traffic, the optimizer, the overlap slowdown, the step, throughput and MFU."""
     v, job, cl = row.values, res.job, res.cluster
+    root_note = ("; FSDP2's root group (embedding, final norm, output head) in place of the "
+                 "last bucket: gathered first in the forward, reduce-scattered after the backward "
+                 "(frameworks.toml fsdp_root_group)"
+                 if profile_value(job, "fsdp_root_group", False) and row.layout["pp"] == 1
+                 and row.layout["zero"] >= 2 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
-                 "the last bucket and any excess stay exposed")
-    d.given("optimizer step", "t_opt", v.optimizer_s, "s",
-            note="states read and written once at HBM speed")
+                 "the last bucket and any excess stay exposed" + root_note)
+    per_param = profile_value(job, "optimizer_step_bytes")
+    if per_param is None:
+        d.given("optimizer step", "t_opt", v.optimizer_s, "s",
+                note="states read and written once at HBM speed")
+    else:
+        d.given("optimizer step", "t_opt", v.optimizer_s, "s",
+                cite(_profile_source(job, "optimizer_step_bytes")),
+                note=f"{per_param:g} bytes per local parameter at HBM speed: the framework's "
+                     "optimizer kernels and gradient clipping (frameworks.toml "
+                     "optimizer_step_bytes)")
     ov = constants()["overlap"]
     d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
             cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])

@@ -26,7 +26,7 @@ from .config import TP_FWD_COLLECTIVES, constants, ep_dispatch, tp_bwd_collectiv
 from .data_parallel import DPTerms, dp_terms, local_params
 from .layers import dense_layer, mla_up_share, moe_layer
 from .memory_terms import memory_terms
-from .optimizer import grad_accum_time, optimizer_time
+from .optimizer import fsdp_copy_time, grad_accum_time, optimizer_time
 from .pipeline import (
     HeadTerms,
     PipelineComm,
@@ -157,7 +157,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
     dp = dp_terms(c, st, loc)
     t_opt = optimizer_time(c, mem, loc)
     t_acc = grad_accum_time(c, loc, st.t_slow)
-    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc)
+    t_copy = fsdp_copy_time(c, loc, st.t_slow)
+    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc + t_copy)
     share = tp_share(c, cm)
     model_flops, hw_flops = flops(c)
     tokens, n, step = float(job.tokens_per_step), float(cl.n_gpus), t.step
@@ -167,6 +168,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         attention_s=t.attention, nongemm_s=t.nongemm, tp_s=mb * t.slow["tp"],
         cp_s=mb * t.slow["cp"], ep_s=mb * t.slow["ep"], pp_s=pc.exposed, dp_s=dp.exposed,
         bubble_s=t.bubble, overlap_s=t.overlap, optimizer_s=t_opt, grad_acc_s=mb * t_acc,
+        fsdp_copy_s=mb * t_copy,
         tp_raw_s=mb * st.n_slow * share * (cm.tp_f + cm.tp_b + cm.tp_rc), pp_raw_s=pc.raw,
         dp_raw_s=dp.raw, t_slow_s=t.t_slow, fwd_mb_s=st.fwd_mb, w_mb_s=st.w_mb,
         bwd_mb_s=st.bwd_mb, slow_stage=st.which, n_first=st.n_first, n_mid=st.n_mid,

@@ -8,17 +8,24 @@ import numpy as np
 
 from ...specs import optimizer
 from .candidates import Candidates
-from .config import cast_bytes, constants
+from .config import cast_bytes, constants, profile_value
 from .data_parallel import LocalParams
 from .memory_terms import E_W, MemoryTerms
 
 
 def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     """Read and write the states, read the gradients, write the weights, once per step; fp8
-    training also casts (and transposes) the bf16 weights to fp8 once (Transformer Engine)."""
+    training also casts (and transposes) the bf16 weights to fp8 once (Transformer Engine).
+
+    A framework profile that counts its optimizer's kernels (frameworks.toml
+    ``optimizer_step_bytes``: torch's foreach AdamW and the gradient clipping in torchtitan
+    2024-12) moves that many bytes per local parameter instead of the one pass."""
     opt = optimizer(c.job.optimizer_id)
     p_opt = mem.optimizer / opt.bytes_per_param
-    t = p_opt * (2 * opt.bytes_per_param + 2 * E_W) / c.hbm
+    per_param = profile_value(c.job, "optimizer_step_bytes")
+    if per_param is None:
+        per_param = 2 * opt.bytes_per_param + 2 * E_W
+    t = p_opt * float(per_param) / c.hbm
     if c.fp8:
         t = t + loc.total * cast_bytes(c.fp8_scaling[0], weights=True)[0] / c.hbm
     return t
@@ -35,3 +42,24 @@ def grad_accum_time(c: Candidates, loc: LocalParams, like: Any) -> Any:
         return np.zeros_like(like)
     return np.where(c.zero >= 3, 0.0,
                     loc.total * float(constants()["nongemm"]["grad_accum_bytes"]) / c.hbm)
+
+
+def fsdp_copy_time(c: Candidates, loc: LocalParams, like: Any) -> Any:
+    """Seconds per micro-batch of FSDP2's copies on the compute stream (frameworks.toml
+    ``fsdp_copy_bytes``; 0 where the profile records none): the copy-out after every parameter
+    all-gather (``gather_out`` bytes per unsharded local parameter) and the copy-in before
+    every gradient reduce-scatter (``reduce_in``). ZeRO-3 gathers for the forward and again for
+    the backward and reduce-scatters once per micro-batch; ZeRO-2 (no reshard after forward)
+    gathers once per step and reduce-scatters every micro-batch; under pipeline stages that
+    keep their parameters gathered (``pp_reshard_after_forward`` false) both happen once per
+    step. Nothing without a sharded group (dp x cp = 1)."""
+    fc = profile_value(c.job, "fsdp_copy_bytes")
+    if not fc:
+        return np.zeros_like(like)
+    g, r = float(fc["gather_out"]), float(fc["reduce_in"])
+    mb = c.mb
+    pp_kept = (c.pp > 1) & (profile_value(c.job, "pp_reshard_after_forward") is False)
+    per_mb = np.where(pp_kept, (g + r) / mb,
+                      np.where(c.zero >= 3, 2 * g + r,
+                               np.where(c.zero == 2, g / mb + r, 0.0)))
+    return np.where(c.dp * c.cp > 1, loc.total * per_mb / c.hbm, 0.0) + 0.0 * like

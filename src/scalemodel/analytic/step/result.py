@@ -29,6 +29,7 @@ class StepTerms:
     overlap_s: Any  # compute slowdown beside hidden collectives
     optimizer_s: Any
     grad_acc_s: Any  # weight-gradient accumulation passes (no accumulation fusion)
+    fsdp_copy_s: Any  # FSDP2's parameter copy-out and gradient copy-in on the compute stream
     tp_raw_s: Any
     pp_raw_s: Any
     dp_raw_s: Any
