@@ -409,24 +409,30 @@ def in_switch(link_id: str) -> dict[str, Any] | None:
     return _consts()["in_switch"].get(link_id)
 
 
-def in_switch_size_share(nv: dict[str, Any] | None, S: Any, lat_s: Any) -> Any:
-    """Share of the plateau rate an in-switch reduction keeps at size ``S`` (collectives.toml
-    ``size_curve_*``, measured with nccl-tests): inside the measured sizes the rate is what the
-    measured time leaves after the call's latency, S / (t(S) - L), over the plateau rate
-    (``algbw_fraction`` x the measured link's line rate), never above 1; t(S) is read log-log
-    between the measured sizes. Outside the curve, or for an entry without one, 1."""
+def in_switch_size_curve(link_id: str) -> dict[str, Any] | None:
+    """The measured time-by-size curve of a link's in-switch reduction (collectives.toml
+    [in_switch_size_curve]), or None."""
+    return _consts().get("in_switch_size_curve", {}).get(link_id)
+
+
+def in_switch_size_share(link_id: str, S: Any, lat_s: Any) -> Any:
+    """Share of the plateau rate a link's in-switch reduction keeps at size ``S``: inside the
+    measured sizes the rate is what the measured time leaves after the call's latency,
+    S / (t(S) - L), over the plateau (``algbw_fraction`` x the link's line rate), never above
+    1; t(S) is read log-log between the measured sizes. Outside the curve, or for a link
+    without one, 1."""
     S = np.asarray(S, dtype=float)
-    if not nv or "size_curve_bytes" not in nv:
+    cv, nv = in_switch_size_curve(link_id), in_switch(link_id)
+    if not cv or not nv:
         return np.ones_like(S)
     from ..specs import get_link
 
-    xb = np.log(np.asarray(nv["size_curve_bytes"], dtype=float))
-    tb = np.log(np.asarray(nv["size_curve_time_us"], dtype=float) * 1e-6)
-    plateau = get_link(nv["size_curve_link"]).bytes_per_s_per_direction * nv["algbw_fraction"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lS = np.log(np.maximum(S, 1.0))
-        t = np.exp(np.interp(lS, xb, tb))
-        share = S / (np.maximum(t - lat_s, 1e-12) * plateau)
+    xb = np.log(np.asarray(cv["bytes"], dtype=float))
+    tb = np.log(np.asarray(cv["time_us"], dtype=float) * 1e-6)
+    plateau = get_link(link_id).bytes_per_s_per_direction * float(nv["algbw_fraction"])
+    lS = np.log(np.maximum(S, 1.0))
+    t = np.exp(np.interp(lS, xb, tb))
+    share = S / (np.maximum(t - lat_s, 1e-12) * plateau)
     inside = (lS >= xb[0]) & (lS <= xb[-1])
     return np.where(inside, np.minimum(share, 1.0), 1.0)
 
@@ -698,7 +704,7 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
     if alg in ("in-switch", "nvls-tree"):
         nv, sh = in_switch(fabric.intra.id), in_switch(fabric.inter.id) if fabric.inter else None
         env["a0"] = 0.0
-        env["q_s"] = in_switch_size_share(nv, S, env.get("L", 0.0))
+        env["q_s"] = in_switch_size_share(fabric.intra.id, S, env.get("L", 0.0))
         env["Bs"] = ((fabric.intra.bytes_per_s_per_direction * nv["algbw_fraction"] * env["q_s"])
                      if nv else np.nan)
         env["Bso"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu  # type: ignore[union-attr]
@@ -1258,11 +1264,11 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
             nv = in_switch(lk.id)
             d.given(f"{nv['mechanism']} algorithm bandwidth / line rate", "f_s",
                     nv["algbw_fraction"], "1", source=cite(nv["source"]), note=nv.get("note", ""))
-            if nv.get("size_curve_bytes"):
-                d.given(f"share of that rate {nv['mechanism'].split(' (')[0]} keeps at this size "
-                        f"(nccl-tests on {nv['size_curve_ranks']} ranks: S / (t - L) over the "
-                        "plateau, at most 1)", "q_s", float(env["q_s"]), "1",
-                        source=cite(nv["size_curve_source"]))
+            cv = in_switch_size_curve(lk.id)
+            if cv:
+                d.given(f"share of that rate at this size (nccl-tests on {cv['ranks']} ranks: "
+                        "S / (t - L) over the plateau, at most 1)", "q_s", float(env["q_s"]), "1",
+                        source=cite(cv["source"]), note=cv.get("note", ""))
                 d.calc("in-switch rate", "Bs", "Bline_i * f_s * q_s", "B/s",
                        check=float(env["Bs"]))
             else:
