@@ -15,7 +15,8 @@ Symbols (docs/comm.md, "Symbols"):
 ``Bi``      effective per-GPU rate inside a node (line rate x efficiency x protocol factor)
 ``Bo``      effective per-GPU rate across nodes (NIC line rate x NICs per GPU x efficiency
             x protocol factor / oversubscription slowdown)
-``Bs``      in-switch (NVLS) algorithm rate; ``Bso`` in-network (SHARP) algorithm rate
+``Bs``      in-switch (NVLS) algorithm rate (its plateau x ``q_s``, the share a measured size
+            curve keeps below the plateau); ``Bso`` in-network (SHARP) algorithm rate
 ``ai, ao``  per-step latency inside a node / across nodes; ``a0`` launch latency per call
 ``L``       NCCL's latency of one call (tuning model); ``g`` reduction seconds per byte
 ``k``       steps; ``W`` bytes sent by the busiest rank; ``Wi``/``Wo`` of them inside/across
@@ -408,6 +409,34 @@ def in_switch(link_id: str) -> dict[str, Any] | None:
     return _consts()["in_switch"].get(link_id)
 
 
+def in_switch_size_curve(link_id: str) -> dict[str, Any] | None:
+    """The measured time-by-size curve of a link's in-switch reduction (collectives.toml
+    [in_switch_size_curve]), or None."""
+    return _consts().get("in_switch_size_curve", {}).get(link_id)
+
+
+def in_switch_size_share(link_id: str, S: Any, lat_s: Any) -> Any:
+    """Share of the plateau rate a link's in-switch reduction keeps at size ``S``: inside the
+    measured sizes the rate is what the measured time leaves after the call's latency,
+    S / (t(S) - L), over the plateau (``algbw_fraction`` x the link's line rate), never above
+    1; t(S) is read log-log between the measured sizes. Outside the curve, or for a link
+    without one, 1."""
+    S = np.asarray(S, dtype=float)
+    cv, nv = in_switch_size_curve(link_id), in_switch(link_id)
+    if not cv or not nv:
+        return np.ones_like(S)
+    from ..specs import get_link
+
+    xb = np.log(np.asarray(cv["bytes"], dtype=float))
+    tb = np.log(np.asarray(cv["time_us"], dtype=float) * 1e-6)
+    plateau = get_link(link_id).bytes_per_s_per_direction * float(nv["algbw_fraction"])
+    lS = np.log(np.maximum(S, 1.0))
+    t = np.exp(np.interp(lS, xb, tb))
+    share = S / (np.maximum(t - lat_s, 1e-12) * plateau)
+    inside = (lS >= xb[0]) & (lS <= xb[-1])
+    return np.where(inside, np.minimum(share, 1.0), 1.0)
+
+
 def pcie_host_spec(host_id: str) -> dict[str, Any]:
     """A PCIe host layout of collectives.toml [pcie_hosts] (BadInput for an unknown id)."""
     hosts = _consts()["pcie_hosts"]
@@ -675,7 +704,9 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
     if alg in ("in-switch", "nvls-tree"):
         nv, sh = in_switch(fabric.intra.id), in_switch(fabric.inter.id) if fabric.inter else None
         env["a0"] = 0.0
-        env["Bs"] = (fabric.intra.bytes_per_s_per_direction * nv["algbw_fraction"]) if nv else np.nan
+        env["q_s"] = in_switch_size_share(fabric.intra.id, S, env.get("L", 0.0))
+        env["Bs"] = ((fabric.intra.bytes_per_s_per_direction * nv["algbw_fraction"] * env["q_s"])
+                     if nv else np.nan)
         env["Bso"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu  # type: ignore[union-attr]
                       * sh["algbw_fraction"]) if sh else np.nan
     return env
@@ -1233,7 +1264,15 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
             nv = in_switch(lk.id)
             d.given(f"{nv['mechanism']} algorithm bandwidth / line rate", "f_s",
                     nv["algbw_fraction"], "1", source=cite(nv["source"]), note=nv.get("note", ""))
-            d.calc("in-switch rate", "Bs", "Bline_i * f_s", "B/s")
+            cv = in_switch_size_curve(lk.id)
+            if cv:
+                d.given(f"share of that rate at this size (nccl-tests on {cv['ranks']} ranks: "
+                        "S / (t - L) over the plateau, at most 1)", "q_s", float(env["q_s"]), "1",
+                        source=cite(cv["source"]), note=cv.get("note", ""))
+                d.calc("in-switch rate", "Bs", "Bline_i * f_s * q_s", "B/s",
+                       check=float(env["Bs"]))
+            else:
+                d.calc("in-switch rate", "Bs", "Bline_i * f_s", "B/s")
         else:
             eff, src = efficiency(_link_kind(lk))
             d.given(f"efficiency of {lk.kind} links (Simple protocol)", "e_i", fabric.eff_intra,

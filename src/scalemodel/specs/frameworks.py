@@ -259,6 +259,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
     "overhead_s": (_num(0), "seconds >= 0"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
+    # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
+    # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"
+    # (the head's output is all-gathered so every TP rank holds and samples the full row)
+    "logits_gather": (lambda v: v in ("none", "all_gather"), "none or all_gather"),
     # the grouped expert-GEMM kernel the engine runs, by GPU architecture: a kernel the
     # kernels.toml [grouped_gemm] benchmark measured (its per-launch cost is charged per expert)
     "moe_gemm": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),

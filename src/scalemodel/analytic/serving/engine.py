@@ -36,6 +36,7 @@ class Engine:
     profile: Any  # specs.frameworks.Framework
     attention: dict[str, str] = field(default_factory=dict)  # GPU architecture -> kernel family
     decode_kv_reads: str = "kv_head"  # the decode kernel reads each KV head once or per query head
+    logits_gather: str = "none"  # "all_gather": every TP rank gathers and samples the full logits
     moe_gemm: dict[str, str] = field(default_factory=dict)  # GPU architecture -> grouped GEMM kernel
     # how an unchunked engine's token budget is raised to fit a whole prompt: "none" or
     # "max_isl_plus_batch" (trtllm-bench's PyTorch path)
@@ -78,7 +79,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor")
+            "unchunked_budget_floor", "logits_gather")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -89,6 +90,7 @@ def get_serving_engine(fid: str | None) -> Engine:
         sources={k: fw.sources[k] for k in keys if k in fw.sources},
         profile=fw, attention=dict(v.get("attention") or {}),
         decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"),
+        logits_gather=str(v.get("logits_gather") or "none"),
         moe_gemm=dict(v.get("moe_gemm") or {}),
         unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"))
 

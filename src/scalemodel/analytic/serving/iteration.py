@@ -23,8 +23,10 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   shared experts, and the permutation of the routed copies in HBM;
 * PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
-* per iteration: the output head and sampling for every sequence that emits a token, and the
-  engine's fixed per-iteration overhead (its profile).
+* per iteration: the output head and sampling for every sequence that emits a token (where the
+  engine all-gathers the vocabulary-parallel logits, as TensorRT-LLM's engines do, that gather
+  and sampling over the whole row on every rank), and the engine's fixed per-iteration overhead
+  (its profile).
 
 All GEMM, elementwise and collective terms are tabulated once per layout over every token count
 the engine's budget allows, so an iteration costs table look-ups plus the attention sums.
@@ -264,11 +266,13 @@ def decode_kv_read_factor(m: ModelSpec, tp: int, decode_kv_reads: str) -> float:
 def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, *,
           max_tokens: int, max_seqs: int, attention_kind: str, overhead_s: float,
           cluster: Any, decode_kv_reads: str = "kv_head",
-          moe_gemm_kernel: str | None = None) -> IterationModel:
+          moe_gemm_kernel: str | None = None, logits_gather: str = "none") -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
-    per-expert cost beyond its shape's price (step/gemm.py ``grouped_overhead``)."""
+    per-expert cost beyond its shape's price (step/gemm.py ``grouped_overhead``).
+    ``logits_gather`` "all_gather" (the engine's profile): the head's vocab / tp logits of every
+    sampling sequence are all-gathered in 16 bits and every TP rank samples the full row."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -350,7 +354,22 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     head_q = bool(dict(prec.checkpoint).get("quantize_head"))
     head, _ = _roofline(gpu, peak if head_q else peak16, dt if head_q else "bf16", hbm, S,
                         vocab / tp, h, e_w if head_q else 2.0, 2.0)
-    head = head + S * vocab / tp * float(serving_constants()["sampling"]["bytes_per_logit"]) / hbm
+    gathered = logits_gather == "all_gather" and lay.tp > 1
+    if logits_gather not in ("none", "all_gather"):
+        raise BadInput(f"logits_gather: {logits_gather!r} is not none or all_gather")
+    # sampling reads and writes each logit of the row a rank samples: its vocab / tp columns, or
+    # the whole row where the engine gathers the logits to every rank
+    row = vocab if gathered else vocab / tp
+    head = head + S * row * float(serving_constants()["sampling"]["bytes_per_logit"]) / hbm
+    if gathered:
+        # the gather of S x vocab 16-bit logits over the TP group (nccl-tests size convention:
+        # the gathered output), priced on a geometric grid of sequence counts like the
+        # all-reduces
+        sgrid = np.unique(np.round(np.geomspace(1, max(S.size - 1, 2), 32)))
+        ag = collective_time("all_gather", sgrid * vocab * 2.0, tp,
+                             ranks_per_node(1, lay.tp, cluster.nvlink_domain), cluster)
+        head = head + np.where(S > 0, np.interp(S, sgrid, np.asarray(ag) * np.ones_like(sgrid)),
+                               0.0)
     # decode attention: each decode token reads its sequence's KV on this rank
     kv_layer = model_kv_bytes_per_token(m, kv_dtype) / m.n_layers
     split = 1.0 if m.kv_lora_rank else float(min(lay.tp, max(m.n_kv_heads, 1)))

@@ -77,6 +77,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
     return build(m, gpu, lay, prec, kv_dtype, max_tokens=max(es.token_budget, es.max_batch),
                  max_seqs=es.max_batch, attention_kind=eng.attention_kind(gpu),
                  overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads,
+                 logits_gather=eng.logits_gather,
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu))
 
 
