@@ -44,6 +44,12 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "a2a_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "grad_reduce_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per reduced gradient)"),
     "dp_bucket_params": (lambda v: isinstance(v, int) and v > 0, "a whole number of parameters"),
+    # HBM bytes per local parameter of the optimizer step as the framework's optimizer runs it,
+    # per optimizer id (numerics.toml [optimizers]); an id not listed keeps the planner's one
+    # fused pass (analytic/step/optimizer.py)
+    "optimizer_step_bytes": (lambda v: isinstance(v, dict) and bool(v) and all(
+        isinstance(k, str) and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+        for k, x in v.items()), "a table of optimizer id = bytes per parameter > 0"),
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),

@@ -8,17 +8,22 @@ import numpy as np
 
 from ...specs import optimizer
 from .candidates import Candidates
-from .config import constants
+from .config import constants, profile_value
 from .data_parallel import LocalParams
 from .memory_terms import E_W, MemoryTerms
 
 
 def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     """Read and write the states, read the gradients, write the weights, once per step; fp8
-    training also casts (and transposes) the bf16 weights to fp8 once (Transformer Engine)."""
+    training also casts (and transposes) the bf16 weights to fp8 once (Transformer Engine).
+    A framework whose optimizer runs op by op (frameworks.toml optimizer_step_bytes for this
+    optimizer id: Composer's DecoupledAdamW, eight elementwise kernels per tensor) moves that
+    many bytes per parameter instead of the one fused pass."""
     opt = optimizer(c.job.optimizer_id)
     p_opt = mem.optimizer / opt.bytes_per_param
-    t = p_opt * (2 * opt.bytes_per_param + 2 * E_W) / c.hbm
+    per_param = (profile_value(c.job, "optimizer_step_bytes", None) or {}).get(c.job.optimizer_id)
+    step_bytes = 2 * opt.bytes_per_param + 2 * E_W if per_param is None else float(per_param)
+    t = p_opt * step_bytes / c.hbm
     if c.fp8:
         t = t + loc.total * float(constants()["nongemm"]["fp8_weight_cast_bytes"]) / c.hbm
     return t
