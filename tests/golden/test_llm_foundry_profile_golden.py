@@ -1,7 +1,8 @@
 """Golden checks of what the llm-foundry profile (frameworks.toml [profiles.llm-foundry]) makes the
 step model price for the MPT benchmark runs of 2023 (llm-foundry scripts/train/benchmarking,
-sweep table h100new.md at commit beb8dee, Composer 0.16.x, PyTorch FSDP1). Each expected value is
-derived by hand below from the framework source the profile cites.
+sweep table h100new.md at commit beb8dee, Composer 0.16.x, PyTorch 2.1 FSDP1). Each expected
+value is derived by hand below from the framework source the profile cites (Composer v0.16.3,
+torch 2.1.0's torch/distributed/fsdp).
 
 MPT-13B as the yaml (scripts/train/yamls/pretrain/mpt-13b.yaml at beb8dee) and the table give it:
 d_model 5120, 40 layers, expansion 4, vocab 50368, NumParams 12,853,954,560; 8 H100 SXM,
@@ -52,12 +53,28 @@ def test_composer_decoupled_adamw_runs_op_by_op():
     #   / sqrt(bias_corr2)      read 4, write 4   8
     #   .add_(eps)              read 4, write 4   8
     #   param.addcdiv_          read 12, write 4 16
-    # = 80 bytes per parameter, on the 1/8 shard each GPU owns, at the planner's memory-bound
-    # rate (H100 SXM 3.35 TB/s x planner.toml hbm_efficiency 0.8):
-    # 12.854e9 / 8 x 80 / 2.68e12 = 48.0 ms per step.
+    # = 80 bytes per parameter. PyTorch 2.1.0 FSDP1 adds, once per step on the same shard:
+    #   _cast_grad_to_param_dtype  bf16 -> fp32       read 2, write 4   6
+    #   clip_grad_norm_ vector_norm (gradient_clipping in every yaml)  read 4   4
+    #   clip_grad_norm_ grad.mul_(clip_coef_clamped)  read 4, write 4   8
+    # = 18 bytes. On the 1/8 shard each GPU owns, at the planner's memory-bound rate (H100 SXM
+    # 3.35 TB/s x planner.toml hbm_efficiency 0.8): 12.854e9 / 8 x 98 / 2.68e12 = 58.8 ms.
     v = _values("llm-foundry")
-    assert float(v.optimizer_s) == pytest.approx(NUM_PARAMS / 8 * 80 / (3.35e12 * 0.8), rel=2e-3)
-    # a framework without the field keeps one fused pass: read and write master, m and v
+    assert float(v.optimizer_s) == pytest.approx(NUM_PARAMS / 8 * 98 / (3.35e12 * 0.8), rel=2e-3)
+    # a framework without these fields keeps one fused pass: read and write master, m and v
     # (2 x 12 bytes) and 2 x 2 bytes of 16-bit weight / gradient traffic = 28 bytes
     base = _values("megatron-core")
-    assert float(v.optimizer_s) / float(base.optimizer_s) == pytest.approx(80 / 28, rel=1e-9)
+    assert float(v.optimizer_s) / float(base.optimizer_s) == pytest.approx(98 / 28, rel=1e-9)
+
+
+def test_fsdp1_passes_over_each_micro_batchs_unsharded_gradient():
+    # PyTorch 2.1.0 FSDP1 with use_orig_params (Composer's default): the parameters are
+    # torch.split views of the flat parameter, so SplitBackward concatenates their bf16
+    # gradients into the unsharded flat gradient (read 2, write 2), and _reduce_grad divides it
+    # in place by the pre-divide factor before the reduce-scatter (for 8 ranks
+    # _get_gradient_predivide_factor gives 4 > 1, so it runs: read 2, write 2). 8 bytes per
+    # unsharded parameter per micro-batch: 12.854e9 x 8 / 2.68e12 = 38.4 ms.
+    v = _values("llm-foundry")
+    assert float(v.grad_acc_s) == pytest.approx(NUM_PARAMS * 8 / (3.35e12 * 0.8), rel=2e-3)
+    # Megatron-Core accumulates in its fused wgrad GEMM: no such pass
+    assert float(_values("megatron-core").grad_acc_s) == 0.0

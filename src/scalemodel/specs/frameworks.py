@@ -50,6 +50,15 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "optimizer_step_bytes": (lambda v: isinstance(v, dict) and bool(v) and all(
         isinstance(k, str) and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
         for k, x in v.items()), "a table of optimizer id = bytes per parameter > 0"),
+    # HBM bytes the framework moves per local parameter outside the GEMMs and the optimizer:
+    # over each micro-batch's unsharded gradient (before the reduction), and over the sharded
+    # gradient once per step (analytic/step/optimizer.py)
+    "unsharded_grad_pass_bytes": (lambda v: isinstance(v, (int, float))
+                                  and not isinstance(v, bool) and v >= 0,
+                                  "bytes per parameter >= 0"),
+    "sharded_grad_pass_bytes": (lambda v: isinstance(v, (int, float))
+                                and not isinstance(v, bool) and v >= 0,
+                                "bytes per parameter >= 0"),
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),
