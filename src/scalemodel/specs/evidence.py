@@ -40,8 +40,10 @@ GPU_FIELDS = ("flop_per_s.bf16", "flop_per_s.fp8", "hbm_bytes", "hbm_bytes_per_s
 LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",
-                    "grad_reduce_bytes", "dp_bucket_params", "ep_dispatch", "moe_recipes",
-                    "tp_overlap", "dp_overlap", "param_gather_overlap", "sequence_parallel",
+                    "grad_reduce_bytes", "dp_bucket_params", "optimizer_step_bytes",
+                    "unsharded_grad_pass_bytes", "sharded_grad_pass_bytes", "ep_dispatch",
+                    "moe_recipes", "tp_overlap", "dp_overlap", "param_gather_overlap",
+                    "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_grad_bytes", "cp_kv_heads", "fp8_saved_input",
                     "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",

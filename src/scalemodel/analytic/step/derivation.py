@@ -154,6 +154,13 @@ def _moe_memory_note(job: Any, gpu_id: str) -> str:
                "(frameworks.toml moe_fp8_padding)" if pad else ""))
 
 
+def _profile_source(job: Any, key: str) -> str:
+    """The source key the job's framework profile gives for one of its fields."""
+    from ...specs.frameworks import get_framework
+
+    return get_framework(getattr(job, "framework_id", None)).sources.get(key, "")
+
+
 def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """Compute per micro-batch on the slowest stage: attention and memory-bound kernels."""
     v, lay, job, gpu, m = row.values, row.layout, res.job, res.cluster.gpu, res.job.model
@@ -194,6 +201,13 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 "accumulation fusion)", "t_acc", v.grad_acc_s / mb, "s",
                 cite(ng["grad_accum_source"]),
                 note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch")
+    pass_bytes = profile_value(job, "unsharded_grad_pass_bytes", 0)
+    if pass_bytes and job.grad_accum_fusion:
+        d.given("  of which the framework's passes over the unsharded gradient", "t_acc",
+                v.grad_acc_s / mb, "s",
+                cite(_profile_source(job, "unsharded_grad_pass_bytes")),
+                note=f"{pass_bytes:g} bytes per local parameter per micro-batch "
+                     "(frameworks.toml unsharded_grad_pass_bytes)")
 
 
 def _straggler_note(res: PlanResult, lay: dict) -> str:
@@ -285,16 +299,15 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
                  "the last bucket and any excess stay exposed" + root_note)
-    per_param = profile_value(job, "optimizer_step_bytes")
-    if per_param is None:
-        d.given("optimizer step", "t_opt", v.optimizer_s, "s",
-                note="states read and written once at HBM speed")
-    else:
-        d.given("optimizer step", "t_opt", v.optimizer_s, "s",
-                cite(_profile_source(job, "optimizer_step_bytes")),
-                note=f"{per_param:g} bytes per local parameter at HBM speed: the framework's "
-                     "optimizer kernels and gradient clipping (frameworks.toml "
-                     "optimizer_step_bytes)")
+    step_bytes = (profile_value(job, "optimizer_step_bytes", None) or {}).get(job.optimizer_id)
+    extra = profile_value(job, "sharded_grad_pass_bytes", 0)
+    src = cite(_profile_source(job, "optimizer_step_bytes")) if step_bytes is not None else ""
+    d.given("optimizer step", "t_opt", v.optimizer_s, "s", src,
+            note=("states read and written once at HBM speed" if step_bytes is None else
+                  f"{step_bytes:g} bytes per local parameter as the framework's optimizer runs "
+                  "it (frameworks.toml optimizer_step_bytes)")
+                 + (f"; plus {extra:g} bytes per sharded gradient element "
+                    "(frameworks.toml sharded_grad_pass_bytes)" if extra else ""))
     ov = constants()["overlap"]
     d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
             cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])

@@ -17,15 +17,18 @@ def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     """Read and write the states, read the gradients, write the weights, once per step; fp8
     training also casts (and transposes) the bf16 weights to fp8 once (Transformer Engine).
 
-    A framework profile that counts its optimizer's kernels (frameworks.toml
-    ``optimizer_step_bytes``: torch's foreach AdamW and the gradient clipping in torchtitan
-    2024-12) moves that many bytes per local parameter instead of the one pass."""
+    A framework whose optimizer runs op by op (frameworks.toml ``optimizer_step_bytes`` for this
+    optimizer id: Composer's DecoupledAdamW, eight elementwise kernels per tensor; torch's
+    foreach AdamW with the gradient clipping in torchtitan 2024-12) moves that many bytes per
+    local parameter instead of the one fused pass."""
     opt = optimizer(c.job.optimizer_id)
     p_opt = mem.optimizer / opt.bytes_per_param
-    per_param = profile_value(c.job, "optimizer_step_bytes")
-    if per_param is None:
-        per_param = 2 * opt.bytes_per_param + 2 * E_W
-    t = p_opt * float(per_param) / c.hbm
+    per_param = (profile_value(c.job, "optimizer_step_bytes", None) or {}).get(c.job.optimizer_id)
+    step_bytes = 2 * opt.bytes_per_param + 2 * E_W if per_param is None else float(per_param)
+    # passes over the sharded gradients once per step that the framework adds (FSDP1: the cast
+    # of the reduced shard to the fp32 parameter dtype, clip_grad_norm_'s norm and scale)
+    step_bytes = step_bytes + float(profile_value(c.job, "sharded_grad_pass_bytes", 0.0))
+    t = p_opt * step_bytes / c.hbm
     if c.fp8:
         t = t + loc.total * cast_bytes(c.fp8_scaling[0], weights=True)[0] / c.hbm
     return t
@@ -37,11 +40,15 @@ def grad_accum_time(c: Candidates, loc: LocalParams, like: Any) -> Any:
     Megatron's fused wgrad GEMM accumulates into the main gradient itself (0 s); without it every
     micro-batch adds each 16-bit weight gradient in a separate pass (planner.toml [nongemm]
     grad_accum_bytes per local parameter); ZeRO-3 reduce-scatters each micro-batch's gradients
-    instead, so it has no such pass."""
+    instead, so it has no such pass. A framework that passes over each micro-batch's unsharded
+    gradient before reducing it (frameworks.toml unsharded_grad_pass_bytes: PyTorch FSDP1's
+    concatenation of the parameter views' gradients into the flat gradient and its in-place
+    pre-division) adds that many bytes per local parameter."""
+    t_pass = loc.total * float(profile_value(c.job, "unsharded_grad_pass_bytes", 0.0)) / c.hbm
     if c.job.grad_accum_fusion:
-        return np.zeros_like(like)
+        return np.zeros_like(like) + t_pass
     return np.where(c.zero >= 3, 0.0,
-                    loc.total * float(constants()["nongemm"]["grad_accum_bytes"]) / c.hbm)
+                    loc.total * float(constants()["nongemm"]["grad_accum_bytes"]) / c.hbm) + t_pass
 
 
 def fsdp_copy_time(c: Candidates, loc: LocalParams, like: Any) -> Any:
