@@ -268,7 +268,15 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "unchunked_budget_floor": (lambda v: v in ("none", "max_isl_plus_batch"),
                                "none or max_isl_plus_batch"),
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
+    # host (CPU) time per iteration the GPU waits for, on top of the host loop below (the former
+    # single field: a profile that sets only it prices as before)
     "overhead_s": (_num(0), "seconds >= 0"),
+    # the engine's host loop per iteration (analytic/serving/iteration.py with_host): fixed
+    # seconds, seconds per sequence that emits a token, and whether the loop prepares the next
+    # iteration while the GPU runs this one (max(GPU, host)) or after it (GPU + host)
+    "host_s_per_iter": (_num(0), "seconds >= 0"),
+    "host_s_per_seq": (_num(0), "seconds >= 0"),
+    "host_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
     # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"
@@ -280,8 +288,9 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                  "a table of GPU architecture = a kernels.toml [grouped_gemm] kernel name"),
 }
 # what plan serve needs of a serving profile beyond its pool sizing
-SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv",
-                           "overhead_s")
+SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv")
+# the host loop's fields; a serving profile sets them, or overhead_s alone (summed host time)
+SERVING_HOST_FIELDS = ("host_s_per_iter", "host_s_per_seq", "host_overlap")
 # every serving profile must say how it sizes its pool
 SERVING_REQUIRED = ("kv_pool", "util_default", "profile_run", "token_budget_default",
                     "max_num_seqs_default", "block_size", "non_torch_bytes")

@@ -41,6 +41,11 @@ class Engine:
     # how an unchunked engine's token budget is raised to fit a whole prompt: "none" or
     # "max_isl_plus_batch" (trtllm-bench's PyTorch path)
     unchunked_budget_floor: str = "none"
+    # the host loop per iteration (iteration.py IterationModel.with_host): seconds per iteration
+    # and per sequence that emits a token, overlapped with the GPU's work (max) or not (sum)
+    host_s_per_iter: float = 0.0
+    host_s_per_seq: float = 0.0
+    host_overlap: bool = False
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
@@ -62,14 +67,23 @@ class Engine:
 
 def serving_engine_ids() -> list[str]:
     """The bundled profiles plan serve can run (kind = "serving" with the scheduling fields)."""
-    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, engine_ids, get_engine
+    from ...specs.frameworks import (
+        SERVING_ENGINE_REQUIRED,
+        SERVING_HOST_FIELDS,
+        engine_ids,
+        get_engine,
+    )
 
-    return [fid for fid in engine_ids()
-            if all(k in get_engine(fid).values for k in SERVING_ENGINE_REQUIRED)]
+    def runnable(v: dict[str, Any]) -> bool:
+        # the scheduling fields, and the host loop either as its fields or as overhead_s alone
+        return (all(k in v for k in SERVING_ENGINE_REQUIRED)
+                and any(k in v for k in (*SERVING_HOST_FIELDS, "overhead_s")))
+
+    return [fid for fid in engine_ids() if runnable(get_engine(fid).values)]
 
 
 def get_serving_engine(fid: str | None) -> Engine:
-    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, get_framework
+    from ...specs.frameworks import SERVING_ENGINE_REQUIRED, SERVING_HOST_FIELDS, get_framework
 
     fid = fid or DEFAULT_ENGINE
     ids = serving_engine_ids()
@@ -79,12 +93,12 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor", "logits_gather")
+            "unchunked_budget_floor", "logits_gather", *SERVING_HOST_FIELDS)
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
         kv_fraction=float(v["kv_fraction"]) if "kv_fraction" in v else None,
-        overhead_s=float(v["overhead_s"]), block_size=int(v["block_size"]),
+        overhead_s=float(v.get("overhead_s") or 0.0), block_size=int(v["block_size"]),
         max_num_seqs=int(v["max_num_seqs_default"]),
         fp8_checkpoint_kv=str(v["fp8_checkpoint_kv"]), scheduler=str(v.get("scheduler", "")),
         sources={k: fw.sources[k] for k in keys if k in fw.sources},
@@ -92,7 +106,10 @@ def get_serving_engine(fid: str | None) -> Engine:
         decode_kv_reads=str(v.get("decode_kv_reads") or "kv_head"),
         logits_gather=str(v.get("logits_gather") or "none"),
         moe_gemm=dict(v.get("moe_gemm") or {}),
-        unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"))
+        unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"),
+        host_s_per_iter=float(v.get("host_s_per_iter") or 0.0),
+        host_s_per_seq=float(v.get("host_s_per_seq") or 0.0),
+        host_overlap=bool(v.get("host_overlap", False)))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -25,8 +25,14 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
 * per iteration: the output head and sampling for every sequence that emits a token (where the
   engine all-gathers the vocabulary-parallel logits, as TensorRT-LLM's engines do, that gather
-  and sampling over the whole row on every rank), and the engine's fixed per-iteration overhead
-  (its profile).
+  and sampling over the whole row on every rank);
+* the engine's host (CPU) work per iteration (its profile): ``host_s_per_iter`` plus
+  ``host_s_per_seq`` per sequence that emits a token. An engine whose loop prepares iteration
+  n + 1 while the GPU runs n (``host_overlap``: TensorRT-LLM's PyTorch overlap scheduler,
+  SGLang's overlap scheduler) takes max(GPU, host) per iteration; a loop that waits for the GPU
+  before it does its host work takes their sum. ``overhead_s`` is host time the GPU always waits
+  for, added on top (the profiles' former single field, kept as that: a profile that sets only
+  it prices as before).
 
 All GEMM, elementwise and collective terms are tabulated once per layout over every token count
 the engine's budget allows, so an iteration costs table look-ups plus the attention sums.
@@ -183,24 +189,36 @@ class IterationModel:
     attention_kind: str
     head_dim: float
     peak16: float
-    overhead_s: float  # the engine's fixed cost per iteration
+    overhead_s: float  # host seconds per iteration the GPU always waits for (added)
     dec_bound: str  # "memory (KV read)" or "compute"
     eff_x: np.ndarray  # log2 lengths at which the prefill kernel's efficiency is tabulated
     eff_y: np.ndarray
+    # the engine's host loop (engine profile): seconds per iteration and per sequence that emits
+    # a token, and whether that host work overlaps the GPU's (max) or follows it (sum)
+    host_s_per_iter: float = 0.0
+    host_s_per_seq: float = 0.0
+    host_overlap: bool = False
+
+    def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
+        """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
+        sampling sequences, overlapped (max) or not (sum), plus ``overhead_s``."""
+        host = self.host_s_per_iter + self.host_s_per_seq * np.asarray(n_logits, dtype=np.float64)
+        t = np.maximum(gpu_s, host) if self.host_overlap else gpu_s + host
+        return t + self.overhead_s
 
     def stage_tokens(self, T: int) -> int:
         return -(-T // self.layout.pp)
 
     def dense_part(self, T: int, n_logits: int) -> float:
-        """Seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
-        collectives, head, overhead), the pp micro-batches included."""
+        """GPU seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
+        collectives, head), the pp micro-batches included; no host time (:meth:`with_host`)."""
         pp = self.layout.pp
         i = min(self.stage_tokens(T), self.tables.dense.size - 1)
         tb = self.tables
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
         j = min(-(-n_logits // pp), tb.head.size - 1)
-        return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s)
+        return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j])
 
     def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray) -> np.ndarray:
         """:meth:`dense_part` for arrays of token and logit counts."""
@@ -210,7 +228,7 @@ class IterationModel:
         j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
-        return pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j] + self.overhead_s
+        return pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j]
 
     def prefill_attention(self, chunks: np.ndarray, cached: np.ndarray) -> float:
         """All layers' attention seconds of prefill chunks (c tokens after p cached)."""
@@ -226,9 +244,11 @@ class IterationModel:
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
              cached: np.ndarray) -> float:
         """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
-        sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``."""
-        return (self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
-                + self.prefill_attention(chunks, cached))
+        sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``: the
+        GPU's seconds with the engine's host work (:meth:`with_host`)."""
+        gpu = (self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
+               + self.prefill_attention(chunks, cached))
+        return float(self.with_host(gpu, n_logits))
 
 
 def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
@@ -266,13 +286,16 @@ def decode_kv_read_factor(m: ModelSpec, tp: int, decode_kv_reads: str) -> float:
 def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, *,
           max_tokens: int, max_seqs: int, attention_kind: str, overhead_s: float,
           cluster: Any, decode_kv_reads: str = "kv_head",
-          moe_gemm_kernel: str | None = None, logits_gather: str = "none") -> IterationModel:
+          moe_gemm_kernel: str | None = None, logits_gather: str = "none",
+          host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
+          host_overlap: bool = False) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
     per-expert cost beyond its shape's price (step/gemm.py ``grouped_overhead``).
     ``logits_gather`` "all_gather" (the engine's profile): the head's vocab / tp logits of every
-    sampling sequence are all-gathered in 16 bits and every TP rank samples the full row."""
+    sampling sequence are all-gathered in 16 bits and every TP rank samples the full row. The
+    host fields are the engine's host loop (:meth:`IterationModel.with_host`)."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -402,7 +425,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         attn_flops_per_pair=att_pair, attention_kind=attention_kind,
         head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
-        eff_y=eff_y)
+        eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
+        host_overlap=bool(host_overlap))
 
 
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,

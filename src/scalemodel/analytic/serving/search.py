@@ -115,8 +115,10 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     pk /= pk.sum(axis=1, keepdims=True)
     n_d = np.minimum(rs * osl, B)[:, None]
     n_p = np.minimum(ks[None, :] * isl, np.maximum(budget - n_d, 0)) * (not decode_only)
-    t_k = it.dense_part_v(np.ceil(n_d + n_p), np.ceil(n_d + ks[None, :])) + n_p / isl * att1
-    t = (pk * t_k).sum(axis=1) + it.dec_s_per_ctx_token * n_d[:, 0] * (isl + osl / 2)
+    n_log = np.ceil(n_d + ks[None, :])
+    gpu_k = (it.dense_part_v(np.ceil(n_d + n_p), n_log) + n_p / isl * att1
+             + it.dec_s_per_ctx_token * n_d * (isl + osl / 2))
+    t = (pk * it.with_host(gpu_k, n_log)).sum(axis=1)  # the engine's host loop per iteration
     if rate_per_replica is None:
         r, tr = rs[-1], t[-1]
     else:

@@ -1,0 +1,131 @@
+"""The engine's host loop per iteration (analytic/serving/iteration.py ``with_host``; engine
+profiles' host_s_per_iter / host_s_per_seq / host_overlap in specs/data/frameworks.toml).
+
+Derivation (no model output is copied here). TensorRT-LLM's PyTorch executor of the v0.20 era
+(tensorrt_llm/_torch/pyexecutor/py_executor.py ``_executor_loop_overlap`` at commit 0082febc of
+the fork dominicshanshan/TensorRT-LLM) does, per pass: schedule batch n, launch its forward and
+an asynchronous sample, then process batch n - 1 on the host (wait for its sampler event, update
+the requests, send responses, free resources). In steady state the host's work H for one
+iteration runs while the GPU runs the other, so a pass takes max(G, H): the GPU waits only when
+H > G. A loop that waits for the GPU before its host work (vLLM V1 without --async-scheduling:
+EngineCore.step schedules, executes, applies the output in turn; TensorRT-LLM 0.5's
+gptSessionBenchmark with its shouldStopSync after every step) takes G + H.
+
+The stream below: 8 requests of 100 prompt tokens and 5 output tokens, all queued at once, a
+4096-token budget: iteration 1 prefills the 8 prompts together (each emits its first token),
+then 4 decode iterations of the 8 sequences, 5 iterations in all, each with 8 sequences
+sampling. Every iteration's GPU work is made exactly G = 1 s; the host takes
+H = 0.25 s + s_seq x 8.
+"""
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
+
+G = 1.0  # GPU seconds of every iteration
+H0 = 0.25  # host seconds per iteration
+N_SEQ = 8
+
+
+@pytest.fixture(scope="module")
+def gpu_one_second():
+    """A real iteration model whose every iteration costs exactly G on the GPU: all tables
+    zero but the memory-bound kernels', which hold G / n_layers per layer for any token count
+    (dense_part = n_layers x G / n_layers), no attention, no host time."""
+    from scalemodel.analytic.planner import make_cluster
+    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
+    from scalemodel.specs import get_gpu, get_model
+
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    it = build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
+               max_seqs=512, attention_kind="flash3", overhead_s=0.0,
+               cluster=make_cluster(g, 1))
+    tb = it.tables
+    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
+    z["nongemm"] = np.full_like(tb.nongemm, G / m.n_layers)
+    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
+                               attn_flops_per_pair=0.0)
+
+
+def run(it):
+    p = SchedulerPolicy(max_batch=1024, token_budget=4096, chunked_prefill=True, reserve="full",
+                        block_tokens=16, kv_blocks=10_000)
+    n = N_SEQ
+    return simulate(it, p, np.zeros(n), np.full(n, 100), np.full(n, 5))
+
+
+def test_gpu_alone_takes_one_second_per_iteration(gpu_one_second):
+    r = run(gpu_one_second)
+    assert r.makespan_s == pytest.approx(5 * G)
+
+
+def test_overlapped_host_shorter_than_gpu_is_hidden(gpu_one_second):
+    # H = 0.25 + 0.05 x 8 = 0.65 s < G: max(G, H) = 1 s per iteration, 5 s in all
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
+                             host_overlap=True)
+    r = run(it)
+    assert r.makespan_s == pytest.approx(5 * 1.0)
+    assert np.allclose(r.ttft_s, 1.0)
+
+
+def test_host_not_overlapped_adds(gpu_one_second):
+    # G + H = 1 + 0.65 = 1.65 s per iteration: first tokens at 1.65 s, done at 8.25 s
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
+                             host_overlap=False)
+    r = run(it)
+    assert np.allclose(r.ttft_s, 1.65)
+    assert r.makespan_s == pytest.approx(5 * 1.65)
+
+
+def test_overlapped_host_longer_than_gpu_sets_the_pace(gpu_one_second):
+    # s_seq = 0.2: H = 0.25 + 1.6 = 1.85 s > G: the GPU waits, 1.85 s per iteration
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.2,
+                             host_overlap=True)
+    r = run(it)
+    assert np.allclose(r.tpot_s, 1.85)
+    assert r.makespan_s == pytest.approx(5 * 1.85)
+
+
+def test_overhead_s_alone_prices_as_before(gpu_one_second):
+    # the former single field: host time the GPU always waits for, added (1 + 0.5 s)
+    it = dataclasses.replace(gpu_one_second, overhead_s=0.5)
+    assert run(it).makespan_s == pytest.approx(5 * 1.5)
+    # and on top of an overlapped loop: max(1, 0.65) + 0.5
+    it = dataclasses.replace(gpu_one_second, overhead_s=0.5, host_s_per_iter=H0,
+                             host_s_per_seq=0.05, host_overlap=True)
+    assert run(it).makespan_s == pytest.approx(5 * 1.5)
+
+
+def test_steady_state_search_takes_the_same_host_loop(gpu_one_second):
+    # the search's steady-state estimate (search.py _steady): decode only, a full batch of
+    # 64, no per-sequence host cost: every iteration max(G, H) with H = 1.5 s > G -> TPOT 1.5 s
+    from scalemodel.analytic.serving.search import _steady
+
+    es = SimpleNamespace(kv=SimpleNamespace(max_tokens=1e9), max_batch=64, token_budget=4096)
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=1.5, host_overlap=True)
+    tok_s, _, tpot = _steady(it, es, 100, 50, "full", None, decode_only=True)
+    assert tpot == pytest.approx(1.5)
+    assert tok_s == pytest.approx(64 / 1.5)
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=0.5, host_overlap=True)
+    assert _steady(it, es, 100, 50, "full", None, decode_only=True)[2] == pytest.approx(G)
+
+
+@pytest.mark.parametrize("fid,overlap,source", [
+    ("trtllm-0.20", True, "trtllm-020-py-executor-overlap"),
+    ("trtllm-1.0", True, "trtllm-overlap-scheduler-docs"),
+    ("sglang", True, "sglang-v04-overlap-scheduler"),
+    ("vllm-v1", False, "vllm-pr-19970-async-scheduling"),
+    ("trtllm-0.5", False, "trtllm-050-benchmarks"),
+])
+def test_engine_profiles_say_how_their_loop_overlaps(fid, overlap, source):
+    from scalemodel.analytic.serving.engine import get_serving_engine
+
+    e = get_serving_engine(fid)
+    assert e.host_overlap is overlap
+    assert e.sources["host_overlap"] == source
+    # no host time is priced without a measurement of it at the profile's version
+    assert e.host_s_per_iter == 0.0 and e.host_s_per_seq == 0.0 and e.overhead_s == 0.0
