@@ -48,7 +48,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "fp8_scaling",
                     "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
-                    "moe_probs_in_expert_act")
+                    "moe_probs_in_expert_act", "mtp_embedding_copy")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
