@@ -352,7 +352,8 @@ def zero_state_bytes(
 
 
 def chunk_partition(
-    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1
+    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1,
+    last_min: int = 1,
 ) -> tuple[int, ...]:
     """Layers per model chunk (pp x vpp of them, chunk j on stage j mod pp), contiguous, balanced
     in layer-equivalents.
@@ -365,7 +366,10 @@ def chunk_partition(
     split is made over the pp x vpp virtual stages (chunk j runs on stage j mod pp);
     :func:`stage_partition` sums each stage's chunks. Llama 3 405B: 126 layers on 16 stages
     gives the first and last stages 7 layers and the others 8, as Dubey et al. 2024
-    (Sec. 3.3.2) describe.
+    (Sec. 3.3.2) describe. Every chunk holds at least one decoder layer except the last when
+    ``last_min`` is 0: a model whose MTP modules (counted in ``last_extra``) sit there, as
+    Megatron-Bridge's DeepSeek-V3 layout 'Et|(tt|)*30mL' gives the last chunk the MTP layer and
+    the loss only (v0.1.0rc3 scripts/performance/run_script.py).
     """
     v = pp * vpp
     if v < 1 or n_layers < v:
@@ -375,7 +379,8 @@ def chunk_partition(
     extra[-1] += last_extra
     cap = math.ceil((n_layers + sum(extra)) / v)  # the load cannot be lower than the mean
     while True:
-        counts = [max(1, math.floor(cap - e + 1e-9)) for e in extra]
+        floors = [1] * (v - 1) + [last_min]
+        counts = [max(lo, math.floor(cap - e + 1e-9)) for lo, e in zip(floors, extra, strict=True)]
         if sum(counts) >= n_layers:
             break
         cap += 1
@@ -384,7 +389,7 @@ def chunk_partition(
     while surplus > 0:
         progressed = False
         for i in order:
-            if surplus and counts[i] > 1:
+            if surplus and counts[i] > floors[i]:
                 counts[i] -= 1
                 surplus -= 1
                 progressed = True
@@ -394,12 +399,13 @@ def chunk_partition(
 
 
 def stage_partition(
-    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1
+    n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1,
+    last_min: int = 1,
 ) -> tuple[int, ...]:
     """Layers per pipeline stage (first to last): :func:`chunk_partition` summed per stage."""
     per_stage = [0] * pp
     for j, c in enumerate(chunk_partition(n_layers, pp, first_extra=first_extra,
-                                          last_extra=last_extra, vpp=vpp)):
+                                          last_extra=last_extra, vpp=vpp, last_min=last_min)):
         per_stage[j % pp] += c
     return tuple(per_stage)
 
@@ -560,8 +566,18 @@ def training_bytes(
     pp_gathered: Any = False,
     pp_grad_accum_bytes: Any = 0.0,
     pp_extra_warmup: Any = 0.0,
+    mtp_layers: int = 0,
+    mtp_proj_params: float = 0.0,
+    mtp_embedding: Any = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
+
+    ``mtp_layers`` multi-token-prediction modules sit on the last stage (where pp > 1 its
+    ``n_last`` already counts their decoder layers; at pp = 1 they are added to the whole
+    model's): each adds ``mtp_proj_params`` (eh_proj, TP-split, and its norms), one more copy
+    of the output activations (its head input and logits) and, where ``mtp_embedding`` and
+    pp > 1, the word-embedding copy the MTP stage builds for itself (Megatron-Core GPTModel:
+    an embedding wherever pre_process or mtp_process).
 
     Stages hold ceil(L / pp) layers unless ``n_first`` / ``n_last`` (layers on the first and
     last stage) and ``n_mid`` (the most layers on a middle stage, the first such stage being
@@ -611,17 +627,22 @@ def training_bytes(
     # parameters on one GPU of the first and the last stage (dense part), and experts
     lay_d = sm.big_split / tp + sm.big_rep
 
+    mtp = float(mtp_layers)
+    mtp_p = mtp * (mtp_proj_params / tp)  # eh_proj column-parallel (its 3 norms: under 1e-5)
+
     def body(n: Any) -> Any:
-        return np.where(one, sm.sum_split / tp + sm.sum_rep, n * lay_d)
+        return np.where(one, sm.sum_split / tp + sm.sum_rep + mtp * lay_d, n * lay_d)
 
     head = pc.lm_head if pc.lm_head else pc.embedding
-    first_p = np.where(one, body(nf) + (pc.embedding + pc.lm_head) / tp + pc.final_norm,
+    first_p = np.where(one, body(nf) + (pc.embedding + pc.lm_head) / tp + pc.final_norm + mtp_p,
                        body(nf) + pc.embedding / tp)
-    last_p = np.where(one, first_p, body(nl) + head / tp + pc.final_norm)
+    emb_copy = np.where(np.asarray(mtp_embedding, dtype=bool) & (mtp > 0) & (pc.lm_head > 0),
+                        pc.embedding / tp, 0.0)
+    last_p = np.where(one, first_p, body(nl) + head / tp + pc.final_norm + mtp_p + emb_copy)
     mid_p = nm * lay_d
 
     def experts(n: Any) -> Any:
-        return np.where(one, sm.sum_exp, n * sm.big_exp) / (etp * ep)
+        return np.where(one, sm.sum_exp + mtp * sm.big_exp, n * sm.big_exp) / (etp * ep)
 
     exp_p = experts(nf)
 
@@ -654,10 +675,11 @@ def training_bytes(
             ws_ = np.maximum(ws_, act_working_set(sm.moe, *args, rc_mods))
             n_dense = L - sm.n_moe_layers
             a_big = np.maximum(a_dense, a_moe)
-            first = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe, nf * a_big)
+            first = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe + mtp * a_big,
+                             nf * a_big)
         else:
             a_big = a_dense
-            first = nf * a_dense
+            first = np.where(one, (L + mtp) * a_dense, nf * a_dense)
         return first, np.where(one, first, nl * a_big), nm * a_big, ws_
 
     stage_layers_act, last_layers_act, mid_layers_act, ws = layer_acts(rc)
@@ -674,8 +696,9 @@ def training_bytes(
         mid_layers_act = mix(mid_layers_act, m0, nm)
     vpp = np.asarray(vpp, dtype=np.float64)
     rep_div = np.where(sp, tp, 1)
-    out_act = (4 * s * b * sm.hidden / rep_div
-               + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab / tp)  # norm/head input + logits
+    out_act = (1 + mtp) * (4 * s * b * sm.hidden / rep_div
+                           + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab
+                           / tp)  # norm/head input + logits (the MTP modules' own too)
 
     def stage_peak(rank: Any, a_stage: Any, extra: Any, grads_acc: Any) -> tuple[Any, Any]:
         """(activations, accumulated gradients) of one stage at its peak: the schedule's most

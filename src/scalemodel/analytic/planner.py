@@ -59,14 +59,14 @@ from .step.config import (
 from .step.derivation import derive_row
 from .step.gemm import gemm_ceiling, gemm_efficiency, gemm_time
 from .step.pipeline import schedule_1f1b
-from .step.shapes import ModelShapes, model_flops_per_token, model_shapes
+from .step.shapes import ModelShapes, model_flops_per_token, model_shapes, split_extras
 
 # the step model's parts, read from here by the commands, the questions and the tests
 __all__ = ["ATTENTION_KINDS", "FUSED_ATTENTION", "KERNEL_MODES", "SCHEDULES", "STAGE_COLS",
            "TP_BWD_COLLECTIVES", "TP_FWD_COLLECTIVES", "ModelShapes", "StepTerms",
            "attention_core_time", "attention_curve", "attention_efficiency", "collective_time",
            "constants", "derive_row", "dispatch_copies", "evaluate", "gemm_ceiling",
-           "gemm_efficiency", "gemm_time", "model_flops_per_token", "model_shapes",
+           "gemm_efficiency", "gemm_time", "model_flops_per_token", "model_shapes", "split_extras",
            "ranks_per_node", "schedule_1f1b"]
 
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
@@ -658,10 +658,15 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     rows = [row_at(cols, res, int(i), st) for i in order]
     pareto = [row_at(cols, res, int(i), st) for i in front[:8]]
     b = rows[0].layout
-    extra = model_shapes(job.model).last_extra_layers
-    sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra)
+    extra = split_extras(job.model)
+    if extra["last_min"] == 0 and not st:  # the split the step model took for this layout
+        zero = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], **extra)
+        mtp = model_shapes(job.model).mtp
+        if b["pp"] == 1 or int(rows[0].values.n_last) != zero[-1] + mtp:
+            extra = {**extra, "last_min": 1}
+    sl = st or stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], **extra)
     chunks = (_chunks_of_stages(tuple(st), b["vpp"]) if st else
-              chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], last_extra=extra))
+              chunk_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], **extra))
     n_valid = int(cols["tp"].size)
     fp8 = ""
     if job.precision == "fp8":
@@ -776,9 +781,9 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         if x.stages is not None:
             check_stages(x.stages, x.pp, job.model)
     if any(x.stages is not None for x in lays):
-        last = model_shapes(job.model).last_extra_layers
+        last = split_extras(job.model)
         shapes = np.array([stage_shape(x.stages or stage_partition(
-            job.model.n_layers, x.pp, vpp=x.vpp, last_extra=last)) for x in lays], dtype=np.int64)
+            job.model.n_layers, x.pp, vpp=x.vpp, **last)) for x in lays], dtype=np.int64)
         for j, k in enumerate(STAGE_COLS):
             c[k] = shapes[:, j]
     return {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}

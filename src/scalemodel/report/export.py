@@ -300,8 +300,9 @@ def _megatron_pipeline(p: ExportPlan, flag: Any, dropped: list[str]) -> None:
         # m = a multi-token-prediction layer, L = the loss; '|' separates chunks (chunk j on
         # stage j mod pp, Megatron's order)
         mtp = "m" * getattr(p.model, "mtp_layers", 0)
-        parts = [("E" if j == 0 else "") + f"t*{c}" + ("," + mtp + "L" if j == len(chunks) - 1
-                                                      else "")
+        # (a last chunk may hold no decoder layer of its own beside its MTP layers: "mL")
+        parts = [("E" if j == 0 else "") + (f"t*{c}" if c else "")
+                 + (("," if c else "") + mtp + "L" if j == len(chunks) - 1 else "")
                  for j, c in enumerate(chunks)]
         flag("pipeline-model-parallel-layout", "|".join(parts))
     if p.vpp > 1 and p.microbatches % p.pp:

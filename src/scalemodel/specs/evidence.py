@@ -50,8 +50,8 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "fp8_scaling",
                     "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
-                    "moe_probs_in_expert_act", "optimizer_step_bytes", "fsdp_copy_bytes",
-                    "fsdp_root_group")
+                    "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
+                    "mtp_embedding_copy", "fp8_block_gemm")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
@@ -138,6 +138,15 @@ def _kernels_toml() -> list[tuple[str, str, str]]:
             out.append((name, f"tile {e['tile_m']}x{e['tile_n']}x{e['tile_k']}", e.get("source", "")))
     for arch, e in data.get("fp8_gemm", {}).items():
         out.append((f"kernels.toml [fp8_gemm.{arch}]", _kernel_value(e), e.get("source", "")))
+    from ..analytic.step.gemm import block_gemm_rates
+
+    for kern, t in data.get("fp8_block_gemm", {}).items():
+        for arch, e in t.items():
+            ks, rs = block_gemm_rates(kern, arch)
+            vals = ", ".join(f"K {k:g}: {r:.3f}" for k, r in zip(ks, rs, strict=True))
+            out.append((f"kernels.toml [fp8_block_gemm.{kern}.{arch}]",
+                        f"measured on {e.get('measured_on')}, rate by K {vals}",
+                        e.get("source", "")))
     for fam, t in data.get("attention", {}).items():
         for arch, e in t.items():
             if not isinstance(e, dict):

@@ -105,6 +105,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "pp_grad_accum_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
                             "0, 2 or 4 (bytes per unsharded gradient element)"),
     "moe_probs_in_expert_act": (lambda v: isinstance(v, bool), "true or false"),
+    "mtp_embedding_copy": (lambda v: isinstance(v, bool), "true or false"),
+    "fp8_block_gemm": (lambda v: v in ("deepgemm",), "deepgemm (kernels.toml fp8_block_gemm)"),
     "pp_ep_overlap_warmup": (lambda v: v in (0, 1) and not isinstance(v, bool),
                              "0 or 1 (extra interleaved warmup chunk forwards)"),
     "reserved_bytes": (lambda v: isinstance(v, (int, float)) and v >= 0, "bytes >= 0"),

@@ -103,6 +103,26 @@ class Candidates:
 
         return fp8_scaling_rate(self.gpu.arch, self.fp8_scaling[0])
 
+    @cached_property
+    def fp8_block_kernel(self) -> str:
+        """The framework's own block-scaled fp8 GEMM kernel (frameworks.toml fp8_block_gemm,
+        e.g. DeepGEMM for deepseek-hai-llm) where the run is fp8 with block scaling; ""
+        otherwise (Transformer Engine's cuBLASLt block GEMM, fp8_rate)."""
+        if not self.fp8 or self.fp8_scaling[0] != "blockwise":
+            return ""
+        from .config import profile_value
+
+        return str(profile_value(self.job, "fp8_block_gemm", "") or "")
+
+    def fp8_rate_at(self, K: Any) -> Any:
+        """The fp8 GEMMs' rate over the per-tensor kernel's at reduction length ``K``: the
+        framework's own block kernel's measured rate by K where it has one, else fp8_rate."""
+        if not self.fp8_block_kernel:
+            return self.fp8_rate
+        from .gemm import block_gemm_rate
+
+        return block_gemm_rate(self.fp8_block_kernel, self.gpu.arch, K)
+
     @property
     def one(self) -> np.ndarray:
         """Layouts without pipeline parallelism."""

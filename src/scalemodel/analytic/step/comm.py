@@ -365,12 +365,12 @@ def tp_chunks(c: Candidates, lc: LayerCompute, moe: bool) -> TPChunks:
     from .gemm import gemm_time
 
     ms, T, h, tp = c.ms, c.T, c.h, c.tp
-    p, e, dt, gpu, r = c.peak, c.e_mm, c.job.precision, c.gpu, c.fp8_rate
+    p, e, dt, gpu, r = c.peak, c.e_mm, c.job.precision, c.gpu, c.fp8_rate_at
     split = float(constants()["overlap"]["tp_pipeline_splits"])
     g = lc.tp_gemm_f
 
     def t(M: Any, N: Any, K: Any) -> Any:  # at the fp8 recipe's rate, as gemm3 prices g
-        return gemm_time(M, N, K, gpu, p, e, dtype_name=dt, rate=r)
+        return gemm_time(M, N, K, gpu, p, e, dtype_name=dt, rate=r(K))
 
     def ring(N: Any, K: Any) -> Any:  # tp launches of T / tp rows
         return tp * t(T / tp, N, K)

@@ -74,6 +74,19 @@ def _fp8_recipe_part(d: Derivation, job: Any, gpu: Any, scaling: str, rate: floa
                  "block scales add 4 B per 128 (blockwise) or 1 B per 32 (mxfp8) on each copy")
     d.given(f"HBM bytes per weight of the once-per-step {scaling} weight cast", "b_wcast", bw,
             "B", cite(bw_src))
+    from .config import profile_value
+
+    kern = profile_value(job, "fp8_block_gemm", "") if scaling == "blockwise" else ""
+    if kern:
+        from .gemm import block_gemm_rates
+
+        e = kernels()["fp8_block_gemm"][kern][gpu.arch]
+        ks, rs = block_gemm_rates(kern, gpu.arch)
+        d.note(f"block GEMMs: the framework's own {kern} kernel, measured on "
+               f"{e.get('measured_on', '?')} ({cite(e['source'])}): rate over the per-tensor fp8 "
+               "GEMM by reduction length K, interpolated in log K: "
+               + ", ".join(f"K {k:g} {r:.2f}" for k, r in zip(ks, rs, strict=True))
+               + " (k_scale below is Transformer Engine's, not used for these GEMMs).")
     if rate != 1.0:
         e = kernels()["fp8_gemm"][gpu.arch]
         d.given(f"{scaling} fp8 GEMM rate over the per-tensor fp8 GEMM on {gpu.arch} "

@@ -81,6 +81,42 @@ def fp8_scaling_rate(arch: str, scaling: str) -> float:
                    f"this architecture; fp8 recipes priced here: {', '.join(has)}")
 
 
+@cache
+def block_gemm_rates(kernel: str, arch: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(K values, rates) of a framework's own block-scaled fp8 GEMM kernel (kernels.toml
+    [fp8_block_gemm.<kernel>.<arch>]): at each measured shape with M >= 4096 rows (per group),
+    the measured TFLOP/s over the per-tensor fp8 GEMM model's burst TFLOP/s at that shape on
+    the measuring GPU (:func:`gemm_time` over the GPU's sustained fraction), averaged per K."""
+    from ...specs.kernels import FILE, kernels
+
+    fam = (kernels().get("fp8_block_gemm") or {}).get(kernel) or {}
+    e = fam.get(arch)
+    if not e:
+        raise BadInput(f"{FILE} [fp8_block_gemm.{kernel}.{arch or '(none)'}]: no measured "
+                       f"{kernel} fp8 GEMM on this architecture")
+    g = get_gpu(e["gpu"])
+    peak = g.peak_flop_per_s("fp8")
+    rows = [(1.0, *r) for r in e.get("dense", ())] + [tuple(r) for r in
+                                                      e.get("grouped_contiguous", ())]
+    by_k: dict[float, list[float]] = {}
+    for n_g, m, n, k, tf in rows:
+        if m < 4096:
+            continue
+        t = float(gemm_time(np.float64(m), np.float64(n), np.float64(k), g, peak, 1.0,
+                            np.float64(n_g), "fp8"))
+        model = n_g * 2.0 * m * n * k / t / g.sustained_fraction
+        by_k.setdefault(float(k), []).append(tf * 1e12 / model)
+    ks = tuple(sorted(by_k))
+    return ks, tuple(float(np.mean(by_k[k])) for k in ks)
+
+
+def block_gemm_rate(kernel: str, arch: str, K: Any) -> Any:
+    """A block-scaled kernel's rate over the per-tensor fp8 GEMM model at reduction length
+    ``K``: :func:`block_gemm_rates` interpolated in log K (held at the ends)."""
+    ks, rs = block_gemm_rates(kernel, arch)
+    return np.interp(np.log(np.maximum(np.asarray(K, dtype=np.float64), 1.0)), np.log(ks), rs)
+
+
 def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: float,
               batch: Any = 1.0, dtype_name: str = "bf16", rate: float = 1.0) -> Any:
     """Seconds for one (M x K) @ (K x N) GEMM, or one launch of ``batch`` of them: compute at the
@@ -115,10 +151,10 @@ def gemm_efficiency(M: Any, N: Any, K: Any, gpu: GPUSpec, dtype_name: str = "bf1
 def gemm3(c: Candidates, Mx: Any, Nx: Any, Kx: Any, batch: Any = 1.0) -> tuple[Any, Any]:
     """(forward, backward) seconds of one GEMM in the training precision: backward = dgrad
     (M x N @ N x K) + wgrad (K x M @ M x N); ``batch`` products per launch (batched GEMMs)."""
-    p, e, dt, r = c.peak, c.e_mm, c.job.precision, c.fp8_rate
-    fw = gemm_time(Mx, Nx, Kx, c.gpu, p, e, batch, dt, r)
-    bw = (gemm_time(Mx, Kx, Nx, c.gpu, p, e, batch, dt, r)
-          + gemm_time(Kx, Nx, Mx, c.gpu, p, e, batch, dt, r))
+    p, e, dt, r = c.peak, c.e_mm, c.job.precision, c.fp8_rate_at
+    fw = gemm_time(Mx, Nx, Kx, c.gpu, p, e, batch, dt, r(Kx))
+    bw = (gemm_time(Mx, Kx, Nx, c.gpu, p, e, batch, dt, r(Nx))
+          + gemm_time(Kx, Nx, Mx, c.gpu, p, e, batch, dt, r(Mx)))
     return fw, bw
 
 

@@ -65,7 +65,9 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,
-                         pp_extra_warmup=extra_w)
+                         pp_extra_warmup=extra_w, mtp_layers=c.ms.mtp,
+                         mtp_proj_params=c.ms.mtp_proj_params,
+                         mtp_embedding=bool(profile_value(job, "mtp_embedding_copy", False)))
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations

@@ -71,7 +71,7 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     slow = {**st.slow, "compute": st.slow["compute"] + t_acc}
     compute = mb * slow["compute"]
     has_head = one | (st.which == 2)
-    attn_s = mb * np.where(one, c.m.n_layers * Ld.attention, st.n_slow * Ld.attention)
+    attn_s = mb * np.where(one, c.ms.n_layers_run * Ld.attention, st.n_slow * Ld.attention)
     ng_s = mb * (on_slow_stage(c, st, Ld, Lm, "nongemm")
                  + np.where(has_head, head.loss_ng, 0.0) + t_acc)
     sigma = float(constants()["overlap"]["compute_slowdown"])
@@ -91,7 +91,7 @@ def tp_share(c: Candidates, cm: LayerComm) -> Any:
     ms = c.ms
     if not c.m.is_moe:
         return 1.0
-    return np.where(c.one, (ms.n_dense + ms.n_moe * cm.moe_tp_keep) / c.m.n_layers,
+    return np.where(c.one, (ms.n_dense + ms.n_moe * cm.moe_tp_keep) / ms.n_layers_run,
                     np.where(ms.n_moe > 0, cm.moe_tp_keep, 1.0))
 
 
@@ -102,13 +102,14 @@ def flops(c: Candidates) -> tuple[float, Any]:
     m, ms, rc = c.m, c.ms, c.rc
     tokens = float(c.job.tokens_per_step)
     fpt = model_flops_per_token(m, c.job.seq_len)
-    attn_fwd_tok = 2 * m.n_layers * c.S * (ms.qk_dim + ms.v_dim)
-    op_tok = 2 * m.n_layers * m.hidden * (m.kv_dim + ms.attn_out_k + ms.ffn)
+    L = ms.n_layers_run  # the MTP modules' layers run (and recompute) like the others
+    attn_fwd_tok = 2 * L * c.S * (ms.qk_dim + ms.v_dim)
+    op_tok = 2 * L * m.hidden * (m.kv_dim + ms.attn_out_k + ms.ffn)
     h, w = m.hidden, ms.up_k + 1  # matmuls per MLP: (gate,) up and down
     shared = 2 * h * w * ms.shared_ffn * ms.n_moe
     moe = (2 * h * w * ms.moe_ffn * m.top_k + 2 * h * (m.n_experts or 0)) * ms.n_moe + shared
     sel_tok = (c.recomputes("core_attn") * attn_fwd_tok
-               + c.recomputes("mla_up_proj") * 2 * m.n_layers * ms.attn_in_n * h
+               + c.recomputes("mla_up_proj") * 2 * L * ms.attn_in_n * h
                * (mla_up_share(c) if m.kv_lora_rank else 0.0)
                + c.recomputes("mlp") * 2 * h * w * ms.ffn * ms.n_dense
                + c.recomputes("moe") * moe + c.recomputes("shared_experts") * shared)

@@ -28,13 +28,19 @@ class HeadTerms:
 
 def head_terms(c: Candidates) -> HeadTerms:
     """Output-head GEMMs and the loss over the vocabulary: unfused fp32 passes over every logit
-    (planner.toml [nongemm])."""
+    (planner.toml [nongemm]). Each multi-token-prediction module (model.mtp_layers) passes its
+    hidden states through the shared head and a loss of its own once more, after its eh_proj
+    (2h -> h, column-parallel like Megatron-Core's MultiTokenPredictionLayer.eh_proj, an fp8
+    GEMM in fp8 training); its decoder layer is one more layer of the last stage (split)."""
     ng = constants()["nongemm"]
+    n = 1 + c.ms.mtp
     head_f, head_b = gemm3_of(c, "output_head", c.T, c.m.vocab / c.tp, c.h)
+    proj_f, proj_b = gemm3_of(c, "mtp_proj", c.T, c.h / c.tp, 2 * c.h)
     logits = c.T * c.m.vocab / c.tp
-    fw = head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / c.hbm
-    bw = head_b + logits * float(ng["loss_bwd_bytes_per_logit"]) / c.hbm
-    loss = logits * float(ng["loss_fwd_bytes_per_logit"] + ng["loss_bwd_bytes_per_logit"]) / c.hbm
+    fw = n * (head_f + logits * float(ng["loss_fwd_bytes_per_logit"]) / c.hbm) + c.ms.mtp * proj_f
+    bw = n * (head_b + logits * float(ng["loss_bwd_bytes_per_logit"]) / c.hbm) + c.ms.mtp * proj_b
+    loss = n * logits * float(ng["loss_fwd_bytes_per_logit"]
+                              + ng["loss_bwd_bytes_per_logit"]) / c.hbm
     return HeadTerms(fw, bw, loss)
 
 
@@ -59,18 +65,23 @@ class StageTerms:
         return self.t_slow - self.fwd_mb
 
 
-def split(c: Candidates) -> tuple[Any, Any, Any, Any]:
+def split(c: Candidates, last_min: int = 1) -> tuple[Any, Any, Any, Any]:
     """Layers on the first, middle and last stages and the middle stage's index (uneven split:
-    the output head counts as layers), or the split the layout fixes."""
+    the output head counts as layers), or the split the layout fixes. The last stage's count
+    includes the MTP modules' layers (Megatron-Bridge's DeepSeek-V3 layouts put them, "m", on
+    the last stage with the loss; DeepSeek-V3 report Sec. 3.2.3 with the output head), and
+    ``last_min`` 0 lets its last chunk hold them alone (memory.chunk_partition)."""
+    mtp = float(c.ms.mtp)
     if c.fixed_split is not None:
         nf, nm, mi, nl = c.fixed_split
-        return nf, nm, mi, nl
+        return nf, nm, mi, nl + mtp
     uniq, inv = unique_rows((c.pp, c.vpp))
     shape = np.array([stage_shape(stage_partition(c.m.n_layers, int(p), vpp=int(v),
-                                                  last_extra=c.ms.last_extra_layers))
+                                                  last_extra=c.ms.last_extra_layers,
+                                                  last_min=last_min))
                       for p, v in zip(*uniq, strict=True)], dtype=np.float64)
     nf, nm, mi, nl = (shape[inv, i] for i in range(4))
-    return nf, nm, mi, nl
+    return nf, nm, mi, nl + mtp
 
 
 def per_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, use_m: Any, n: Any,
@@ -84,9 +95,24 @@ def per_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, use_m: Any, n: Any,
 
 def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) -> StageTerms:
     """A pipeline stage is priced as n copies of its heavier layer kind, judged on the whole
-    per-layer time (so every part comes from the same kind); the slowest stage sets the pace."""
+    per-layer time (so every part comes from the same kind); the slowest stage sets the pace.
+    With MTP modules on the last stage, the planner's split is taken with and without a decoder
+    layer of its own in the last chunk (both are layouts Megatron-Bridge runs: 'Et|(tt|)*30mL'
+    at v0.1.0rc3 on H100, '...|tmL' in the v0.4.2 B200 preset), the faster per layout."""
+    a = _slowest(c, Ld, Lm, head, split(c, 1))
+    if not c.ms.mtp or c.fixed_split is not None:
+        return a
+    b = _slowest(c, Ld, Lm, head, split(c, 0))
+    take = b.t_slow < a.t_slow
+    return StageTerms(*(np.where(take, getattr(b, f), getattr(a, f)) if f != "slow"
+                        else {k: np.where(take, b.slow[k], a.slow[k]) for k in PARTS}
+                        for f in StageTerms.__dataclass_fields__))
+
+
+def _slowest(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
+             sp: tuple[Any, Any, Any, Any]) -> StageTerms:
     ms, one = c.ms, c.one
-    nf, nm, mi, nl = split(c)
+    nf, nm, mi, nl = sp
     use_m = (ms.n_moe > 0) & ((ms.n_dense == 0) | (Lm.total >= Ld.total))
     first = {k: per_stage(c, Ld, Lm, use_m, nf, k) for k in PARTS}
     last = {k: per_stage(c, Ld, Lm, use_m, nl, k) for k in PARTS}

@@ -22,10 +22,16 @@ class ModelShapes:
     ffn: int
     moe_ffn: int
     shared_ffn: int
-    n_moe: int
-    n_dense: int
+    n_moe: int  # MoE layers that run, the MTP modules' included
+    n_dense: int  # dense layers that run, the MTP modules' included
     matmul_params_per_token: float  # model-FLOP parameters: active, no embedding lookup
-    last_extra_layers: float  # output head + loss, in layers (for the stage split)
+    last_extra_layers: float  # output head + loss (and the MTP modules), in layers (stage split)
+    # multi-token prediction (DeepSeek-V3 Sec. 2.2; HF num_nextn_predict_layers): each module is
+    # one more decoder layer of the last layer's kind on the last stage, after two RMSNorms and
+    # a 2h -> h projection, with its own pass through the shared output head and loss
+    mtp: int = 0
+    mtp_proj_params: float = 0.0  # eh_proj (2h x h) and the three norms of one module
+    n_layers_run: int = 0  # decoder layers a token runs: n_layers + mtp
 
 
 def model_shapes(m: ModelSpec) -> ModelShapes:
@@ -46,17 +52,38 @@ def model_shapes(m: ModelSpec) -> ModelShapes:
     head_params = pc.lm_head or pc.embedding
     matmul = pc.active - pc.embedding - pc.lm_head + head_params
     per_layer_active = (pc.active - pc.embedding - pc.lm_head - pc.final_norm) / m.n_layers
+    mtp = int(m.mtp_layers or 0)
+    last_moe = m.layer_is_moe(m.n_layers - 1)
+    last = pc.layers[-1]
+    # one MTP module's matmul parameters a token uses: the layer (its top-k experts), eh_proj
+    # and the output head it passes through again (Megatron-Core MultiTokenPredictionLayer:
+    # enorm, hnorm, eh_proj, the layer, final_layernorm; the embedding and head shared)
+    proj = 2 * h * h + 3 * h
+    layer_active = last.active + (m.top_k * last.expert_one if last_moe else 0)
+    matmul += mtp * (layer_active + proj + head_params)
     return ModelShapes(
         sm=sm, attn_in_n=attn_in_n, attn_out_k=o_k, qk_dim=qk, v_dim=v, kv_dim=kv_send,
         up_k=2 if m.gated_mlp else 1, ffn=m.ffn, moe_ffn=m.moe_ffn, shared_ffn=shared,
-        n_moe=m.n_moe_layers, n_dense=m.n_layers - m.n_moe_layers,
+        n_moe=m.n_moe_layers + mtp * last_moe, n_dense=m.n_layers - m.n_moe_layers
+        + mtp * (not last_moe),
         matmul_params_per_token=float(matmul),
-        last_extra_layers=head_params / per_layer_active,
+        last_extra_layers=(head_params + mtp * (head_params + proj)) / per_layer_active + mtp,
+        mtp=mtp, mtp_proj_params=float(proj), n_layers_run=m.n_layers + mtp,
     )
 
 
 def model_flops_per_token(m: ModelSpec, seq_len: int) -> float:
     """Model FLOPs per token (PaLM, Appendix B): 6 N + 6 L s H (d_qk + d_v); N = matmul
-    parameters a token uses (no embedding lookup), attention counted without the causal half."""
+    parameters a token uses (no embedding lookup), attention counted without the causal half;
+    the MTP modules count as what they run (a layer, eh_proj and the output head each)."""
     ms = model_shapes(m)
-    return 6 * ms.matmul_params_per_token + 6 * m.n_layers * seq_len * (ms.qk_dim + ms.v_dim)
+    return (6 * ms.matmul_params_per_token
+            + 6 * ms.n_layers_run * seq_len * (ms.qk_dim + ms.v_dim))
+
+
+def split_extras(m: ModelSpec) -> dict[str, float | int]:
+    """Keywords of memory.stage_partition / chunk_partition for this model: the output head,
+    loss and MTP modules in layers on the last stage, and whether its last chunk may hold no
+    decoder layer of its own (it holds the MTP layers)."""
+    ms = model_shapes(m)
+    return {"last_extra": ms.last_extra_layers, "last_min": 0 if ms.mtp else 1}
