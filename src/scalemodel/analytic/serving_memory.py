@@ -174,6 +174,15 @@ def engine_kv_budget(
     fw = get_engine(engine_id)
     check_tp(m, tp, pp)
     v = fw.values
+    full_chunks = (v.get("chunked_attention_kv") == "full_context" and m.sliding_kind == "chunk"
+                   and m.n_sliding_layers > 0)
+    if full_chunks:
+        # the engine's KV manager sizes every layer for the whole sequence: the chunked layers
+        # keep all their tokens, as full-attention layers do
+        from dataclasses import replace
+
+        chunk, n_chunked = m.sliding_window, m.n_sliding_layers
+        m = replace(m, sliding_window=0, sliding_layers=())
     ew = dtype(weight_dtype, "--dtype")
     ekv = dtype(kv_dtype or weight_dtype, "--kv-dtype")
     mml = int(max_model_len or m.max_context)
@@ -190,6 +199,11 @@ def engine_kv_budget(
     pool = v["kv_pool"]
     d = Derivation(f"KV pool of {m.id} on {tp * pp} x {gpu.id} as {fw.name} {fw.version} "
                    f"sizes it")
+    if full_chunks:
+        why = fw.notes.get("chunked_attention_kv", "")
+        d.note(f"{fw.id} keeps the whole context's KV on the model's {n_chunked} chunked-"
+               f"attention layers (chunks of {chunk:,} tokens), as on its full-attention ones "
+               f"({cite(fw.sources['chunked_attention_kv'])})" + (f": {why}" if why else ""))
     d.note(f"{fw.id}: {fw.notes.get('kv_pool', pool)}")
     d.given(f"{gpu.name} memory the engine reads (cudaMemGetInfo total)", "M", M, "B", m_src)
     if util is None:
