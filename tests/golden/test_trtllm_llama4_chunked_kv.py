@@ -70,3 +70,15 @@ def test_a_sliding_window_model_is_left_alone():
     # the field speaks of chunked local attention only: a real sliding window keeps its bound
     m = replace(get_model(str(MAVERICK)), sliding_kind="window")
     assert _kv("trtllm-0.20", m).bytes_per_token == pytest.approx(WINDOW, rel=1e-9)
+
+
+def test_kv_report_prices_the_sequence_as_the_engine_keeps_it():
+    # kv --framework: the per-sequence line and the pool agree on the engine's view.
+    # Whole model: 2 * 48 * 8 * 128 * 1 B = 98,304 B per token; 22,000 tokens = 2.163 GB
+    from scalemodel.analytic.kv import kv_report
+
+    m = get_model(str(MAVERICK))
+    r = kv_report(m, gpu=get_gpu("h200"), context=22_000, tp=8, kv_dtype="fp8",
+                  weight_dtype="fp8", engine="trtllm-0.20")
+    assert r.kv_bytes_per_sequence == pytest.approx(98_304 * 22_000)
+    assert r.sliding_layers == 0
