@@ -136,6 +136,12 @@ def kv_report(
         raise BadInput(f"--batch must be a positive number of sequences, got {batch}")
     check_tp(m, tp, pp)
     warnings: list[str] = []
+    view_note = ""
+    if gpu is not None and reserve_bytes is None:
+        # the model as the engine's KV cache keeps it (chunked layers whole where it says so)
+        from .serving_memory import DEFAULT_ENGINE, engine_view
+
+        m, view_note = engine_view(m, engine or DEFAULT_ENGINE)
     if context > m.max_context:
         warnings.append(
             f"context {context:,} exceeds {m.id}'s max_position_embeddings {m.max_context:,}; "
@@ -147,6 +153,8 @@ def kv_report(
     d = Derivation(f"KV cache of {m.id}")
     for n in m.notes:
         d.note(f"{m.id}: {n}")
+    if view_note:
+        d.note(view_note)
     d.given("layers", "L", m.n_layers, "1", src)
     if m.attention == "mla":
         d.given("MLA latent rank (kv_lora_rank)", "r_kv", m.kv_lora_rank, "1", src)

@@ -149,6 +149,25 @@ def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int
                   "ignored modules in the unquantized dtype"))
 
 
+def engine_view(m: ModelSpec, engine_id: str | Framework) -> tuple[ModelSpec, str]:
+    """(the model as the engine's KV cache keeps it, a note saying what changed or ""). An
+    engine whose profile says ``chunked_attention_kv = "full_context"`` sizes every layer of a
+    model with chunked local attention (``sliding_kind == "chunk"``, Llama 4) for the whole
+    sequence: those layers keep all their tokens, as full-attention layers do. A sliding window
+    (``sliding_kind == "window"``) is left as it is."""
+    fw = get_engine(engine_id)
+    if not (fw.get("chunked_attention_kv") == "full_context" and m.sliding_kind == "chunk"
+            and m.n_sliding_layers > 0):
+        return m, ""
+    from dataclasses import replace
+
+    why = fw.notes.get("chunked_attention_kv", "")
+    note = (f"{fw.id} keeps the whole context's KV on the model's {m.n_sliding_layers} chunked-"
+            f"attention layers (chunks of {m.sliding_window:,} tokens), as on its full-attention "
+            f"ones ({cite(fw.sources['chunked_attention_kv'])})" + (f": {why}" if why else ""))
+    return replace(m, sliding_window=0, sliding_layers=()), note
+
+
 def engine_kv_budget(
     m: ModelSpec,
     gpu: GPUSpec,
@@ -174,6 +193,7 @@ def engine_kv_budget(
     fw = get_engine(engine_id)
     check_tp(m, tp, pp)
     v = fw.values
+    m, chunk_note = engine_view(m, fw)
     ew = dtype(weight_dtype, "--dtype")
     ekv = dtype(kv_dtype or weight_dtype, "--kv-dtype")
     mml = int(max_model_len or m.max_context)
@@ -190,6 +210,8 @@ def engine_kv_budget(
     pool = v["kv_pool"]
     d = Derivation(f"KV pool of {m.id} on {tp * pp} x {gpu.id} as {fw.name} {fw.version} "
                    f"sizes it")
+    if chunk_note:
+        d.note(chunk_note)
     d.note(f"{fw.id}: {fw.notes.get('kv_pool', pool)}")
     d.given(f"{gpu.name} memory the engine reads (cudaMemGetInfo total)", "M", M, "B", m_src)
     if util is None:
@@ -375,4 +397,5 @@ _UTIL_FLAG = {
 }
 
 
-__all__ = ["DEFAULT_ENGINE", "EngineKV", "engine_kv_budget", "engine_token_budget", "engine_util"]
+__all__ = ["DEFAULT_ENGINE", "EngineKV", "engine_kv_budget", "engine_token_budget", "engine_util",
+           "engine_view"]

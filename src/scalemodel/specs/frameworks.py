@@ -270,6 +270,11 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "unchunked_budget_floor": (lambda v: v in ("none", "max_isl_plus_batch"),
                                "none or max_isl_plus_batch"),
     "kv_fraction": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
+    # what the KV cache keeps on a model's chunked-local-attention layers (Llama 4): "window"
+    # (one chunk, as the model reader prices them) or "full_context" (the engine's KV manager
+    # sizes every layer for the whole sequence: analytic/serving_memory.py)
+    "chunked_attention_kv": (lambda v: v in ("window", "full_context"),
+                             "window or full_context"),
     # host (CPU) time per iteration the GPU waits for, on top of the host loop below (the former
     # single field: a profile that sets only it prices as before)
     "overhead_s": (_num(0), "seconds >= 0"),

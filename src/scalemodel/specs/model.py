@@ -77,6 +77,11 @@ class ModelSpec:
     # so their KV cache holds at most that many tokens
     sliding_window: int = 0
     sliding_layers: tuple[int, ...] = ()
+    # what bounds those layers: "window" (a sliding window: a token sees the last W tokens) or
+    # "chunk" (chunked local attention, Llama 4: a token sees its own W-token chunk's earlier
+    # tokens, priced as a window of W); an engine may run chunked layers over the whole context
+    # and keep their whole KV (a serving profile's chunked_attention_kv)
+    sliding_kind: str = "window"
     attn_softcap: float = 0.0  # tanh soft-capping of attention logits (Gemma 2), 0 = none
     final_softcap: float = 0.0  # tanh soft-capping of the output logits (Gemma 2/3), 0 = none
     quant: WeightQuant | None = None  # the checkpoint's quantization_config, priced per module
@@ -407,7 +412,7 @@ def _read_llama4_text(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
             if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
                 raise BadInput(f"{where}: attention_chunk_size must be a positive whole number or "
                                f"null, got {chunk!r}")
-            d.update(sliding_window=chunk, sliding_layers=chunked)
+            d.update(sliding_window=chunk, sliding_layers=chunked, sliding_kind="chunk")
             notes += (f"chunked local attention on {len(chunked)} layers (chunks of {chunk:,} "
                       "tokens): their KV is bounded by one chunk and they are priced as a sliding "
                       "window of that size (within a chunk a token attends to the chunk's earlier "
