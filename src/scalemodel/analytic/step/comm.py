@@ -252,7 +252,8 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
     * ring (Transformer Engine p2p): cp - 1 K/V transfers, each beside one attention call
       (:func:`_ring_exposed`); backward K, V and the travelling dK, dV;
     * all_gather (torchtitan's default rotate method, torch's context_parallel): every chunk's
-      K/V gathered while the local (diagonal) call runs; backward the gather again beside the
+      K/V gathered while the local (diagonal) call runs (with the profile's cp_gather_overlap
+      false, as Meta's Llama 3 stack: gathered before any attention call, all of it exposed); backward the gather again beside the
       diagonal call, and dK, dV passed to the next rank after every call (in the profile's
       cp_grad_bytes per element: torch accumulates them in fp32), each hidden behind the next
       call, the last exposed;
@@ -275,7 +276,11 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
         return kv_bytes, f, f, f, f, sent
     if mode == "all_gather":
         ag = collective_time("all_gather", kv_bytes * cp, cp, r_cp, c.cl)
-        f_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_f[0]), 0.0)
+        # the profile's cp_gather_overlap false: the forward gather completes before the local
+        # Q chunk's attention starts, nothing beside it (Dubey et al. 2024, Sec. 3.3.2: the
+        # all-gather latency sits on the critical path)
+        hide_f = a.blk_f[0] if profile_value(c.job, "cp_gather_overlap", True) else 0.0
+        f_exp = np.where(cp > 1, np.maximum(0.0, ag - hide_f), 0.0)
         # backward: the gather again beside the diagonal call; dK, dV travel the ring one step
         # per call (torch's dkv rotater is all-to-all, a permute to the next rank), each waited
         # for after the next call, the last one right after the loop (nothing beside it)

@@ -245,7 +245,12 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     d.given("exposed TP/SP collectives per micro-batch", "t_tp", v.tp_s / mb, "s",
             note="4 forward + 6 backward all-gather/reduce-scatter of s b h per layer, priced by "
                  "the collectives engine (NCCL-like choice)")
-    d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v.cp_s / mb, "s")
+    cp_mode = profile_value(res.job, "cp_exchange", "ring")
+    cp_hid = ("; the all-gather exposed in full, nothing beside it (cp_gather_overlap false)"
+              if cp_mode == "all_gather"
+              and not profile_value(res.job, "cp_gather_overlap", True) else "")
+    d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v.cp_s / mb, "s",
+            note=f"the profile's K/V exchange (frameworks.toml cp_exchange: {cp_mode}){cp_hid}")
     if m.is_moe:
         folded = lay["etp"] != lay["tp"]
         d.given("MoE all-to-all per micro-batch", "t_ep", v.ep_s / mb, "s",
