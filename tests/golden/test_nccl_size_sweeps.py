@@ -49,8 +49,8 @@ def test_rows_name_a_file_at_a_commit():
 def test_the_a100_sweep_reads_off_its_busbw_column():
     """The A100 log prints time, algbw and busbw; the rows keep the time. Its busbw column is
     S / t x 2 (n - 1) / n (to the rounding of the printed time): 16 MiB in 276.6 us is 60.66 GB/s
-    algbw, 106.2 GB/s busbw (printed
-    60.66 and 106.16); 16 GiB in 127,997 us is 234.9 GB/s busbw (printed 234.89)."""
+    algbw, 106.2 GB/s busbw (printed 60.66 and 106.16); 16 GiB in 127,997 us is 234.9 GB/s busbw
+    (printed 234.89)."""
     by = {int(r["bytes"]): float(r["measured"]) for r in ROWS if r["id"].startswith("a100-8-sweep")}
     assert 16_777_216 / (by[16_777_216] * 1e-6) / 1e9 == pytest.approx(60.66, abs=0.02)
     assert 16_777_216 / (by[16_777_216] * 1e-6) * 1.75 / 1e9 == pytest.approx(106.16, abs=0.05)
