@@ -67,3 +67,18 @@ def test_comm_validate_reads_the_sweep_file(capsys):
     row = next(r for r in d["rows"] if r["id"] == "a100-8-sweep-16gib")
     assert row["metric"] == "time_us" and row["measured"] == 127997.0
     assert row["error"] == pytest.approx(row["predicted"] / 127997.0 - 1)
+
+
+def test_the_b200_nvls_fraction_from_its_8_gib_plateau():
+    """collectives.toml [in_switch.nvlink5] algbw_fraction, from stas00/ml-engineering
+    network/README.md at 744d01e1 (SHARP section): nccl-tests all-reduce at 8 GiB on one
+    p6-b200.48xlarge, 8 GPUs, NCCL 2.27.7, 838.0 GB/s busbw with NVLS. busbw / (2 (n - 1) / n) =
+    838.0 / 1.75 = 478.9 GB/s algbw over NVLink 5's 900 GB/s per direction = 0.532. The Hopper
+    fraction it replaces (0.61, an assumption) read 959 GB/s, +14.5%; at 6 and 7 GPUs, out of
+    this derivation, +17.4% and +15.8% (now +2.4% and +1.0%)."""
+    from scalemodel.analytic.collectives import in_switch
+
+    frac = 838.0 / 1.75 / 900.0
+    assert frac == pytest.approx(0.532, abs=5e-4)
+    assert in_switch("nvlink5")["algbw_fraction"] == pytest.approx(frac, abs=5e-4)
+    assert 0.61 * 900.0 * 1.75 == pytest.approx(960.8, abs=0.1)  # the old plateau, busbw
