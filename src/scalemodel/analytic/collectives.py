@@ -437,6 +437,43 @@ def in_switch_size_share(link_id: str, S: Any, lat_s: Any) -> Any:
     return np.where(inside, np.minimum(share, 1.0), 1.0)
 
 
+def ring_size_curve(link_id: str) -> dict[str, Any] | None:
+    """The measured time-by-size curve of NCCL's ring on a scale-up link (collectives.toml
+    [ring_size_curve]), or None."""
+    return _consts().get("ring_size_curve", {}).get(link_id)
+
+
+def ring_size_share(coll: str, S: Any, n: Any, p: Any, fabric: Fabric) -> Any:
+    """Share of the ring's plateau rate NCCL keeps at size ``S`` inside one node, from a measured
+    nccl-tests sweep (collectives.toml [ring_size_curve]): the ring/Simple transfer time at the
+    plateau, W / B with W = 2 (n - 1) / n x S and B = line rate x efficiency, over what the
+    measured time t(S) leaves after NCCL's ring/Simple latency L, i.e. W / ((t - L) B), at most 1.
+    t(S) is read log-log between the measured sizes; above the largest size the largest size's
+    share holds (the measured plateau), below the smallest size the share is 1. Only the
+    collective and the rank count the sweep measured, one node; 1 everywhere else."""
+    S, n, p = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(S, n, p))
+    cv = ring_size_curve(fabric.intra.id)
+    if not cv or coll != cv["collective"]:
+        return np.ones_like(S)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sel = (np.ceil(n / p) <= 1) & (n == float(cv["ranks"]))
+    if not sel.any():
+        return np.ones_like(S)
+    xb = np.log(np.asarray(cv["bytes"], dtype=float))
+    tb = np.log(np.asarray(cv["time_us"], dtype=float) * 1e-6)
+    lS = np.log(np.maximum(S, 1.0))
+    # above the largest size the share is taken at the largest size (the measured plateau holds)
+    Sq = np.minimum(S, float(cv["bytes"][-1]))
+    t = np.exp(np.interp(np.log(np.maximum(Sq, 1.0)), xb, tb))
+    lat = nccl_tuner.latency_us(coll, "ring", "simple", Sq, n, p, fabric) * 1e-6
+    rate = (fabric.intra.bytes_per_s_per_direction * fabric.eff_intra
+            * nccl_tuner.relative_rate(coll, "ring", "simple", Sq, n, p, fabric))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = 2.0 * (n - 1.0) / n * Sq / (np.maximum(t - lat, 1e-12) * rate)
+    inside = sel & (lS >= xb[0])
+    return np.where(inside, np.minimum(share, 1.0), 1.0)
+
+
 def pcie_host_spec(host_id: str) -> dict[str, Any]:
     """A PCIe host layout of collectives.toml [pcie_hosts] (BadInput for an unknown id)."""
     hosts = _consts()["pcie_hosts"]
@@ -701,6 +738,9 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
         env["ao"] = np.nan
     if tuned:
         env["L"] = nccl_tuner.latency_us(coll, alg, proto, S, n, np.maximum(p, 1.0), fabric) * 1e-6
+    if coll == "all-reduce" and alg == "ring" and ring_size_curve(fabric.intra.id):
+        env["q_r"] = ring_size_share(coll, S, n, np.maximum(p, 1.0), fabric)
+        env["Bi"] = env["Bi"] * env["q_r"]
     if alg in ("in-switch", "nvls-tree"):
         nv, sh = in_switch(fabric.intra.id), in_switch(fabric.inter.id) if fabric.inter else None
         env["a0"] = 0.0
@@ -1303,6 +1343,13 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
                 else:
                     d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto * h_i",
                            "B/s", check=float(env["Bi"]))
+            elif "q_r" in env and float(env["q_r"]) != 1.0:
+                cv = ring_size_curve(lk.id)
+                d.given(f"share of the ring's rate at this size (nccl-tests on {cv['ranks']} "
+                        "ranks: W / ((t - L) B) with NCCL's ring/Simple L, at most 1)", "q_r",
+                        float(env["q_r"]), "1", source=cite(cv["source"]), note=cv.get("note", ""))
+                d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto * q_r",
+                       "B/s", check=float(env["Bi"]))
             else:
                 d.calc("effective rate inside a node", "Bi", "Bline_i * e_i * f_proto", "B/s",
                        check=float(env["Bi"]))

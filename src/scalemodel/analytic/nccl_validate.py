@@ -27,7 +27,7 @@ class RowResult:
     asked: str  # the algorithm NCCL was told to use, or "auto"
     algorithm: str  # what the model runs
     protocol: str
-    metric: str  # busbw_GBps or latency_us
+    metric: str  # busbw_GBps, latency_us or time_us
     measured: float
     predicted: float
     error: float  # predicted / measured - 1
@@ -89,10 +89,11 @@ def predict_row(row: dict[str, str]) -> RowResult:
     metric = row["metric"]
     if metric == "busbw_GBps":
         pred = r.busbw_bytes_per_s / 1e9
-    elif metric == "latency_us":
+    elif metric in ("latency_us", "time_us"):  # time_us: the time column of a size sweep
         pred = r.time_s * 1e6
     else:
-        raise BadInput(f"row {row['id']}: metric {metric!r} is neither busbw_GBps nor latency_us")
+        raise BadInput(f"row {row['id']}: metric {metric!r} is neither busbw_GBps nor latency_us "
+                       "(nor time_us)")
     meas = float(_num(row, "measured") or 0)
     return RowResult(row["id"], row.get("hardware", ""), row["collective"],
                      row.get("algorithm") or "auto", r.algorithm, r.protocol, metric, meas, pred,

@@ -125,7 +125,8 @@ def register(sub: Any) -> None:
                      "each with its issue thread) with NCCL's own algorithm choice and the "
                      "physical model, and prints the error of each against its tolerance.")
     v.add_argument("--file", metavar="CSV", default=None,
-                   help="rows CSV (default: the repository's validation/nccl_tests.csv)")
+                   help="rows CSV (default: the repository's validation/nccl_tests.csv; "
+                   "validation/nccl_size_sweeps.csv holds published size sweeps, metric time_us)")
     add_output(v)
     v.set_defaults(run=run_validate)
 
