@@ -105,3 +105,34 @@ def test_scatter_gather_adds_the_receivers_all_gather():
     gather = float(collective_time("all_gather", msg, 4.0, 4.0, cl))
     assert np.isclose(float(v.pp_raw_s), crossings * (send + gather))
     assert gather > 0
+
+
+def test_no_sequence_parallelism_keeps_the_replicated_activations_whole():
+    # Korthikanti et al. 2022 (Sec. 4.2.2, Table 2), activations per layer without SP under TP t:
+    # s b h (10 + 24 / t) + 5 a s^2 b / t bytes (16-bit, unfused attention: the score matrix,
+    # its softmax and dropout mask stored). SC21 18.4B (h 6144, a 48, 40 layers) at TP8, micro-
+    # batch 4, no recompute: s b h = 2048 x 4 x 6144 = 50.3M; 50.3M x 13 = 654.3 MB plus
+    # 5 x 48 x 2048^2 x 4 / 8 = 503.3 MB: 1.158 GB x 40 = 46.3 GB; the 2021 code has no SP
+    # (frameworks.toml sequence_parallel = false), so its 10 s b h stay whole on each rank
+    from scalemodel.analytic.layout import TrainLayout
+    from scalemodel.analytic.planner import evaluate_layout, make_cluster, make_job
+    from scalemodel.analytic.validate import row_model
+    from scalemodel.specs.frameworks import job_settings
+
+    row = {"layers": "40", "hidden": "6144", "heads": "48", "kv_heads": "48", "ffn": "24576",
+           "vocab": "51200", "positions": "learned", "gated": "0", "tied": "1",
+           "params_b": "18.4", "seq_len": "2048", "dropout": "1", "id": "megatron-18.4b"}
+    m = row_model(row)
+    lay = {"tp": 8, "pp": 1, "dp": 32, "cp": 1, "ep": 1, "zero": 0, "vpp": 1, "micro_batch": 4,
+           "recompute": "none"}
+    _, s = job_settings("megatron-lm-2021-torch-ddp", "a100-sxm-80gb")
+    job = make_job(m, seq_len=2048, global_batch_seqs=1024, **s)
+    cl = make_cluster("a100-sxm-80gb", 256, inter="hdr-200")
+    v = evaluate_layout(job, cl, TrainLayout(**lay)).values
+    sbh = 2048 * 4 * 6144
+    layers = 40 * (sbh * (10 + 24 / 8) + 5 * 48 * 2048**2 * 4 / 8)
+    # the stored activations also hold the logits and the loss's buffers: within 5%
+    assert layers <= float(v.mem_activations) <= 1.05 * layers
+    # so the layout the free search picked before (83.6 GB with the weights and Adam states of
+    # 18.4e9 / 8 parameters at 16 B) does not fit in the 80 GB A100
+    assert not bool(v.fits)
