@@ -140,9 +140,12 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     rows came in (max: the Megatron-Core 1.7B row, +28.7%; MT-NLG +23% to +29%; BLOOM +18.1%;
     Nemotron-4 340B +17.4%; the Megatron-Core H100 table 7.5% mean, -13.0% to +28.7%); 8.0% /
     28.7% once the layout grid kept to each profile's recompute options (MT-NLG priced with the
-    2021 code's full recompute: -5.0% to -0.6%). Limits: the later values plus about 2 points."""
+    2021 code's full recompute: -5.0% to -0.6%); 11.4% / 28.7% once the stage split no longer
+    rounded the heaviest stage's load up to a whole layer (MT-NLG's 105 layers on PP35 are 3 per
+    stage, where one stage held 4: +20.1% to +25.7%; tests/golden/test_sc21_golden.py). Limits:
+    the latest values plus about 2 points."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 14
     s = summary(results)
-    assert s["mape"] < 0.10
+    assert s["mape"] < 0.135
     assert s["max_ape"] < 0.31

@@ -360,7 +360,9 @@ def chunk_partition(
 
     The first stage also runs the embedding and the last the output head and the loss; their
     cost in layers (``first_extra``, ``last_extra``) is added to those stages. The split is the
-    one that minimises the heaviest stage: the smallest load C with sum(floor(C - extra_i)) >= L,
+    one that minimises the heaviest stage: the smallest load C with sum(floor(C - extra_i)) >= L
+    (C a fraction where the head's share makes it one: 128 layers on 64 stages with a head of
+    0.17 layers take C = 2.17 and 2 layers everywhere, not C = 3),
     then the surplus layers are taken off the first stage, the last, then the middle ones from
     the front (the first stage also holds the most activations in flight). With ``vpp`` > 1 the
     split is made over the pp x vpp virtual stages (chunk j runs on stage j mod pp);
@@ -377,13 +379,16 @@ def chunk_partition(
     extra = [0.0] * v
     extra[0] += first_extra
     extra[-1] += last_extra
-    cap = math.ceil((n_layers + sum(extra)) / v)  # the load cannot be lower than the mean
-    while True:
-        floors = [1] * (v - 1) + [last_min]
+    # the smallest load C (in layer-equivalents, not rounded up to a whole layer: a chunk that
+    # also holds the head is loaded k + last_extra) at which the chunks hold every layer; the
+    # loads where a chunk's count steps are the integers plus each chunk's extra
+    floors = [1] * (v - 1) + [last_min]
+    mean = (n_layers + sum(extra)) / v  # the load cannot be lower than the mean
+    steps = sorted({k + e for e in set(extra) for k in range(n_layers + 2)})
+    for cap in (c for c in steps if c >= mean - 1e-9):
         counts = [max(lo, math.floor(cap - e + 1e-9)) for lo, e in zip(floors, extra, strict=True)]
         if sum(counts) >= n_layers:
             break
-        cap += 1
     surplus = sum(counts) - n_layers
     order = [0, v - 1] + list(range(1, v - 1)) if v > 1 else [0]
     while surplus > 0:

@@ -117,6 +117,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "parallelisms": (lambda v: isinstance(v, list) and all(x in PARALLELISMS for x in v),
                      f"a list of {', '.join(PARALLELISMS)}"),
     "pp_p2p_overlap": (lambda v: v in PP_P2P_OVERLAP, ", ".join(PP_P2P_OVERLAP)),
+    "pp_recv_gather": (lambda v: isinstance(v, bool), "true or false"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),

@@ -58,9 +58,14 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     if not profile_value(job, "ep_overlap_full_recompute", True):
         ep_on = ep_on & ~(np.asarray(c.full_share) > 0)
     extra_w, _ = pp_extra_warmup(job.framework_id, ep_on)
+    # a framework without sequence parallelism (frameworks.toml sequence_parallel = false: the
+    # 2021 Megatron-LM) keeps the norms', dropouts' and residuals' activations whole on every TP
+    # rank (Korthikanti et al. 2022 eq. 2: s b h (10 + 24 / t) + 5 a s^2 b / t per layer), as
+    # `memory --framework` does
+    sp = bool(profile_value(job, "sequence_parallel", True))
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
-                         rc_layers=c.rc_layers, sp=True, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
+                         rc_layers=c.rc_layers, sp=sp, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..memory import stage_partition, stage_shape
 from .candidates import Candidates, unique_rows
-from .comm import LayerTime, collective_time
+from .comm import LayerTime, collective_time, ranks_per_node
 from .config import constants, profile_value
 from .gemm import gemm3_of
 
@@ -195,6 +195,14 @@ def pipeline_comm(c: Candidates) -> PipelineComm:
     intra = c.tp * c.cp * c.dp * c.pp <= c.dom
     msg = c.e_a * c.T * c.h / c.sp_div
     t_p2p = collective_time("send_recv", msg, 2.0, np.where(intra, 2.0, 1.0), c.cl)
+    # scatter/gather without sequence parallelism (frameworks.toml pp_recv_gather: Megatron-LM
+    # of 2021, Narayanan et al. Sec. 4.1): each TP rank sends its 1/t chunk of the replicated
+    # activation and the receiver all-gathers the t chunks over NVLink before it computes, in
+    # the same synchronised call; with SP the next stage takes the shard as it is
+    if (profile_value(c.job, "pp_recv_gather", False)
+            and not profile_value(c.job, "sequence_parallel", True)):
+        t_p2p = t_p2p + collective_time("all_gather", msg * c.tp, c.tp,
+                                        ranks_per_node(1, c.tp, c.dom), c.cl)
     raw = np.where(c.pp > 1, 2 * (c.vpp * c.mb + c.pp - 1) * t_p2p, 0.0)
     # what the framework hides (pp_p2p_overlap), then the planner's flat share (planner.toml
     # [overlap] pp, 0: nothing more)
