@@ -181,13 +181,11 @@ def count_ops(layer, x) -> dict:
             out = layer(x1, attention_mask=_MASK[0])
             out = out[0] if isinstance(out, tuple) else out
             loss = out.sum()
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                with record_function("phase"):
-                    loss.backward()
+            with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("phase"):
+                loss.backward()
         else:
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                with record_function("phase"):
-                    out = layer(x1, attention_mask=_MASK[0])
+            with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("phase"):
+                out = layer(x1, attention_mask=_MASK[0])
             out = out[0] if isinstance(out, tuple) else out
             out.sum().backward()
         ev = [e for e in prof.events() if e.name.startswith("aten::")]
@@ -242,7 +240,7 @@ def time_layer(layer, x, reps: int) -> dict:
         if i >= 2:
             fw.append(t1 - t0)
             bw.append(t2 - t1)
-    tot = [a + b for a, b in zip(fw, bw)]
+    tot = [a + b for a, b in zip(fw, bw, strict=True)]
     return {"forward_s": statistics.median(fw), "backward_s": statistics.median(bw),
             "fwd_bwd_s": statistics.median(tot), "fwd_bwd_min_s": min(tot),
             "fwd_bwd_max_s": max(tot), "reps": reps}
@@ -348,13 +346,13 @@ def main(argv=None) -> int:
             n = [float(r["experts"]) for r in small]
             y = [r[key] for r in small]
             nm, ym = statistics.fmean(n), statistics.fmean(y)
-            slope = sum((u - nm) * (v - ym) for u, v in zip(n, y)) / sum((u - nm) ** 2 for u in n)
+            slope = sum((u - nm) * (v - ym) for u, v in zip(n, y, strict=True)) / sum((u - nm) ** 2 for u in n)
             fit[key] = {"fixed_s": ym - slope * nm, "per_expert_s": slope}
         for ph in ("forward", "backward"):
             n = [float(r["experts"]) for r in small]
             y = [float(r[ph]["would_be_kernels"]) for r in small]
             nm, ym = statistics.fmean(n), statistics.fmean(y)
-            slope = sum((u - nm) * (v - ym) for u, v in zip(n, y)) / sum((u - nm) ** 2 for u in n)
+            slope = sum((u - nm) * (v - ym) for u, v in zip(n, y, strict=True)) / sum((u - nm) ** 2 for u in n)
             fit[ph + "_kernels"] = {"fixed": ym - slope * nm, "per_expert": slope}
         result["fit"] = fit
         f, b = fit["forward_s"], fit["backward_s"]

@@ -51,7 +51,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
-                    "mtp_embedding_copy", "fp8_block_gemm")
+                    "mtp_embedding_copy", "fp8_block_gemm", "moe_layer_host")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 
