@@ -105,3 +105,17 @@ def test_gpu_bound_rows_keep_their_time():
     v = search(p.job, p.cluster, p.stated, top=0).best.values
     assert float(v.t_slow_s) / 24 > 1.8395e-3 + 1.5495e-3
     assert float(v.host_s) == 0.0
+
+
+def test_the_derivation_closes_with_the_floor():
+    # the worked answer's checks (t_mb = t_c + t_tp + t_cp + t_ep + t_host, the step inside its
+    # bounds, the nothing-overlapped bound now holding the host time) pass on a floored row
+    from scalemodel.analytic.step.derivation import derive_row
+
+    text = Path("validation/published_runs_skills.csv").read_text()
+    row = next(r for r in V.read_rows(text) if r["id"] == "skills-moonlight-16b-h100-empty-control")
+    p = V.row_problem(row)
+    res = search(p.job, p.cluster, p.stated, top=1)
+    d = derive_row(res, res.best)
+    assert float(res.best.values.upper_s) >= float(res.best.values.step_time_s)
+    assert d is not None
