@@ -77,8 +77,10 @@ PLANNER_EFFECT_GUARD = {
     "skills-llama3-70b-sft-h100-pp8": (6.05, 2.0),
     "skills-llama3-70b-sft-h100-tp8": (26.09, 2.0),
 }
-MEAN_GUARD = (0.977, 0.10)  # mean |error| 97.7% over 16 rows, +-10 points
-MAX_GUARD = (2.625, 0.20)  # max |error| 262.5% (Moonlight layernorm+moe_act), +-20 points
+MEAN_GUARD = (0.885, 0.10)  # mean |error| 88.5% over 16 rows (97.7% before the eager MoE
+# layer host floor, step/host.py), +-10 points
+MAX_GUARD = (2.368, 0.20)  # max |error| 236.8% (Moonlight layernorm+moe_act; 262.5% before the
+# eager MoE layer host floor), +-20 points
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "moe_routing": (lambda v: v in ("learned", "force_balanced"), "learned or force_balanced"),
     "moe_fp8_padding": (lambda v: v in ("grouped_mlp", "none"), "grouped_mlp or none"),
+    "moe_layer_host": (lambda v: v in ("megatron-core-eager", "none"),
+                       "megatron-core-eager or none"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),

@@ -20,7 +20,7 @@ from .config import (
     profile_value,
     tp_bwd_collectives,
 )
-from .host import host_exposed
+from .host import eager_layer_floor, host_exposed
 from .imbalance import ep_straggler
 from .layers import LayerCompute
 
@@ -328,7 +328,8 @@ class LayerTime:
     attention: Any  # of the compute: attention kernels
     nongemm: Any  # of the compute: memory-bound kernels
     wgrad: Any  # weight-gradient GEMMs
-    host: Any = 0.0  # host launch time exposed after the dispatcher's host wait (step/host.py)
+    host: Any = 0.0  # host time exposed: after the dispatcher's wait, and the eager layer's floor
+    # beyond its GPU time (step/host.py)
     host_ops: Any = 0.0  # kernels launched after that wait, one forward
 
     @property
@@ -515,13 +516,22 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     else:
         host_f, host_ops = 0.0, 0.0
     host_rc = (c.full_share + c.recomputes("moe")) * host_f  # a recomputed layer waits again
+    fwd = fw + xt_f + cm.cp_f + x_f + host_f
+    bwd = bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b + host_rc
+    if moe:
+        # an eager layer lasts at least its host time, forward and backward apart (step/host.py)
+        floor_f, floor_b = eager_layer_floor(c)
+        floor_b = floor_b + (c.full_share + c.recomputes("moe")) * floor_f
+        over_f, over_b = np.maximum(0.0, floor_f - fwd), np.maximum(0.0, floor_b - bwd)
+        fwd, bwd = fwd + over_f, bwd + over_b
+        host_rc = host_rc + over_f + over_b
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,
         cp=cm.cp_f + cm.cp_b + rc_cp,
         ep=x_f + x_b,
-        fwd=fw + xt_f + cm.cp_f + x_f + host_f,
-        bwd=bw + rcx + xt_b + xt_rc + cm.cp_b + rc_cp + x_b + host_rc,
+        fwd=fwd,
+        bwd=bwd,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
         hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
         + (e_f + e_b + rc_ep) - x_f - x_b,

@@ -264,10 +264,14 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     else:
         d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")
     host = constants()["host"]
-    d.given("host launch time exposed after the MoE dispatcher's host wait, per micro-batch",
-            "t_host", v.host_s / mb, "s", cite(host["op_launch_source"]),
+    d.given("host time exposed per micro-batch: launches after the MoE dispatcher's wait, and "
+            "the eager MoE layer's host floor beyond its GPU time", "t_host", v.host_s / mb, "s",
+            cite(host["op_launch_source"]),
             note=(f"per MoE layer max(0, launches after the wait x {host['op_launch_s'] * 1e6:g} us"
-                  " - their GPU time), forward and recomputed forward (step/host.py)")
+                  " - their GPU time), forward and recomputed forward; eager Megatron-Core layers "
+                  f"without CUDA graphs: forward at least {host['layer_fwd_s'] * 1e3:g} ms + "
+                  f"(2 n + 1) launches, backward {host['layer_bwd_s'] * 1e3:g} ms + (4 n + 1) "
+                  f"launches, n local experts (measured, source {host['layer_source']}; step/host.py)")
             if m.is_moe else "no MoE layer")
     d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep + t_host",
            "s", check=v.t_slow_s, rel_tol=1e-6)

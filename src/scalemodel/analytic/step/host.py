@@ -42,11 +42,27 @@ moe_router captures up to MoELayer.router, moe_preprocess the dispatcher's prepr
 the moe scope (an MoE layer's whole MLP, fixed shapes) covers the launches after it, and then
 there is no wait in the layer: one launch, the graph's.
 
-Not priced: the host time of the rest of the layer (Python, autograd and the modules around
-the kernels, before the wait and in the backward). Megatron-Bridge's eager / TE-scoped-graph
-A/Bs imply more than op_launch_s per launch (15-30 us if those scopes hold about 150), and
-no source counts the graphed scopes' launches at a named version; docs/planner.md "Host time
-beyond the floor" has the check (test_moe_host_bound.py).
+The eager layer's host floor (``eager_layer_floor``): between two host synchronisations the
+host queues kernels while the GPU runs earlier ones, so a stretch lasts max(GPU, host). A
+dropless MoE layer's forward is one such stretch (dispatcher wait to dispatcher wait) and its
+backward runs without a wait, so one MoE layer per micro-batch lasts at least its host time,
+forward and backward apart. The host time of the layer without its experts' module loop
+(attention, norms, residuals, router, dispatcher, permutation; Megatron-Core 0.16.1's modules,
+autograd) is measured: bench/bench_moe_host.py of 2026-12-02 (planner.toml [host] layer_fwd_s,
+layer_bwd_s, docs/benchmarks.md), on a CPU, without CUDA launches: a lower bound. The experts
+add what TEGroupedMLP launches per local expert, at op_launch_s: forward fc1 and fc2 (2 n) and
+the one SwiGLU, backward the dgrad and wgrad of both (4 n, TE GroupedLinear's backward runs one
+grouped dgrad and one grouped wgrad call, n cuBLAS GEMMs each) and the SwiGLU's backward; the
+bench's SequentialMLP slope (one Python module set per expert) is not the runs' path and is not
+used. Priced only where the profile runs Megatron-Core's layer (frameworks.toml
+``moe_layer_host = "megatron-core-eager"``) and the recipe captures no CUDA graph scope at the
+job's precision (a captured scope replays its part as one launch; how much host time each scope
+removes is not measured, so a partly graphed layer gets no floor); a recomputed layer repeats
+its forward's host time in the backward.
+
+Not priced: dense layers (the bench's dense layer takes 2.2 ms of host time forward and
+backward; the task measured it for contrast only) and partly graphed MoE layers;
+docs/planner.md "Host time of an eager MoE layer".
 """
 
 from __future__ import annotations
@@ -56,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from .candidates import Candidates
-from .config import constants, moe_dispatcher, moe_graph_scopes
+from .config import constants, moe_dispatcher, moe_graph_scopes, profile_value
 
 
 def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool) -> Any:
@@ -87,3 +103,20 @@ def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
         ops = np.minimum(ops, 1.0)  # the whole MoE MLP replays as one graph
     per_op = float(constants()["host"]["op_launch_s"])
     return np.maximum(0.0, ops * per_op - gpu_after), ops
+
+
+def eager_layer_floor(c: Candidates) -> tuple[Any, Any]:
+    """(forward, backward) host seconds of one MoE layer and micro-batch run eagerly by
+    Megatron-Core (module docstring): fixed measured part + TEGroupedMLP's launches per local
+    expert x op_launch_s; (0, 0) where the profile is not Megatron-Core's layer or the recipe
+    captures a CUDA graph scope."""
+    if profile_value(c.job, "moe_layer_host", "none") != "megatron-core-eager":
+        return 0.0, 0.0
+    if moe_graph_scopes(c.job, c.gpu.id):
+        return 0.0, 0.0
+    h = constants()["host"]
+    n = np.asarray(c.m.n_experts / c.ep, dtype=np.float64)
+    per_op = float(h["op_launch_s"])
+    fwd = float(h["layer_fwd_s"]) + (2 * n + 1) * per_op
+    bwd = float(h["layer_bwd_s"]) + (4 * n + 1) * per_op
+    return fwd, bwd

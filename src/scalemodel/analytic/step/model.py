@@ -80,7 +80,10 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     t_ov = sigma * hidden
     step = mb * t_slow + bub + pc.exposed + dp.exposed + t_opt + t_ov
     lower = compute + bub * slow["compute"] / np.maximum(t_slow, 1e-30) + t_opt
-    upper_mb = slow["compute"] + on_slow_stage(c, st, Ld, Lm, "raw_comm")
+    # nothing overlapped: every collective in full, and the host time the GPU does not cover
+    # (step/host.py) on top of the compute
+    upper_mb = (slow["compute"] + on_slow_stage(c, st, Ld, Lm, "raw_comm")
+                + on_slow_stage(c, st, Ld, Lm, "host"))
     upper = mb * upper_mb + (c.pp - 1) / c.vpp * upper_mb + pc.raw + dp.raw + t_opt
     return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow)
 
