@@ -25,7 +25,8 @@ def _cand(tp: float, kv_lora_rank: int = 0, fp8_rate: float = 1.0) -> SimpleName
         ms=SimpleNamespace(attn_in_n=QKV_N, attn_out_k=H, ffn=FFN, up_k=2), T=T, h=H,
         tp=np.float64(tp), peak=gpu.peak_flop_per_s("bf16"), e_mm=2.0,
         job=SimpleNamespace(precision="bf16"), gpu=gpu,
-        m=SimpleNamespace(kv_lora_rank=kv_lora_rank), fp8_rate=fp8_rate)
+        m=SimpleNamespace(kv_lora_rank=kv_lora_rank), fp8_rate=fp8_rate,
+        fp8_rate_at=lambda K: fp8_rate)
 
 
 def _unsplit(c: SimpleNamespace) -> SimpleNamespace:
