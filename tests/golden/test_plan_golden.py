@@ -164,7 +164,10 @@ def test_validation_rows_all_predicted():
     42 rows, the largest nemo-deepseek-v3-h100 (DeepEP with A2A overlap: the MoE layer's
     unpriced remainder, docs/planner.md); with the EP straggler of the benchmarks' force-balanced
     routing priced (docs/planner.md "EP straggler from expert load imbalance"), 9.5% / 50.2%, the
-    same largest row; the largest error is held to that plus about 2 points.
+    same largest row; the largest error is held to that plus about 2 points. Session 9 (fp8
+    recipes, MoE fp8 padding, MTP and DeepGEMM, the SC21 launch scripts, Meta's Llama 3 profile,
+    llm-foundry's FSDP1 passes): 8.3% / 41.6%, the largest nemo-qwen3-30b-a3b-h100; the largest
+    error is held to that plus about 2 points.
     """
     from pathlib import Path
 
@@ -176,4 +179,4 @@ def test_validation_rows_all_predicted():
     s = summary(results)
     assert s["row_count"] == len(results)
     assert s["mape"] <= 0.10
-    assert s["max_ape"] < 0.525
+    assert s["max_ape"] < 0.435
