@@ -477,7 +477,7 @@ def with_kernels(sm: StaticModel, m: ModelSpec, saves: KernelSaves) -> StaticMod
 
 
 def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 1,
-                       extra_warmup: Any = 0) -> tuple[Any, list[Any]]:
+                       extra_warmup: Any = 0, with_after: bool = True) -> tuple[Any, list[Any]]:
     """(the most model-chunk micro-batches pipeline rank ``rank`` holds, and for c = 1..max(vpp)
     what it still holds once c of its chunks have run a first backward), in chunks.
 
@@ -499,7 +499,8 @@ def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 
       Backwards walk the rank's chunks last first, p micro-batches per chunk, so chunk c
       (c = 1..v) has its first backward at the ((c - 1) p + 1)-th.
 
-    ``microbatches`` None: as many as the schedule can use (no cap)."""
+    ``microbatches`` None: as many as the schedule can use (no cap). ``with_after`` False skips
+    the per-chunk list (returned empty) where no caller reads it."""
     rank, pp, v = (np.asarray(x, dtype=np.float64) for x in (rank, pp, vpp))
     m = np.asarray(np.inf if microbatches is None else microbatches, dtype=np.float64)
     inter = v > 1
@@ -509,7 +510,7 @@ def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 
                     np.minimum(m, pp - rank))
     steady = total - warm  # forwards after the warmup, one per backward
     peak = np.where(inter, np.minimum(warm + 1, total), warm)
-    v_max = int(np.max(v)) if np.size(v) else 1
+    v_max = (int(np.max(v)) if np.size(v) else 1) if with_after else 0
     after = []
     for c in range(1, v_max + 1):
         k = (c - 1) * pp + 1  # backwards run when chunk c has had its first
@@ -709,7 +710,10 @@ def training_bytes(
         """(activations, accumulated gradients) of one stage at its peak: the schedule's most
         chunks in flight, or a moment after a chunk's first backward where the unsharded
         gradient accumulators of its chunks add to what is still in flight."""
-        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp, pp_extra_warmup)
+        # the per-chunk moments only matter where some layout accumulates unsharded gradients
+        need = bool(np.any(np.asarray(grads_acc) > 0))
+        peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp, pp_extra_warmup,
+                                            with_after=need)
         best_n = peak + 0.0 * a_stage
         best_a = best_n / vpp * a_stage
         best_g = np.zeros_like(best_a)
