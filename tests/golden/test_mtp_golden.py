@@ -107,3 +107,26 @@ def test_mtp_module_memory_at_pp1_by_hand():
     b = training_bytes(sm, **kw, mtp_layers=1, mtp_proj_params=2 * H * H + 3 * H,
                        mtp_embedding=True)
     assert float(b["params"] - a["params"]) == pytest.approx(2 * 11_610_068_224, rel=1e-9)
+
+
+def test_memory_command_counts_mtp_as_plan_train_does(capsys):
+    """`memory` and `plan train` read one memory model: on DeepSeek-V3 at PP16 the default
+    split puts 4 decoder layers on each of the first 14 stages, 5 on the 15th and none on the
+    last, which holds the MTP module and the head (61 = 14 x 4 + 5 + 0); both commands accept
+    that split and give the same bytes per GPU."""
+    import json
+
+    from conftest import run_cli
+
+    args = ["--model", "deepseek-v3", "--gpu", "h800", "--gpus", "2048", "--seq-len", "4096",
+            "--global-batch", "15360"]
+    rc, out, _ = run_cli(capsys, "memory", *args, "--tp", "1", "--pp", "16", "--dp", "128",
+                         "--ep", "64", "--zero", "1", "--recompute", "full", "--json")
+    assert rc == 0
+    mem = json.loads(out)["per_gpu_bytes"]
+    rc, out, _ = run_cli(capsys, "plan", "train", *args, "--layout",
+                         "tp=1,pp=16,dp=128,ep=64,zero=1,recompute=full,micro_batch=1,vpp=1,cp=1",
+                         "--json")
+    assert rc == 0
+    assert json.loads(out)["memory_per_gpu_bytes"] == pytest.approx(mem, rel=1e-9)
+

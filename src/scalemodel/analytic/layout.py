@@ -462,7 +462,15 @@ def check(lay: TrainLayout, ctx: Context) -> int:
 
 
 def check_stages(stages: tuple[int, ...], pp: int, model: Any) -> None:
-    if len(stages) != pp or sum(stages) != model.n_layers or min(stages) < 1:
+    """Decoder layers per stage: pp counts adding up to the model's layers, each at least 1;
+    the last may be 0 where the model has multi-token-prediction modules, which that stage
+    then holds with the output head (Megatron-Bridge's 'Et|(tt|)*30mL' layouts; step/shapes.py
+    split_extras)."""
+    mtp = bool(getattr(model, "mtp_layers", 0))
+    ok_last = stages and stages[-1] >= (0 if mtp else 1)
+    if (len(stages) != pp or sum(stages) != model.n_layers or min(stages[:-1] or (1,)) < 1
+            or not ok_last):
         raise BadInput(f"--layout stages={'/'.join(str(s) for s in stages)}: rule stages: "
-                       f"{pp} counts of at least 1 adding up to the {model.n_layers} layers of "
+                       f"{pp} counts of at least 1 (the last at least "
+                       f"{0 if mtp else 1}) adding up to the {model.n_layers} layers of "
                        f"{model.id}")

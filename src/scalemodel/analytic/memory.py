@@ -915,6 +915,19 @@ def layout_json(lay: TrainLayout, seq_len: int, microbatches: int | None) -> dic
                             "microbatches": microbatches}
 
 
+def _mtp_terms(m: ModelSpec, framework: str | None) -> dict[str, Any]:
+    """training_bytes' multi-token-prediction keywords for a model (its config's
+    num_nextn_predict_layers), read from the one place the step model reads them
+    (step/shapes.py model_shapes) so that `memory` and `plan train` count the same MTP bytes."""
+    if not m.mtp_layers:
+        return {}
+    from .step.shapes import model_shapes
+
+    ms = model_shapes(m)
+    return {"mtp_layers": ms.mtp, "mtp_proj_params": ms.mtp_proj_params,
+            "mtp_embedding": bool(get_framework(framework).get("mtp_embedding_copy") or False)}
+
+
 def memory_report(
     m: ModelSpec,
     lay: TrainLayout,
@@ -973,7 +986,7 @@ def memory_report(
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
-        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, **shape,
+        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, **shape, **_mtp_terms(m, framework),
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
