@@ -1,0 +1,78 @@
+"""torchtitan's "selective layer" activation checkpointing, as the 64-A100 Llama 3 8B row of
+validation/published_runs_2026.csv states it (issue 16).
+
+Source: pytorch/torchtitan at 1ea476e9f (2024-04-24, the commit that wrote docs/performance.md's
+Llama 3 table: "8B | 1 | selective layer | 2904 | 56.8%"):
+
+* torchtitan/config_manager.py: ``--activation_checkpoint.selective_ac_option`` defaults to
+  ``"2"`` ("2 = checkpoint every other layer"); the doc names no other frequency.
+* torchtitan/parallelisms/parallelize_llama.py ``checkpoint_wrapper``: with a digit option
+  N, a module-level counter is incremented once per TransformerBlock and the block is wrapped
+  in a full (non-reentrant) checkpoint when ``count % N == 0``; the others are returned
+  unwrapped and keep every activation.
+
+The derivation below replays that rule by hand on Llama 3 8B's 32 blocks; every expected value
+is written from it, not read from the planner.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from scalemodel.analytic.layout import TrainLayout, recompute_spec
+from scalemodel.analytic.planner import evaluate_layout, make_cluster, make_job
+from scalemodel.specs import get_model
+from scalemodel.specs.frameworks import job_settings
+
+ROWS = Path(__file__).resolve().parents[2] / "validation" / "published_runs_2026.csv"
+ROW = "titan-llama3-8b-sel-layer"
+
+
+def _wrapped(n_blocks: int, every: int) -> list[int]:
+    """The block indices torchtitan's counter wraps (count runs 1..n_blocks)."""
+    return [i for i in range(n_blocks) if not every or (i + 1) % every == 0]
+
+
+def test_every_second_block_is_checkpointed():
+    # count = 1, 2, ..., 32; count % 2 == 0 for blocks 1, 3, ..., 31: 16 blocks
+    blocks = _wrapped(32, 2)
+    assert len(blocks) == 16
+    assert blocks[:3] == [1, 3, 5] and blocks[-1] == 31
+    # option "1" (or "0") wraps every block: that is torchtitan's full AC
+    assert len(_wrapped(32, 1)) == 32 and len(_wrapped(32, 0)) == 32
+
+
+def test_the_row_states_that_policy():
+    row = next(r for r in csv.DictReader(io.StringIO(ROWS.read_text())) if r["id"] == ROW)
+    assert row["model"] == "llama-3-8b" and row["framework"] == "torchtitan"
+    assert row["recompute"] == f"full:{len(_wrapped(32, 2))}"
+    assert recompute_spec(row["recompute"]) == {"recompute": "full", "recompute_layers": 16}
+    assert "selective_ac_option '2'" in row["notes"] or "default '2'" in row["notes"]
+
+
+def test_half_the_forward_is_run_again():
+    """A checkpointed block re-runs its forward once in the backward; nothing else in the step
+    depends on which blocks are wrapped. So checkpointing 16 of the 32 blocks adds exactly half
+    of what checkpointing all 32 adds, in hardware FLOPs and in compute seconds, and leaves the
+    model FLOPs alone."""
+    m = get_model("llama-3-8b")
+    _, s = job_settings("torchtitan", "a100-sxm-80gb", kernels="eager")
+    job = make_job(m, seq_len=8192, global_batch_seqs=64, precision="bf16", **s)
+    cl = make_cluster("a100-sxm-80gb", 64)
+    base = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1)
+    none = evaluate_layout(job, cl, base.with_(recompute="none")).values
+    full = evaluate_layout(job, cl, base.with_(recompute="full")).values
+    half = evaluate_layout(job, cl, base.with_(recompute="full", recompute_layers=16)).values
+    assert float(none.model_flops) == pytest.approx(float(half.model_flops))
+    added_full = float(full.hw_flops) - float(none.hw_flops)
+    added_half = float(half.hw_flops) - float(none.hw_flops)
+    assert added_half == pytest.approx(0.5 * added_full, rel=1e-9)
+    # and the compute seconds it adds are half of full AC's (the re-run forward is linear in the
+    # blocks it covers; nothing else in the step depends on which blocks)
+    d_full = float(full.compute_s) - float(none.compute_s)
+    d_half = float(half.compute_s) - float(none.compute_s)
+    assert d_half == pytest.approx(0.5 * d_full, rel=1e-6)
