@@ -1,5 +1,6 @@
-"""torchtitan's "selective layer" activation checkpointing, as the 64-A100 Llama 3 8B row of
-validation/published_runs_2026.csv states it (issue 16).
+"""torchtitan's 64-A100 runs of April 2024 (docs/performance.md; issue 16): the "selective layer"
+activation checkpointing the Llama 3 8B row of validation/published_runs_2026.csv states, and
+the torchtitan-2024-04 profile's FSDP2 copy-out.
 
 Source: pytorch/torchtitan at 1ea476e9f (2024-04-24, the commit that wrote docs/performance.md's
 Llama 3 table: "8B | 1 | selective layer | 2904 | 56.8%"):
@@ -48,7 +49,7 @@ def test_every_second_block_is_checkpointed():
 
 def test_the_row_states_that_policy():
     row = next(r for r in csv.DictReader(io.StringIO(ROWS.read_text())) if r["id"] == ROW)
-    assert row["model"] == "llama-3-8b" and row["framework"] == "torchtitan"
+    assert row["model"] == "llama-3-8b" and row["framework"] == "torchtitan-2024-04"
     assert row["recompute"] == f"full:{len(_wrapped(32, 2))}"
     assert recompute_spec(row["recompute"]) == {"recompute": "full", "recompute_layers": 16}
     assert "selective_ac_option '2'" in row["notes"] or "default '2'" in row["notes"]
@@ -60,7 +61,7 @@ def test_half_the_forward_is_run_again():
     of what checkpointing all 32 adds, in hardware FLOPs and in compute seconds, and leaves the
     model FLOPs alone."""
     m = get_model("llama-3-8b")
-    _, s = job_settings("torchtitan", "a100-sxm-80gb", kernels="eager")
+    _, s = job_settings("torchtitan-2024-04", "a100-sxm-80gb", kernels="eager")
     job = make_job(m, seq_len=8192, global_batch_seqs=64, precision="bf16", **s)
     cl = make_cluster("a100-sxm-80gb", 64)
     base = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1)
@@ -76,3 +77,38 @@ def test_half_the_forward_is_run_again():
     d_full = float(full.compute_s) - float(none.compute_s)
     d_half = float(half.compute_s) - float(none.compute_s)
     assert d_half == pytest.approx(0.5 * d_full, rel=1e-6)
+
+
+def _llama2_70b_params() -> int:
+    """Llama 2 70B from its config: hidden 8192, 80 layers, MLP 28672, 64 query heads and 8 KV
+    heads of 128, vocabulary 32000, untied embedding and head, RMSNorm weights."""
+    h, L, f, kv, V = 8192, 80, 28672, 8 * 128, 32000
+    layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+    return L * layer + 2 * V * h + h
+
+
+def test_the_april_2024_copy_out_by_hand():
+    """FSDP2 on the runs' nightly (torch-2.4.0.dev20240412): the all-gather copy-out
+    (split_with_sizes_copy, bf16 read 2 + write 2 per unsharded parameter) runs on the compute
+    stream, twice per micro-batch (torchtitan reshards every block after forward but the last;
+    the step model counts every parameter twice), and the reduce-scatter copy-in ran on the
+    reduce-scatter stream until PR #129721 (2024-06-27): nothing of it on the compute stream.
+    Llama 2 70B, FSDP over 64 A100 (tp = pp = 1: every parameter is local and unsharded once
+    gathered), local batch 1: 2 x 4 x 68.98e9 B at 0.8 of 2.039 TB/s."""
+    P = _llama2_70b_params()
+    assert P == pytest.approx(68.98e9, rel=1e-3)
+    want = 2 * 4 * P / (0.8 * 2.039e12)  # 0.338 s
+    m = get_model("llama-2-70b")
+    cl = make_cluster("a100-sxm-80gb", 64)
+    lay = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1, recompute="op")
+
+    def values(fid: str):
+        _, s = job_settings(fid, "a100-sxm-80gb", kernels="eager")
+        job = make_job(m, seq_len=4096, global_batch_seqs=64, precision="bf16", **s)
+        return evaluate_layout(job, cl, lay).values
+
+    dated, later = values("torchtitan-2024-04"), values("torchtitan")
+    assert float(dated.fsdp_copy_s) == pytest.approx(want, rel=2e-3)
+    assert float(later.fsdp_copy_s) == 0.0  # the 2025-06 profile records no copies
+    # the copy is compute-stream time: the step grows by it (nothing else differs)
+    assert float(dated.step_time_s) - float(later.step_time_s) == pytest.approx(want, rel=2e-3)
