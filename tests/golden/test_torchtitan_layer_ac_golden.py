@@ -96,7 +96,7 @@ def test_the_april_2024_copy_out_by_hand():
     Llama 2 70B, FSDP over 64 A100 (tp = pp = 1: every parameter is local and unsharded once
     gathered), local batch 1: 2 x 4 x 68.98e9 B at 0.8 of 2.039 TB/s."""
     P = _llama2_70b_params()
-    assert P == pytest.approx(68.98e9, rel=1e-3)
+    assert pytest.approx(68.98e9, rel=1e-3) == P
     want = 2 * 4 * P / (0.8 * 2.039e12)  # 0.338 s
     m = get_model("llama-2-70b")
     cl = make_cluster("a100-sxm-80gb", 64)
