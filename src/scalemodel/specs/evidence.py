@@ -46,6 +46,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_grad_bytes", "cp_kv_heads", "cp_gather_overlap",
+                    "cp_compiled_overlap",
                     "fp8_saved_input",
                     "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "fp8_scaling",
