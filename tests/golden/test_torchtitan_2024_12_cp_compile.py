@@ -93,3 +93,35 @@ def test_bad_value_is_one_line(tmp_path):
     with pytest.raises(BadInput, match="true or false") as e:
         load_frameworks_file(str(f))
     assert "\n" not in str(e.value)
+
+
+def test_compiled_merge_bytes_derived_from_the_traced_ops():
+    from scalemodel.analytic.step.attention import cp_merge_time
+
+    # forward, per output element of one extra step, the merge as one fused elementwise kernel:
+    # read the fp32 running output (4) and the bf16 partial (2), write the fp32 output (4); the
+    # K/V torch.cat for the next step is unread after step 0 under the all-gather rotater (dead)
+    fwd_out, fwd_kv = 4 + 2 + 4, 0
+    # backward: grad_query (fp32) += bf16 dq: 4 + 2 + 4 per q element; per dk/dv element the
+    # received fp32 accumulator (4) plus the bf16 partial (2) written into the cat that is sent
+    # (4); the K/V cat dead as in the forward
+    bwd_q, bwd_kv = 4 + 2 + 4, 4 + 2 + 4
+    mb = get_framework("torchtitan-2024-12").values["cp_merge_bytes_compiled"]
+    assert mb == {"fwd_out": fwd_out, "fwd_kv": fwd_kv, "bwd_q": bwd_q, "bwd_kv": bwd_kv}
+
+    def cand(kernels):
+        return SimpleNamespace(
+            job=SimpleNamespace(framework_id="torchtitan-2024-12", kernels=kernels),
+            m=SimpleNamespace(kv_lora_rank=0),
+            ms=SimpleNamespace(qk_dim=4096.0, v_dim=4096.0, kv_dim=2 * 1024.0),
+            T=float(LOCAL), tp=1.0, hbm=1e12)
+
+    # 32,768 local tokens at 1 TB/s: forward 32,768 x 10 x 4,096 B, backward
+    # 32,768 x (10 x 4,096 + 10 x 8,192) B (K and V of all 32 heads, repeat_kv)
+    m_f, m_b = cp_merge_time(cand("fused"))
+    assert m_f == pytest.approx(LOCAL * 10 * 4096 / 1e12)
+    assert m_b == pytest.approx(LOCAL * (10 * 4096 + 10 * WIDTH) / 1e12)
+    # eager keeps the op-by-op bytes (38 + 4 forward, 10 + 25 backward)
+    e_f, e_b = cp_merge_time(cand("eager"))
+    assert e_f == pytest.approx(LOCAL * (38 * 4096 + 4 * WIDTH) / 1e12)
+    assert e_b == pytest.approx(LOCAL * (10 * 4096 + 25 * WIDTH) / 1e12)
