@@ -16,6 +16,14 @@ from typing import Any
 from ..errors import BadInput
 from .sources import all_sources, load_toml, read_user_toml
 
+_MERGE_BYTES_WANT = "a table fwd_out, fwd_kv, bwd_q, bwd_kv = bytes >= 0 per element"
+
+
+def _merge_bytes_ok(v: object) -> bool:
+    return (isinstance(v, dict) and set(v) == {"fwd_out", "fwd_kv", "bwd_q", "bwd_kv"}
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+                    for x in v.values()))
+
 KINDS = ("training", "serving")
 ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
 # the parallelisms a training framework may offer (frameworks.toml ``parallelisms``): tensor,
@@ -72,13 +80,11 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "cp_impl": (lambda v: isinstance(v, str), "text"),
     "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
                     "ring, all_gather or all_to_all"),
-    "cp_merge_bytes": (lambda v: isinstance(v, dict)
-                       and set(v) == {"fwd_out", "fwd_kv", "bwd_q", "bwd_kv"}
-                       and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                               and x >= 0 for x in v.values()),
-                       "a table fwd_out, fwd_kv, bwd_q, bwd_kv = bytes >= 0 per element"),
+    "cp_merge_bytes": (lambda v: _merge_bytes_ok(v), _MERGE_BYTES_WANT),
+    "cp_merge_bytes_compiled": (lambda v: _merge_bytes_ok(v), _MERGE_BYTES_WANT),
     "cp_kv_heads": (lambda v: v in ("kv", "query"), "kv or query"),
     "cp_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "cp_compiled_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "cp_grad_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per dK/dV element sent)"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(str(x).partition(":")[0] in ("none", "selective", "full", "op")

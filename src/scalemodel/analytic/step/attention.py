@@ -209,9 +209,15 @@ def cp_merge_time(c: Candidates) -> tuple[Any, Any]:
     backward, accumulating dq, dk, dv. Bytes per element from the framework profile
     (frameworks.toml cp_merge_bytes: per output element and per K/V element forward, per dq
     and per dk/dv element backward), else planner.toml [attention] cp_merge_bytes (16-bit:
-    read the partial, read and write the accumulator) on the output and on dq, dk, dv."""
+    read the partial, read and write the accumulator) on the output and on dq, dk, dv. Under
+    torch.compile (kernels fused) a profile's cp_merge_bytes_compiled replaces them: the traced
+    loop's elementwise ops fused by the compiler, its unused copies dropped."""
     ms, tp = c.ms, c.tp
-    mb = profile_value(c.job, "cp_merge_bytes", None)
+    mb = None
+    if getattr(c.job, "kernels", None) == "fused":
+        mb = profile_value(c.job, "cp_merge_bytes_compiled", None)
+    if mb is None:
+        mb = profile_value(c.job, "cp_merge_bytes", None)
     if mb is None:
         base = float(constants()["attention"]["cp_merge_bytes"])
         mb = {"fwd_out": base, "fwd_kv": 0.0, "bwd_q": base, "bwd_kv": base}

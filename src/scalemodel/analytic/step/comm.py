@@ -256,7 +256,9 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
       false, as Meta's Llama 3 stack: gathered before any attention call, all of it exposed); backward the gather again beside the
       diagonal call, and dK, dV passed to the next rank after every call (in the profile's
       cp_grad_bytes per element: torch accumulates them in fp32), each hidden behind the next
-      call, the last exposed;
+      call, the last exposed. Under torch.compile (kernels fused) with the profile's
+      cp_compiled_overlap false, the traced loop waits for every collective where it is issued:
+      the gathers and every dK, dV transfer exposed in full;
     * all_to_all (DeepSpeed Ulysses): Q, K, V re-split from sequence to heads before the
       attention and the output back after it, and the mirror in the backward, none of it beside
       compute (each waits on its data)."""
@@ -279,15 +281,21 @@ def _cp_terms(c: Candidates, a: AttentionTerms, cp_intra: Any) -> tuple[Any, ...
         # the profile's cp_gather_overlap false: the forward gather completes before the local
         # Q chunk's attention starts, nothing beside it (Dubey et al. 2024, Sec. 3.3.2: the
         # all-gather latency sits on the critical path)
-        hide_f = a.blk_f[0] if profile_value(c.job, "cp_gather_overlap", True) else 0.0
+        # under torch.compile with the profile's cp_compiled_overlap false, the traced ring's
+        # collectives are waited where they are issued: nothing of them beside any call
+        traced = (getattr(c.job, "kernels", None) == "fused"
+                  and not profile_value(c.job, "cp_compiled_overlap", True))
+        hide_f = a.blk_f[0] if (profile_value(c.job, "cp_gather_overlap", True)
+                                and not traced) else 0.0
         f_exp = np.where(cp > 1, np.maximum(0.0, ag - hide_f), 0.0)
         # backward: the gather again beside the diagonal call; dK, dV travel the ring one step
         # per call (torch's dkv rotater is all-to-all, a permute to the next rank), each waited
         # for after the next call, the last one right after the loop (nothing beside it)
         g_bytes = kv_bytes / c.e_a * float(profile_value(c.job, "cp_grad_bytes", c.e_a))
         t_g = collective_time("send_recv", g_bytes, 2.0, np.where(cp_intra, 2.0, 1.0), c.cl)
-        b_exp = np.where(cp > 1, np.maximum(0.0, ag - a.blk_b[0])
-                         + (cp - 1) * np.maximum(0.0, t_g - a.blk_b[1]) + t_g, 0.0)
+        hide_b = (0.0, 0.0) if traced else a.blk_b
+        b_exp = np.where(cp > 1, np.maximum(0.0, ag - hide_b[0])
+                         + (cp - 1) * np.maximum(0.0, t_g - hide_b[1]) + t_g, 0.0)
         b_raw = np.where(cp > 1, ag + cp * t_g, 0.0)
         return (kv_bytes, ag, b_raw, f_exp, b_exp,
                 np.where(cp > 1, 2 * (cp - 1) * kv_bytes + cp * g_bytes, 0.0))

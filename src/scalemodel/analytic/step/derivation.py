@@ -249,6 +249,10 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     cp_hid = ("; the all-gather exposed in full, nothing beside it (cp_gather_overlap false)"
               if cp_mode == "all_gather"
               and not profile_value(res.job, "cp_gather_overlap", True) else "")
+    if (cp_mode == "all_gather" and res.job.kernels == "fused"
+            and not profile_value(res.job, "cp_compiled_overlap", True)):
+        cp_hid = ("; under torch.compile every gather and dK/dV transfer is waited where it is "
+                  "issued, nothing beside it (cp_compiled_overlap false)")
     d.given("exposed ring-attention (CP) traffic per micro-batch", "t_cp", v.cp_s / mb, "s",
             note=f"the profile's K/V exchange (frameworks.toml cp_exchange: {cp_mode}){cp_hid}")
     if m.is_moe:
