@@ -254,3 +254,39 @@ def test_deepspeed_pipeline_runs_with_zero1_at_most(capsys):
                  "--json"]) == 0
     lay = json.loads(capsys.readouterr().out)["layout"]
     assert not (lay["pp"] > 1 and lay["zero"] > 1)
+
+
+def test_megatron_core_r080_splits_the_layers_evenly_only():
+    # Megatron-LM core_r0.8.0 (source megatron-core-r080-even-split): validate_args asserts
+    # num_layers % pp == 0 and (num_layers / pp) % layers-per-virtual-stage == 0 with
+    # interleaving; get_num_layers_to_build gives every chunk num_layers // pp // vpp layers.
+    # Llama 3 8B's 32 layers on 64 GPUs: pp x vpp must divide 32, and one layer per virtual
+    # stage (vpp = 32 / pp) is a split the release can run
+    c = _grid("megatron-core-0.8")
+    piped = c["pp"] > 1
+    assert piped.any()
+    assert (32 % (c["pp"][piped] * c["vpp"][piped]) == 0).all()
+    pairs = set(zip(c["pp"][piped].tolist(), c["vpp"][piped].tolist(), strict=True))
+    assert (2, 16) in pairs and (4, 8) in pairs and (2, 3) not in pairs
+    # the current Megatron-Core (any split: --pipeline-model-parallel-layout) keeps pp2 x vpp3
+    cur = _grid("megatron-core")
+    assert (2, 3) in set(zip(cur["pp"].tolist(), cur["vpp"].tolist(), strict=True))
+    # an explicit layout the release cannot split is one line
+    job, cl = _job(fw="megatron-core-0.8"), make_cluster("a100-sxm-80gb", 64)
+    with pytest.raises(BadInput, match="evenly only"):
+        evaluate_one(job, cl, dict(tp=1, pp=2, dp=32, cp=1, ep=1, zero=1, vpp=3, micro_batch=1,
+                                   recompute="none"))
+    # and the split it prices is L / pp on every stage, the output head adding no layers
+    res = search(job, cl, dict(tp=1, pp=4, dp=16, cp=1, ep=1, zero=1, vpp=1, micro_batch=1,
+                               recompute="full"), top=0)
+    assert res.stage_layers == (8, 8, 8, 8)
+    assert res.chunk_layers == (8, 8, 8, 8)
+
+
+def test_megatron_core_r080_runs_take_the_readme_tp_overlap():
+    # Megatron-LM README at f2e5db40 (the r0.8.0 model table): the runs pass --tp-comm-overlap
+    # (source megatron-lm-readme-tp-comm-overlap); the library default stays off
+    fw = get_framework("megatron-core-0.8")
+    assert fw.values["tp_overlap"] is True
+    assert fw.sources["tp_overlap"] == "megatron-lm-readme-tp-comm-overlap"
+    assert get_framework("megatron-core").values["tp_overlap"] is False

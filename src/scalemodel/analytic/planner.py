@@ -284,6 +284,24 @@ def check_pipeline_zero(job: Job, pp: int, zero: int, where: str = "--layout") -
                        f"stages with ZeRO-{zmax} at most")
 
 
+def check_pipeline_split(job: Job, pp: int, vpp: int, stages: tuple[int, ...] | None = None,
+                         where: str = "--layout") -> None:
+    """BadInput (one line) where a pipeline needs a split the framework cannot build: a profile
+    that splits evenly only (frameworks.toml pipeline_split) needs the layers divisible by
+    pp x vpp and no per-stage counts other than L / pp."""
+    from ..specs.frameworks import even_pipeline_split, get_framework
+
+    L = job.model.n_layers
+    if pp <= 1 or not even_pipeline_split(job.framework_id):
+        return
+    uneven = L % (pp * vpp) != 0 or (stages is not None and len(set(stages)) > 1)
+    if uneven:
+        fw = get_framework(job.framework_id)
+        raise BadInput(f"{where} pp={pp} vpp={vpp}: {fw.id} ({fw.version}) splits the layers "
+                       f"evenly only; the {L} layers of {job.model.id} do not divide into "
+                       f"{pp * vpp} equal chunks")
+
+
 def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     """The searched values of one key that the framework profile offers."""
     from ..specs.frameworks import offered_values
@@ -319,6 +337,9 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         check_recompute_offered(job, fixed["recompute"])
     if "pp" in fixed and "zero" in fixed:
         check_pipeline_zero(job, int(fixed["pp"]), int(fixed["zero"]))
+    if "pp" in fixed and ("vpp" in fixed or "stages" in fixed):
+        check_pipeline_split(job, int(fixed["pp"]), int(fixed.get("vpp", 1)),
+                             tuple(fixed["stages"]) if "stages" in fixed else None)
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
@@ -332,6 +353,14 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     etps = ([fixed["etp"]] if "etp" in fixed else ([0, 1] if m.is_moe else [0]))
     zeros = [fixed["zero"]] if "zero" in fixed else [0, 1, 2, 3]
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
+    from ..specs.frameworks import even_pipeline_split
+
+    if "vpp" not in fixed and even_pipeline_split(job.framework_id):
+        # an even-split framework interleaves with any count of layers per virtual stage that
+        # divides a stage's L / pp (Megatron's --num-layers-per-virtual-pipeline-stage): 23
+        # layers a stage (92 on PP4) interleave only as 23 chunks of one layer
+        vpps = sorted(set(vpps) | {d for p in pps if p > 1 and m.n_layers % p == 0
+                                   for d in _divisors(m.n_layers // p)})
     rcs = _recompute_codes(job, fixed)
     # partial policies (codes >= 4) enter in the search's second phase (_evaluate_two_phase)
     partial = tuple(x for x in rcs if x >= 4) if "recompute" not in fixed else ()
@@ -366,8 +395,17 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
                 key = r.message(ctx)
                 rejected[key] = rejected.get(key, 0) + bad
                 alive &= ~broken
-    from ..specs.frameworks import pipeline_zero_max
+    from ..specs.frameworks import even_pipeline_split, pipeline_zero_max
 
+    if even_pipeline_split(job.framework_id):  # only splits the framework can build
+        pp_c, vpp_c = np.asarray(c["pp"]), np.asarray(c["vpp"])
+        broken = alive & (pp_c > 1) & (m.n_layers % np.maximum(pp_c * vpp_c, 1) != 0)
+        bad = int(np.count_nonzero(broken))
+        if bad:
+            key = (f"{job.framework_id}: the layers split evenly only (pp x vpp must divide the "
+                   f"{m.n_layers} layers)")
+            rejected[key] = rejected.get(key, 0) + bad
+            alive &= ~broken
     zmax = pipeline_zero_max(job.framework_id)
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
         broken = alive & (np.asarray(c["pp"]) > 1) & (np.asarray(c["zero"]) > zmax)
@@ -658,7 +696,7 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
     rows = [row_at(cols, res, int(i), st) for i in order]
     pareto = [row_at(cols, res, int(i), st) for i in front[:8]]
     b = rows[0].layout
-    extra = split_extras(job.model)
+    extra = split_extras(job.model, job.framework_id)
     if extra["last_min"] == 0 and not st:  # the split the step model took for this layout
         zero = stage_partition(job.model.n_layers, b["pp"], vpp=b["vpp"], **extra)
         mtp = model_shapes(job.model).mtp
@@ -764,6 +802,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         where = f"layout {i + 1}:" if len(lays) > 1 else "--layout"
         check_recompute_offered(job, lay.recompute, where)
         check_pipeline_zero(job, lay.pp, lay.zero, where)
+        check_pipeline_split(job, lay.pp, lay.vpp, lay.stages, where)
     c = derived(c, ctx)
     for r in RULES:
         if not r.applies(ctx):
@@ -781,7 +820,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         if x.stages is not None:
             check_stages(x.stages, x.pp, job.model)
     if any(x.stages is not None for x in lays):
-        last = split_extras(job.model)
+        last = split_extras(job.model, job.framework_id)
         shapes = np.array([stage_shape(x.stages or stage_partition(
             job.model.n_layers, x.pp, vpp=x.vpp, **last)) for x in lays], dtype=np.int64)
         for j, k in enumerate(STAGE_COLS):

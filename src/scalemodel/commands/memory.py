@@ -196,7 +196,7 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     n_mb = None if fit else check(lay, ctx)
     stages = lay.stages
     if stages is None and lay.pp > 1 and not fit:
-        stages = stage_partition(m.n_layers, lay.pp, vpp=lay.vpp, **split_extras(m))
+        stages = stage_partition(m.n_layers, lay.pp, vpp=lay.vpp, **split_extras(m, fw.id))
     r = memory_report(m, lay.with_(stages=stages), seq_len=args.seq_len, microbatches=n_mb,
                       gpu=gpu, optimizer_id=args.optimizer, weight_dtype=args.dtype,
                       grad_dtype=args.grad_dtype, memory_fraction=args.mem_fraction,

@@ -128,6 +128,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "pp_recv_gather": (lambda v: isinstance(v, bool), "true or false"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
+    "pipeline_split": (lambda v: v in ("even", "any"),
+                       "even (L divisible by pp x vpp, every chunk L / (pp x vpp) layers) or any"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
@@ -495,6 +497,13 @@ def pipeline_zero_max(fid: str | None) -> int | None:
     DeepSpeed's pipeline engine takes ZeRO-1 only); None where any stage it offers may pair."""
     v = get_framework(fid).values.get("pipeline_zero_max")
     return None if v is None else int(v)
+
+
+def even_pipeline_split(fid: str | None) -> bool:
+    """Whether a profile splits the layers evenly only (``pipeline_split = "even"``: the layer
+    count divisible by pp x vpp, every model chunk L / (pp x vpp) layers, no head-aware or
+    first/last-stage counts); False where any split is offered (the default)."""
+    return get_framework(fid).values.get("pipeline_split", "any") == "even"
 
 
 def recompute_modes(fid: str | None) -> list[str]:

@@ -13,6 +13,7 @@ from .candidates import Candidates, unique_rows
 from .comm import LayerTime, collective_time, ranks_per_node
 from .config import constants, profile_value
 from .gemm import gemm3_of
+from .shapes import split_extras
 
 PARTS = ("compute", "tp", "cp", "ep", "host")
 
@@ -76,8 +77,10 @@ def split(c: Candidates, last_min: int = 1) -> tuple[Any, Any, Any, Any]:
         nf, nm, mi, nl = c.fixed_split
         return nf, nm, mi, nl + mtp
     uniq, inv = unique_rows((c.pp, c.vpp))
+    extra = split_extras(c.m, c.job.framework_id)  # 0 where the framework splits evenly only
+    last_min = last_min if extra["last_extra"] else 1
     shape = np.array([stage_shape(stage_partition(c.m.n_layers, int(p), vpp=int(v),
-                                                  last_extra=c.ms.last_extra_layers,
+                                                  last_extra=extra["last_extra"],
                                                   last_min=last_min))
                       for p, v in zip(*uniq, strict=True)], dtype=np.float64)
     nf, nm, mi, nl = (shape[inv, i] for i in range(4))

@@ -81,9 +81,16 @@ def model_flops_per_token(m: ModelSpec, seq_len: int) -> float:
             + 6 * ms.n_layers_run * seq_len * (ms.qk_dim + ms.v_dim))
 
 
-def split_extras(m: ModelSpec) -> dict[str, float | int]:
+def split_extras(m: ModelSpec, framework_id: str | None = None) -> dict[str, float | int]:
     """Keywords of memory.stage_partition / chunk_partition for this model: the output head,
     loss and MTP modules in layers on the last stage, and whether its last chunk may hold no
-    decoder layer of its own (it holds the MTP layers)."""
+    decoder layer of its own (it holds the MTP layers). A framework that splits evenly only
+    (frameworks.toml ``pipeline_split = "even"``: Megatron-LM of 2021, Megatron-Core r0.8.0)
+    puts L / (pp x vpp) layers in every chunk whatever the head costs: no extra is counted, so
+    the balanced split of a divisible layer count is the even one."""
+    from ...specs.frameworks import even_pipeline_split
+
+    if framework_id is not None and even_pipeline_split(framework_id):
+        return {"last_extra": 0.0, "last_min": 1}
     ms = model_shapes(m)
     return {"last_extra": ms.last_extra_layers, "last_min": 0 if ms.mtp else 1}
