@@ -8,9 +8,14 @@ Derivations written here:
   norms 16-bit (as for fp8, modelopt-default-disabled-quantizers), so one GPU holds
   W = P_linear * 0.5625 B + (P_embedding + P_lm_head + P_norms) * 2 B;
 * compute: the B200 datasheet lists 9,000 TFLOP/s dense FP4 and 4,500 dense FP8 (gpus.toml);
-  the FP4 GEMM takes the bf16 curve's efficiency (no FP4 ratio is measured), the FP8 one the
-  measured fp8/bf16 ratio 0.984, so a compute-bound FP4 GEMM takes 4500 x 0.984 / 9000 = 0.492
-  of the FP8 one's time;
+  the FP4 GEMM takes the bf16 curve's efficiency times the measured fp4/bf16 ratio, the FP8 one
+  the measured fp8/bf16 ratio 0.984, so a compute-bound FP4 GEMM takes
+  4500 x 0.984 / (9000 x k_fp4) of the FP8 one's time;
+* k_fp4 (source vllm-pr-20646-nvfp4-gemm-b200, vLLM PR 20646's 'Before' table on a B200, N =
+  6144, K = 4096): at M = 4096 / 8192 / 16384 torch bf16 runs 1365.255495 / 1420.966950 /
+  1360.143047 TFLOP/s and the CUTLASS NVFP4 GEMM without its quantization 3645.594842 /
+  3778.760919 / 3904.329097; each against its dense peak (9000 and 2250 TF) the NVFP4 share over
+  the bf16 share is fp4 / (4 bf16) = 0.6676 / 0.6648 / 0.7176, mean 0.683;
 * decode attention on B200 reads the KV once per KV head: Llama 2 70B, 80 layers x 8 KV heads x
   128 x (K, V) x 1 B (FP8 KV) = 163,840 B per token over 7.7 TB/s at the planner's 0.8 HBM
   efficiency (planner.toml [gemm]).
@@ -58,14 +63,33 @@ def _it(prec):
                  cluster=make_cluster(g, 1))
 
 
-def test_fp4_gemm_at_the_datasheet_rate():
+def test_b200_fp4_gemm_ratio_from_the_measured_table():
+    # vLLM PR 20646, 'Before', B200, N = 6144, K = 4096: (M, torch bf16, nvfp4-noquant) TFLOP/s
+    table = [(4096, 1365.255495, 3645.594842), (8192, 1420.966950, 3778.760919),
+             (16384, 1360.143047, 3904.329097)]
+    ratios = [(fp4 / 9000) / (bf16 / 2250) for _, bf16, fp4 in table]
+    assert [round(r, 4) for r in ratios] == [0.6676, 0.6648, 0.7176]
+    g = get_gpu("b200")
+    assert g.fp4_gemm_ratio == pytest.approx(sum(ratios) / 3, abs=5e-4)
+    assert g.gemm_dtype_factor("fp4") == g.fp4_gemm_ratio
+    assert g.source_of("fp4_gemm_ratio").startswith("vLLM pull request 20646")
+
+
+def test_fp4_gemm_at_the_datasheet_rate_times_the_measured_ratio():
     it4, it8 = _it("fp4"), _it("fp8")
     T = 8192  # compute-bound: the GEMMs' compute side equals their time
     assert it4.tables.dense[T] == pytest.approx(it4.tables.dense_c[T])
-    assert it4.tables.dense_c[T] / it8.tables.dense_c[T] == pytest.approx(4500 * 0.984 / 9000,
-                                                                           rel=1e-9)
-    # one decode token reads the linear weights at 0.5625 B (memory side), vs 1 B at FP8
-    assert it4.tables.dense[1] / it8.tables.dense[1] == pytest.approx(0.5625, rel=0.01)
+    assert it4.tables.dense_c[T] / it8.tables.dense_c[T] == pytest.approx(
+        4500 * 0.984 / (9000 * 0.683), rel=1e-9)
+    # one decode token reads the linear weights at 0.5625 B (memory side), vs 1 B at FP8: a
+    # layer's weights h (h + 2 kv) + h^2 + 2 h ffn + ffn h over 7.7 TB/s at 0.8 efficiency
+    h, kv, ffn = 8192, 1024, 28672
+    read = (h * (h + 2 * kv) + h * h + 2 * h * ffn + ffn * h) / (7.7e12 * 0.8)
+    assert it8.tables.dense[1] == pytest.approx(read, rel=0.01)
+    # at FP4 the reads bound it from below; at the measured FP4 rate the tile-padded compute
+    # side of the thinnest GEMM (one 128-row tile over the SMs) now comes a few percent above
+    # its 0.5625 B read
+    assert read * 0.5625 <= it4.tables.dense[1] <= 1.03 * read * 0.5625
 
 
 def test_blackwell_decode_attention_reads_the_kv_at_hbm_speed():

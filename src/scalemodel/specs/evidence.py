@@ -36,7 +36,7 @@ _BY_REGISTRY_KIND = {"datasheet": "datasheet", "assumption": "assumption",
 # the gpus.toml and links.toml fields the step model reads
 GPU_FIELDS = ("flop_per_s.bf16", "flop_per_s.fp8", "hbm_bytes", "hbm_bytes_per_s", "sm_count",
               "peak_clock_hz", "sustained_clock_hz", "sustained_gemm_ratio", "fp8_gemm_ratio",
-              "interconnect.scale_up_bytes_per_s_per_direction")
+              "fp4_gemm_ratio", "interconnect.scale_up_bytes_per_s_per_direction")
 LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",

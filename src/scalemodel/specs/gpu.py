@@ -41,6 +41,9 @@ class GPUSpec:
     # fp8 GEMM efficiency over bf16 GEMM efficiency (each as a fraction of its own dense peak),
     # measured by one tool on this GPU or one of the same die (0 = not measured: 1 assumed)
     fp8_gemm_ratio: float = 0.0
+    # NVFP4 (block-scaled fp4) GEMM efficiency over bf16 GEMM efficiency, each against its own
+    # dense peak, measured on this GPU (0 = not measured: 1 assumed)
+    fp4_gemm_ratio: float = 0.0
     l2_bytes: float = 0.0
     tdp_w: float = 0.0
     sm: Mapping[str, Any] = field(default_factory=dict)
@@ -86,9 +89,12 @@ class GPUSpec:
 
     def gemm_dtype_factor(self, dtype: str) -> float:
         """How much of the bf16 GEMM efficiency a GEMM in ``dtype`` reaches, each against its own
-        dense peak: ``fp8_gemm_ratio`` for fp8 where measured, else 1."""
+        dense peak: ``fp8_gemm_ratio`` for fp8 and ``fp4_gemm_ratio`` for fp4 where measured,
+        else 1."""
         if dtype == "fp8" and self.fp8_gemm_ratio:
             return self.fp8_gemm_ratio
+        if dtype == "fp4" and self.fp4_gemm_ratio:
+            return self.fp4_gemm_ratio
         return 1.0
 
     @property
@@ -114,7 +120,8 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         if k in t and not (isinstance(t[k], int | float) and t[k] > 0):
             raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be a positive number")
     for k, what in (("sustained_gemm_ratio", "sustained over short-burst GEMM throughput"),
-                    ("fp8_gemm_ratio", "fp8 over bf16 GEMM efficiency")):
+                    ("fp8_gemm_ratio", "fp8 over bf16 GEMM efficiency"),
+                    ("fp4_gemm_ratio", "fp4 over bf16 GEMM efficiency")):
         r = t.get(k, 0.0)
         if k in t and not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
             raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be in (0, 1] ({what}), "
@@ -159,6 +166,7 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         sustained_clock_hz=float(t.get("sustained_clock_hz", 0.0)),
         sustained_gemm_ratio=float(t.get("sustained_gemm_ratio", 0.0)),
         fp8_gemm_ratio=float(t.get("fp8_gemm_ratio", 0.0)),
+        fp4_gemm_ratio=float(t.get("fp4_gemm_ratio", 0.0)),
         l2_bytes=float(t.get("l2_bytes", 0.0)),
         tdp_w=float(t.get("tdp_w", 0.0)),
         sm=MappingProxyType(dict(t.get("sm", {}))),
