@@ -19,6 +19,9 @@ from scalemodel.specs import get_gpu
 from scalemodel.specs.frameworks import get_framework, job_settings
 
 B200_PEAK = 2250e12  # dense bf16, HGX B200 spec table (gpus.toml)
+# the benchmark timed each call alone on an unthrottled B200 (a burst rate); a step keeps the
+# B200's sustained share, MSMF 1426.4 / MAMF 1751.2 TFLOP/s (Bekman, all 8 GPUs busy)
+B200_SUSTAINED = 1426.4 / 1751.2
 
 
 @pytest.mark.parametrize("length, fwd, bwd", [
@@ -28,16 +31,19 @@ B200_PEAK = 2250e12  # dense bf16, HGX B200 spec table (gpus.toml)
 def test_cudnn_b200_curve_is_the_benchmark_table(length, fwd, bwd):
     g = get_gpu("b200")
     assert g.peak_flop_per_s("bf16") == B200_PEAK
-    assert attention_efficiency(g, length, kind="flash3") == pytest.approx(fwd / 2250, rel=1e-3)
+    k = B200_SUSTAINED
+    assert attention_efficiency(g, length, kind="flash3") == pytest.approx(fwd / 2250 * k,
+                                                                           rel=1e-3)
     assert attention_efficiency(g, length, kind="flash3", backward=True) == pytest.approx(
-        bwd / 2250, rel=1e-3)
+        bwd / 2250 * k, rel=1e-3)
 
 
 def test_fa2_b200_curve_is_the_benchmark_table():
     # backend flash_attention (flash-attn 2.7.3): 445.212 forward, 366.011 backward at 131072
     g = get_gpu("b200")
-    assert attention_efficiency(g, 131072) == pytest.approx(445.212 / 2250, rel=1e-3)
-    assert attention_efficiency(g, 131072, backward=True) == pytest.approx(366.011 / 2250,
+    k = B200_SUSTAINED
+    assert attention_efficiency(g, 131072) == pytest.approx(445.212 / 2250 * k, rel=1e-3)
+    assert attention_efficiency(g, 131072, backward=True) == pytest.approx(366.011 / 2250 * k,
                                                                            rel=1e-3)
 
 

@@ -90,15 +90,18 @@ def test_b200_attention_is_measured_not_borrowed():
     # cudnn-frontend SDPA benchmark (commit f937055, sdpa_benchmark_results_NVIDIA_B200.csv,
     # B200, bf16, causal, head dim 128): flash-attn 2.7.3 forward 428.611 TFLOP/s at 16k,
     # cuDNN (pyt_cudnn) 1358.566 forward and 1074.499 backward; B200 dense bf16 peak 2250
+    # the benchmark's rates are burst rates (each call timed alone, free clocks): a step keeps
+    # the B200's sustained share, MSMF 1426.4 / MAMF 1751.2 (Bekman, 8 GPUs busy)
+    k = 1426.4 / 1751.2
     b200 = get_gpu("b200")
-    assert attention_efficiency(b200, 16384) == pytest.approx(428.611 / 2250, rel=1e-3)
-    assert attention_efficiency(b200, 16384, kind="flash3") == pytest.approx(1358.566 / 2250,
-                                                                             rel=1e-3)
+    assert attention_efficiency(b200, 16384) == pytest.approx(428.611 / 2250 * k, rel=1e-3)
+    assert attention_efficiency(b200, 16384, kind="flash3") == pytest.approx(
+        1358.566 / 2250 * k, rel=1e-3)
     assert attention_efficiency(b200, 16384, kind="flash3", backward=True) == pytest.approx(
-        1074.499 / 2250, rel=1e-3)
+        1074.499 / 2250 * k, rel=1e-3)
     # only the causal mask is measured: the unmasked call is read at the causal rate
     assert attention_efficiency(b200, 32768, kind="flash3", causal=False) == pytest.approx(
-        1435.072 / 2250, rel=1e-3)
+        1435.072 / 2250 * k, rel=1e-3)
     from scalemodel.analytic.planner import derive_row
 
     job = make_job(get_model("llama-3-8b"), seq_len=4096, global_batch_seqs=64)

@@ -126,7 +126,8 @@ def _kernel_value(e: dict[str, Any]) -> str:
     if "curves" in e:
         return "; ".join(f"head dim {c['head_dim']}: {c['lengths'][0]}-{c['lengths'][-1]} "
                          "tokens" for c in e["curves"]) + f" (at {e.get('peak_tflops')} TF peak)"
-    keys = [k for k in e if k not in ("measured_on", "source", "note", "borrows", "curves")]
+    keys = [k for k in e if k not in ("measured_on", "source", "note", "borrows", "curves")
+            and not k.startswith("clocks")]
     return ", ".join(f"{k}={_text(e[k])}" for k in keys)
 
 
@@ -158,6 +159,9 @@ def _kernels_toml() -> list[tuple[str, str, str]]:
                 out.append((name, f"borrows {e['borrows']}", "scalemodel-assumption"))
             elif "source" in e:
                 out.append((name, _kernel_value(e), e["source"]))
+            if "clocks" in e:  # how the source timed it (burst: the step keeps the sustained share)
+                out.append((f"{name} clocks", f"{e['clocks']} (x the GPU's sustained share)",
+                            e.get("clocks_source", "")))
     return out
 
 

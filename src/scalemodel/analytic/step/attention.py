@@ -35,6 +35,9 @@ class AttentionCurve:
     sources: tuple[str, ...]  # source keys, the measured curve first
     notes: tuple[str, ...]
     borrowed: tuple[str, ...]  # "family on arch: borrows other (why)" lines, for the derivation
+    # the measured level is a burst rate (kernels.toml clocks = "burst"): a step keeps the GPU's
+    # sustained share of it (gpus.toml sustained_gemm_ratio), as the burst GEMM anchor does
+    burst: bool = False
 
     def scaled(self, fwd: float, bwd: float, **kw: Any) -> AttentionCurve:
         return dataclasses.replace(self, fwd_full=self.fwd_full * fwd,
@@ -56,7 +59,8 @@ def _measured_curve(family: str, label: str, arch: str, d: dict[str, Any],
     mask = fc / ff  # what the causal mask costs at each length
     return AttentionCurve(family, label, arch, np.log2(np.asarray(cv["lengths"], dtype=np.float64)),
                           fwd_full, fwd_full * mask, bwd_full, bwd_full * mask,
-                          float(cv["head_dim"]), (d["source"],), (d.get("note", ""),), ())
+                          float(cv["head_dim"]), (d["source"],), (d.get("note", ""),), (),
+                          burst=d.get("clocks") == "burst")
 
 
 @cache
@@ -79,7 +83,7 @@ def attention_curve(family: str, arch: str, head_dim: float = 128.0) -> Attentio
         c = dataclasses.replace(
             shape.scaled(d["fwd_max"] / shape.fwd_full[-1], d["bwd_max"] / shape.bwd_full[-1]),
             arch=arch, sources=(d["source"], *shape.sources), notes=(d.get("note", ""),),
-            borrowed=shape.borrowed)
+            borrowed=shape.borrowed, burst=d.get("clocks") == "burst")
     else:  # a ratio to another family on the same architecture
         base = attention_curve(d["base"], arch, head_dim)
         if "slowdown" in d:
@@ -120,9 +124,13 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
                          head_dim: float = 128.0) -> Any:
     """Fraction of the 16-bit peak a fused attention call of ``length`` tokens reaches
     (FLOPs counted as the planner counts them: causal half, backward
-    ``backward_flop_factor`` x the forward); FlashAttention-2 unless ``kind`` names another."""
+    ``backward_flop_factor`` x the forward); FlashAttention-2 unless ``kind`` names another.
+    A curve timed at burst clocks (kernels.toml ``clocks = "burst"``) keeps the GPU's sustained
+    share of its rate (``gpu.sustained_fraction``), as the GEMM model's burst anchor does."""
     c = curve_for(kind, gpu, head_dim)
     y = getattr(c, ("bwd_" if backward else "fwd_") + ("causal" if causal else "full"))
+    if c.burst:  # timed on an unthrottled GPU: a step keeps the sustained share (kernels.toml)
+        y = y * gpu.sustained_fraction
     x = np.log2(np.maximum(np.asarray(length, dtype=np.float64), 1.0))
     slope = (y[1] - y[0]) / (c.x[1] - c.x[0])
     short = np.maximum(y[0] + slope * (x - c.x[0]),
