@@ -275,7 +275,10 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                   " - their GPU time), forward and recomputed forward; eager Megatron-Core layers "
                   f"without CUDA graphs: forward at least {host['layer_fwd_s'] * 1e3:g} ms + "
                   f"(2 n + 1) launches, backward {host['layer_bwd_s'] * 1e3:g} ms + (4 n + 1) "
-                  f"launches, n local experts (measured, source {host['layer_source']}; step/host.py)")
+                  f"launches, n local experts (measured, source {host['layer_source']}); under fp8 "
+                  "+ 2 q n launches each way for TE's per-expert input quantisation, q per split "
+                  f"(4 current scaling, 1 MXFP8 / blockwise, source "
+                  f"{host['fp8_split_launches_source']}; step/host.py)")
             if m.is_moe else "no MoE layer")
     d.calc("one micro-batch through the slowest stage", "t_mb", "t_c + t_tp + t_cp + t_ep + t_host",
            "s", check=v.t_slow_s, rel_tol=1e-6)

@@ -30,8 +30,12 @@ experts), forward after the wait, per MoE layer and micro-batch:
   local expert (TE GroupedLinear runs one cuBLAS GEMM per group); the weighted SwiGLU (1); fc2
   one GEMM per local expert.
 
-This is a lower bound on the launches (the casts inside TE's modules and the allocations are
-not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
+* fp8: TE's GroupedLinear quantises each local expert's split of fc1's and fc2's inputs apart
+  (tex.split_quantize, TE v2.9-v2.18): 4 kernels per split under per-tensor current scaling
+  (zero the amax, the amax, the scale, the cast), 1 under MXFP8 / blockwise, none under delayed
+  scaling (one fused multi-tensor cast); planner.toml [host] fp8_split_launches_<scaling>.
+
+This is a lower bound on the launches (the allocations and the weight casts are not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
 backward does not wait (the splits and counts are on the host since the forward), so it is not
 bounded here; a recomputed MoE layer dispatches, and waits, again.
 
@@ -72,14 +76,29 @@ from typing import Any
 import numpy as np
 
 from .candidates import Candidates
-from .config import constants, moe_dispatcher, moe_graph_scopes, profile_value
+from .config import constants, fp8_scaling, moe_dispatcher, moe_graph_scopes, profile_value
 
 
-def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool) -> Any:
+def split_quantize_launches(c: Candidates) -> float:
+    """Kernels TE's GroupedLinear launches to quantise one expert's split of one fp8 GEMM input
+    (planner.toml [host] fp8_split_launches_<scaling>, TE v2.9-v2.18 tex.split_quantize): 4
+    under per-tensor current scaling, 1 under MXFP8 / blockwise, 0 under delayed scaling (one
+    fused multi-tensor cast for all splits); 0 without fp8."""
+    if not getattr(c, "fp8", False):
+        return 0.0
+    scaling, _ = fp8_scaling(c.job, c.gpu.id)
+    return float(constants()["host"].get(f"fp8_split_launches_{scaling}", 0.0))
+
+
+def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool,
+                        q: float = 0.0) -> Any:
     """Kernels the forward of one MoE layer launches after the dispatcher's host wait (the
-    module docstring's count); 0 for a dispatcher the profile does not name."""
+    module docstring's count); 0 for a dispatcher the profile does not name. ``q``: the
+    quantisation kernels per expert split and fp8 GEMM input (:func:`split_quantize_launches`),
+    charged for fc1's and fc2's inputs of every local expert."""
     n = np.asarray(n_local, dtype=np.float64)
-    experts = 2 * n + 1 + (3 if fp8 and kind != "flex-hybridep" else 0)
+    experts = (2 * n + 1 + (3 if fp8 and kind != "flex-hybridep" else 0)
+               + (2 * q * n if fp8 else 0.0))
     many = (n > 1).astype(np.float64)
     if kind == "alltoall":
         split = (np.asarray(etp, dtype=np.float64) > 1).astype(np.float64)
@@ -98,7 +117,7 @@ def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
     the forward all-to-all traffic after the wait)."""
     kind = moe_dispatcher(c.job, c.gpu.id)
     n_local = c.m.n_experts / c.ep
-    ops = after_sync_launches(kind, n_local, c.etp, c.fp8)
+    ops = after_sync_launches(kind, n_local, c.etp, c.fp8, split_quantize_launches(c))
     if "moe" in (moe_graph_scopes(c.job, c.gpu.id) or ()):
         ops = np.minimum(ops, 1.0)  # the whole MoE MLP replays as one graph
     per_op = float(constants()["host"]["op_launch_s"])
@@ -117,6 +136,7 @@ def eager_layer_floor(c: Candidates) -> tuple[Any, Any]:
     h = constants()["host"]
     n = np.asarray(c.m.n_experts / c.ep, dtype=np.float64)
     per_op = float(h["op_launch_s"])
-    fwd = float(h["layer_fwd_s"]) + (2 * n + 1) * per_op
-    bwd = float(h["layer_bwd_s"]) + (4 * n + 1) * per_op
+    q = split_quantize_launches(c)  # fp8: per expert, fc1 / fc2 inputs and their output grads
+    fwd = float(h["layer_fwd_s"]) + (2 * n + 1 + 2 * q * n) * per_op
+    bwd = float(h["layer_bwd_s"]) + (4 * n + 1 + 2 * q * n) * per_op
     return fwd, bwd
