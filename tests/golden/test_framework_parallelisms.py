@@ -178,6 +178,19 @@ def test_no_virtual_stages_no_overlap_in_megatron_core():
     assert a.pp_s / b.pp_s == pytest.approx(send / (send + gather), rel=1e-9) and a.pp_s > 0
 
 
+def test_deepspeed_pipeline_engine_pays_two_transfers_per_crossing():
+    # DeepSpeed at 0457bb1c, runtime/pipe/schedule.py TrainSchedule.steps: a forward step runs
+    # RecvActivation then SendGrad, a backward step SendActivation then RecvGrad, and
+    # runtime/pipe/p2p.py send / recv are blocking dist.send / dist.recv (async_op must be
+    # False): where Megatron-LM's 1F1B posts a step's send and receive in one batch_isend_irecv
+    # (one transfer time), the PipelineEngine pays two in a row. The same layout and every other
+    # field of megatron-lm-2021: the P2P term doubles, the compute does not move.
+    ds, mg = _pp("megatron-deepspeed-2021", 1), _pp("megatron-lm-2021", 1)
+    assert ds.pp_s == pytest.approx(2 * mg.pp_s, rel=1e-12) and mg.pp_s > 0
+    assert ds.pp_raw_s == pytest.approx(2 * mg.pp_raw_s, rel=1e-12)
+    assert ds.compute_s == mg.compute_s and ds.bubble_s == mg.bubble_s
+
+
 def test_dualpipe_hides_the_pipeline_p2p():
     # DeepSeek-V3 report Sec. 3.2.1: DualPipe hides both the all-to-all and the PP communication
     lay = {"tp": 1, "pp": 8, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1, "micro_batch": 1,

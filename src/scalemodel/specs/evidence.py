@@ -54,7 +54,8 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
-                    "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "moe_layer_host")
+                    "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "pp_p2p_calls",
+                    "moe_layer_host")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 

@@ -126,6 +126,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
                      f"a list of {', '.join(PARALLELISMS)}"),
     "pp_p2p_overlap": (lambda v: v in PP_P2P_OVERLAP, ", ".join(PP_P2P_OVERLAP)),
     "pp_recv_gather": (lambda v: isinstance(v, bool), "true or false"),
+    "pp_p2p_calls": (lambda v: v in (1, 2) and not isinstance(v, bool),
+                     "1 or 2 (blocking P2P calls per pipeline crossing)"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
     "pipeline_split": (lambda v: v in ("even", "any"),

@@ -119,11 +119,16 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
           + collective_time("reduce_scatter", ge_bytes, egroup, r_edp, cl))
     ag = (collective_time("all_gather", loc.dense * E_W, group, r_dp, cl)
           + collective_time("all_gather", loc.expert * E_W, egroup, r_edp, cl))
-    last_bucket = np.minimum(1.0, float(ov["dp_bucket_bytes"])
+    # the last bucket: the bucket a DDP / ZeRO reducer fills last holds the word embedding, whose
+    # gradient the backward produces last, and a bucket never splits a parameter (Megatron-Core
+    # param_and_grad_buffer.py at core_r0.8.0 closes a bucket once it reaches bucket_size, going
+    # over the parameters in reverse): on a stage with the embedding it is at least that table
+    pc = c.ms.sm.pc
+    emb = np.where(c.one | (st.which == 0), pc.embedding / tp, 0.0) * e_red
+    last_bucket = np.minimum(1.0, np.maximum(float(ov["dp_bucket_bytes"]), emb)
                              / np.maximum(g_bytes + ge_bytes, 1.0))
     root = None
     if profile_value(c.job, "fsdp_root_group", False):
-        pc = c.ms.sm.pc
         root_p = (pc.embedding + (pc.lm_head or 0.0)) / tp + pc.final_norm
         root = np.where(c.one & (c.zero >= 2),
                         np.minimum(1.0, root_p / np.maximum(loc.dense, 1.0)), 0.0)

@@ -206,6 +206,10 @@ def pipeline_comm(c: Candidates) -> PipelineComm:
             and not profile_value(c.job, "sequence_parallel", True)):
         t_p2p = t_p2p + collective_time("all_gather", msg * c.tp, c.tp,
                                         ranks_per_node(1, c.tp, c.dom), c.cl)
+    # blocking P2P calls per crossing (frameworks.toml pp_p2p_calls): Megatron posts a step's
+    # send and receive in one batched call (1); DeepSpeed's PipelineEngine issues them as two
+    # blocking calls one after the other, each a transfer on the critical path (2)
+    t_p2p = t_p2p * float(profile_value(c.job, "pp_p2p_calls", 1))
     raw = np.where(c.pp > 1, 2 * (c.vpp * c.mb + c.pp - 1) * t_p2p, 0.0)
     # what the framework hides (pp_p2p_overlap), then the planner's flat share (planner.toml
     # [overlap] pp, 0: nothing more)
