@@ -10,7 +10,7 @@ import pytest
 
 from scalemodel.analytic import planner
 from scalemodel.analytic.planner import _ranking, _reportable, make_cluster, make_job, search
-from scalemodel.analytic.step.candidates import unique_rows
+from scalemodel.analytic.step.candidates import _codes, _hashed_codes, unique_rows
 from scalemodel.specs import get_model
 
 
@@ -31,6 +31,30 @@ def test_unique_rows_is_numpys_row_unique():
         got, ginv = unique_rows(tuple(cols))
         assert np.array_equal(np.stack(got, 1), want)
         assert np.array_equal(ginv, inv.ravel())
+
+
+def test_hashed_codes_are_numpys_unique():
+    # the bucketed de-duplication of byte-size columns answers exactly as np.unique, and hands
+    # back to it where buckets collide, where 0.0 and -0.0 both occur, or on NaN
+    rng = np.random.default_rng(7)
+    few = rng.random(60) * 1e9
+    cases = {
+        "few sizes": few[rng.integers(0, 60, 1 << 16)],
+        "one size": np.full(5000, 3.5e8),
+        "many distinct (collisions)": rng.random(50_000) * 1e9,
+        "signed zeros": np.concatenate([few[rng.integers(0, 60, 4000)], [0.0, -0.0, 0.0]]),
+        "a NaN": np.concatenate([few[rng.integers(0, 60, 4000)], [np.nan]]),
+        "strided view": few[rng.integers(0, 60, 1 << 14)][::2],
+    }
+    for name, x in cases.items():
+        want, inv = np.unique(x, return_inverse=True)
+        got, ginv = _codes(x)
+        assert np.array_equal(got, want, equal_nan=True), name
+        assert np.array_equal(ginv, inv.ravel()), name
+    assert _hashed_codes(cases["few sizes"]) is not None  # the fast path is taken
+    assert _hashed_codes(cases["many distinct (collisions)"]) is None
+    assert _hashed_codes(cases["signed zeros"]) is None
+    assert _hashed_codes(cases["a NaN"]) is None
 
 
 def test_chunk_supersets_rank_like_the_whole_grid():

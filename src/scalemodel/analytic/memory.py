@@ -308,10 +308,7 @@ def act_per_layer(
     A fused attention kernel (FlashAttention) never stores the a s^2 scores (``c.scores`` is 0
     and ``c.lse`` its per-token statistic), so "none" then keeps what "selective" keeps plus
     that statistic."""
-    sel, none, full, op, _ = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
-    dropped, _ = _module_bytes(c, s, b, n_kv, tp, sp, mla, mods)
-    sel = np.where(_core_attn(rc, mods), sel, none) - dropped
-    return np.where(rc == 0, none, np.where(rc == 1, sel, np.where(rc == 3, op, full)))
+    return act_stored_and_working(c, s, b, a, n_kv, tp, sp, rc, mla, mods)[0]
 
 
 def act_working_set(
@@ -322,11 +319,23 @@ def act_working_set(
     full recompute re-runs the layer's forward (its no-recompute set, less the stored input the
     re-run keeps again), selective the attention core (the scores), the op-level policy the
     dropped matmul outputs. 0 without recompute."""
+    return act_stored_and_working(c, s, b, a, n_kv, tp, sp, rc, mla, mods)[1]
+
+
+def act_stored_and_working(
+    c: ActCoeffs, s: Any, b: Any, a: int, n_kv: int, tp: Any, sp: Any, rc: Any, mla: bool,
+    mods: Any = 0,
+) -> tuple[Any, Any]:
+    """(:func:`act_per_layer`, :func:`act_working_set`) from one pass over the layer's parts."""
     sel, none, full, op, overlap = _act_parts(c, s, b, a, n_kv, tp, sp, mla)
-    _, top = _module_bytes(c, s, b, n_kv, tp, sp, mla, mods)
-    sel_ws = np.maximum(np.where(_core_attn(rc, mods), none - sel, 0.0), top)
-    return np.where(rc == 0, 0.0, np.where(rc == 1, sel_ws, np.where(
+    dropped, top = _module_bytes(c, s, b, n_kv, tp, sp, mla, mods)
+    core = _core_attn(rc, mods)
+    kept_sel = np.where(core, sel, none) - dropped
+    stored = np.where(rc == 0, none, np.where(rc == 1, kept_sel, np.where(rc == 3, op, full)))
+    sel_ws = np.maximum(np.where(core, none - sel, 0.0), top)
+    working = np.where(rc == 0, 0.0, np.where(rc == 1, sel_ws, np.where(
         rc == 3, np.maximum(none - op, 0.0), none - overlap)))
+    return stored, working
 
 
 def zero_state_bytes(
@@ -674,11 +683,10 @@ def training_bytes(
 
     def layer_acts(rc_: Any) -> tuple[Any, Any, Any, Any]:
         args = (s, b, sm.n_heads, sm.n_kv_heads, tp, sp, rc_, sm.mla)
-        a_dense = act_per_layer(sm.dense, *args, rc_mods)
-        ws_ = act_working_set(sm.dense, *args, rc_mods)
+        a_dense, ws_ = act_stored_and_working(sm.dense, *args, rc_mods)
         if sm.moe is not None:
-            a_moe = act_per_layer(sm.moe, *args, rc_mods)
-            ws_ = np.maximum(ws_, act_working_set(sm.moe, *args, rc_mods))
+            a_moe, ws_moe = act_stored_and_working(sm.moe, *args, rc_mods)
+            ws_ = np.maximum(ws_, ws_moe)
             n_dense = L - sm.n_moe_layers
             a_big = np.maximum(a_dense, a_moe)
             first = np.where(one, n_dense * a_dense + sm.n_moe_layers * a_moe + mtp * a_big,

@@ -105,6 +105,12 @@ class Cluster:
                            intra_bytes_per_s=self.gpu.scale_up_bytes_per_s or None,
                            pcie_host=host)
 
+    @cached_property
+    def collective_seconds(self) -> dict[tuple[str, float, float, float], float]:
+        """Seconds of each collective query priced on this cluster so far, by (kind, bytes,
+        ranks, ranks per node): step/comm.py collective_time prices a query once."""
+        return {}
+
 
 def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None = None,
                  nvlink_domain: int | None = None, inter: str | None = None,
@@ -795,7 +801,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
     c["etp"] = np.array([x.expert_tp for x in lays], dtype=np.int64)
     c["rc"] = np.array([x.rc_code for x in lays], dtype=np.int64)
     for k in PARALLELISM_OF:  # a value the framework profile does not offer: refused
-        for v in np.unique(c[k]).tolist():
+        for v in sorted(set(c[k].tolist())):  # (np.unique would import numpy.ma)
             i = int(np.flatnonzero(c[k] == v)[0])
             check_offered(job, k, int(v), f"layout {i + 1}:" if len(lays) > 1 else "--layout")
     for i, lay in enumerate(lays):  # so is a recompute mode it does not offer, or a pairing

@@ -160,14 +160,46 @@ _SMALL_INT = 1 << 20  # integral columns below this are their own codes (no sort
 _DENSE_CODES = 1 << 22  # combined code spaces up to this are de-duplicated by counting
 
 
+_HASH_BITS = 16  # buckets of the hashed de-duplication of other float columns (2^16)
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's odd multiplier (2^64 / phi)
+
+
+def _hashed_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_codes` of a float64 column in linear time, without the sort of ``np.unique``: each
+    entry goes to a bucket by a multiplicative hash of its bits, one entry stands for each bucket,
+    and the answer is taken only where every entry equals its bucket's (no two values share a
+    bucket) and the bucket values are distinct (0.0 and -0.0 are two bit patterns of one value);
+    None otherwise (and for NaN, which equals nothing), for ``np.unique`` to answer."""
+    if x.dtype != np.float64 or x.size < 1 << 10:
+        return None
+    x = np.ascontiguousarray(x)
+    h = ((x.view(np.uint64) * _HASH_MUL) >> np.uint64(64 - _HASH_BITS)).astype(np.intp)
+    first = np.zeros(1 << _HASH_BITS, dtype=np.intp)
+    first[h] = np.arange(x.size)  # some entry of each bucket used (which one does not matter)
+    if not np.array_equal(x[first[h]], x):
+        return None
+    used = np.flatnonzero(np.bincount(h, minlength=1 << _HASH_BITS))
+    order = np.argsort(x[first[used]])
+    vals = x[first[used[order]]]
+    if not np.all(vals[1:] > vals[:-1]):
+        return None
+    rank = np.empty(1 << _HASH_BITS, dtype=np.intp)
+    rank[used[order]] = np.arange(used.size)
+    return vals, rank[h]
+
+
 def _codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct values, the index of each entry among them) of one column."""
+    """(sorted distinct values, the index of each entry among them) of one column: what
+    ``np.unique(x, return_inverse=True)`` returns."""
     if x.size and x.min() >= 0 and x.max() < _SMALL_INT and np.array_equal(x, np.floor(x)):
         k = x.astype(np.int64)
         seen = np.bincount(k)
         vals = np.flatnonzero(seen)
         rank = np.cumsum(seen > 0) - 1
         return vals.astype(x.dtype), rank[k]
+    hashed = _hashed_codes(x)
+    if hashed is not None:
+        return hashed
     vals, inv = np.unique(x, return_inverse=True)
     return vals, inv.ravel()
 

@@ -42,10 +42,9 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
     share one NVLink domain (the engine's "node"). NCCL's own tuning model (analytic/
     nccl_tuner.py, NCCL 2.21.5) picks the (algorithm, protocol) NCCL would run, and the physical
     model prices that pick (price_best in analytic/collectives.py). Queries are de-duplicated
-    first: a layout grid repeats the same (size, ranks, placement) many times.
+    first: a layout grid repeats the same (size, ranks, placement) many times, and each distinct
+    query is priced once per cluster (:func:`_priced`).
     """
-    from ..collectives import price_best
-
     S, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=np.float64),
                                   np.asarray(ranks, dtype=np.float64),
                                   np.asarray(ranks_per_node, dtype=np.float64))
@@ -58,9 +57,27 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
     out = np.zeros(S.shape)
     if live.any():
         uq, inv = unique_rows((S[live], n[live], r[live]))
-        t = price_best(_ENGINE_NAMES[kind], uq[0], uq[1], uq[2], fabric=cluster.fabric).time_s
-        out[live] = np.asarray(t)[inv]
+        out[live] = _priced(kind, uq, cluster)[inv]
     return out if out.ndim else float(out)
+
+
+def _priced(kind: str, queries: tuple[np.ndarray, ...], cluster: Cluster) -> np.ndarray:
+    """price_best's seconds for each distinct (size, ranks, ranks per node) query, remembered
+    in the cluster's ``collective_seconds`` (the search prices its grid in chunks that repeat
+    the same queries): only the queries not seen before on this cluster are priced."""
+    from ..collectives import price_best
+
+    memo = getattr(cluster, "collective_seconds", None)
+    memo = {} if memo is None else memo
+    keys = [(kind, *q) for q in zip(*(np.asarray(x).tolist() for x in queries), strict=True)]
+    new = [i for i, k in enumerate(keys) if k not in memo]
+    if new:
+        at = np.asarray(new)
+        t = price_best(_ENGINE_NAMES[kind], *(x[at] for x in queries),
+                       fabric=cluster.fabric).time_s
+        memo.update(zip((keys[i] for i in new), np.asarray(t, dtype=np.float64).tolist(),
+                        strict=True))
+    return np.array([memo[k] for k in keys], dtype=np.float64)
 
 
 def ranks_per_node(stride: Any, size: Any, domain: int) -> Any:

@@ -87,13 +87,27 @@ def split(c: Candidates, last_min: int = 1) -> tuple[Any, Any, Any, Any]:
     return nf, nm, mi, nl + mtp
 
 
-def per_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, use_m: Any, n: Any,
-              part: str) -> Any:
-    """A stage's per-micro-batch seconds of one part: ``n`` copies of the heaviest layer kind,
-    or the whole model where pp == 1."""
-    big = np.where(use_m, getattr(Lm, part), getattr(Ld, part))
-    whole = c.ms.n_dense * getattr(Ld, part) + c.ms.n_moe * getattr(Lm, part)
-    return np.where(c.one, whole, n * big)
+@dataclass(frozen=True)
+class _LayerKinds:
+    """What every stage split of one evaluation shares: whether a stage is priced as copies of
+    the MoE layer, and per part one layer of that kind and the whole model (pp == 1)."""
+
+    use_m: Any
+    big: dict[str, Any]
+    whole: dict[str, Any]
+
+    def per_stage(self, c: Candidates, n: Any, part: str) -> Any:
+        """A stage's per-micro-batch seconds of one part: ``n`` copies of the heavier layer
+        kind, or the whole model where pp == 1."""
+        return np.where(c.one, self.whole[part], n * self.big[part])
+
+
+def _layer_kinds(c: Candidates, Ld: LayerTime, Lm: LayerTime) -> _LayerKinds:
+    ms = c.ms
+    use_m = (ms.n_moe > 0) & ((ms.n_dense == 0) | (Lm.total >= Ld.total))
+    big = {k: np.where(use_m, getattr(Lm, k), getattr(Ld, k)) for k in PARTS}
+    whole = {k: ms.n_dense * getattr(Ld, k) + ms.n_moe * getattr(Lm, k) for k in PARTS}
+    return _LayerKinds(use_m, big, whole)
 
 
 def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) -> StageTerms:
@@ -102,10 +116,11 @@ def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) 
     With MTP modules on the last stage, the planner's split is taken with and without a decoder
     layer of its own in the last chunk (both are layouts Megatron-Bridge runs: 'Et|(tt|)*30mL'
     at v0.1.0rc3 on H100, '...|tmL' in the v0.4.2 B200 preset), the faster per layout."""
-    a = _slowest(c, Ld, Lm, head, split(c, 1))
+    kinds = _layer_kinds(c, Ld, Lm)
+    a = _slowest(c, Ld, Lm, head, split(c, 1), kinds)
     if not c.ms.mtp or c.fixed_split is not None:
         return a
-    b = _slowest(c, Ld, Lm, head, split(c, 0))
+    b = _slowest(c, Ld, Lm, head, split(c, 0), kinds)
     take = b.t_slow < a.t_slow
     return StageTerms(*(np.where(take, getattr(b, f), getattr(a, f)) if f != "slow"
                         else {k: np.where(take, b.slow[k], a.slow[k]) for k in PARTS}
@@ -113,13 +128,13 @@ def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) 
 
 
 def _slowest(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
-             sp: tuple[Any, Any, Any, Any]) -> StageTerms:
+             sp: tuple[Any, Any, Any, Any], kinds: _LayerKinds) -> StageTerms:
     ms, one = c.ms, c.one
     nf, nm, mi, nl = sp
-    use_m = (ms.n_moe > 0) & ((ms.n_dense == 0) | (Lm.total >= Ld.total))
-    first = {k: per_stage(c, Ld, Lm, use_m, nf, k) for k in PARTS}
-    last = {k: per_stage(c, Ld, Lm, use_m, nl, k) for k in PARTS}
-    mid = {k: np.where(nm > 0, per_stage(c, Ld, Lm, use_m, nm, k), 0.0) for k in PARTS}
+    use_m = kinds.use_m
+    first = {k: kinds.per_stage(c, nf, k) for k in PARTS}
+    last = {k: kinds.per_stage(c, nl, k) for k in PARTS}
+    mid = {k: np.where(nm > 0, kinds.per_stage(c, nm, k), 0.0) for k in PARTS}
     last["compute"] = last["compute"] + head.fwd + head.bwd
     first["compute"] = np.where(one, first["compute"] + head.fwd + head.bwd, first["compute"])
     t_first = sum(first[k] for k in PARTS)
