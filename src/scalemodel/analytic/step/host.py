@@ -35,6 +35,13 @@ experts), forward after the wait, per MoE layer and micro-batch:
   (zero the amax, the amax, the scale, the cast), 1 under MXFP8 / blockwise, none under delayed
   scaling (one fused multi-tensor cast); planner.toml [host] fp8_split_launches_<scaling>.
 
+The GPU side of the same kernels has a floor of its own: a tiny kernel holds its stream about
+1.3 us from launch to completion on an H100 even replayed from a CUDA graph (planner.toml [host]
+gpu_kernel_min_s, Hazy Research's H100 measurement), while their bytes at HBM roofline cost next
+to nothing. The stretch after the wait therefore lasts at least max(launches x op_launch_s,
+kernels x gpu_kernel_min_s). Eager, the host's 4.5 us per launch exceeds the GPU's floor, so the
+floor binds only where a captured moe scope replays the launches as one.
+
 This is a lower bound on the launches (the allocations and the weight casts are not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
 backward does not wait (the splits and counts are on the host since the forward), so it is not
 bounded here; a recomputed MoE layer dispatches, and waits, again.
@@ -111,17 +118,24 @@ def after_sync_launches(kind: str | None, n_local: Any, etp: Any, fp8: bool,
 
 
 def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
-    """(exposed host seconds of one MoE layer's forward, launches after the wait):
-    max(0, launches x op_launch_s - gpu_after); the caller charges it again where recompute
-    repeats the layer. ``gpu_after``: GPU seconds of the same kernels (experts, permutation and
-    the forward all-to-all traffic after the wait)."""
+    """(exposed seconds of one MoE layer's forward after the wait, launches after it):
+    max(0, max(launches x op_launch_s, kernels x gpu_kernel_min_s) - gpu_after); the caller
+    charges it again where recompute repeats the layer. ``gpu_after``: GPU seconds of the same
+    kernels as priced (experts, permutation and the forward all-to-all traffic after the wait).
+    The kernels are the launches before a captured moe scope folds them into one: a replayed
+    graph still runs each kernel, and a tiny one holds the stream about gpu_kernel_min_s
+    (module docstring)."""
     kind = moe_dispatcher(c.job, c.gpu.id)
     n_local = c.m.n_experts / c.ep
-    ops = after_sync_launches(kind, n_local, c.etp, c.fp8, split_quantize_launches(c))
+    kernels = after_sync_launches(kind, n_local, c.etp, c.fp8, split_quantize_launches(c))
+    ops = kernels
     if "moe" in (moe_graph_scopes(c.job, c.gpu.id) or ()):
         ops = np.minimum(ops, 1.0)  # the whole MoE MLP replays as one graph
-    per_op = float(constants()["host"]["op_launch_s"])
-    return np.maximum(0.0, ops * per_op - gpu_after), ops
+    h = constants()["host"]
+    # the same kernels on the GPU last at least their count x the tiny-kernel floor
+    # (gpu_kernel_min_s), however few bytes they move; eager, the host's launches cost more
+    floor = np.maximum(ops * float(h["op_launch_s"]), kernels * float(h["gpu_kernel_min_s"]))
+    return np.maximum(0.0, floor - gpu_after), ops
 
 
 def eager_layer_floor(c: Candidates) -> tuple[Any, Any]:
