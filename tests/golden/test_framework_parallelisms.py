@@ -303,3 +303,26 @@ def test_megatron_core_r080_runs_take_the_readme_tp_overlap():
     assert fw.values["tp_overlap"] is True
     assert fw.sources["tp_overlap"] == "megatron-lm-readme-tp-comm-overlap"
     assert get_framework("megatron-core").values["tp_overlap"] is False
+
+
+def test_torchtitan_2024_04_is_fsdp2_zero3_and_tp_only():
+    # torchtitan 395a52627 / 1ea476e9f parallelize_llama.py: 'PP not implemented yet.', FSDP2
+    # fully_shard with reshard_after_forward on every block but the last (no zero2, no zero1),
+    # TP with SequenceParallel norms; config_manager.py has no context or expert degree
+    # (source torchtitan-1ea476e9f-parallelisms)
+    c = _grid("torchtitan-2024-04", model="llama-3-70b")
+    assert set(np.unique(c["pp"]).tolist()) == {1}
+    assert set(np.unique(c["cp"]).tolist()) == {1}
+    assert set(np.unique(c["ep"]).tolist()) == {1}
+    assert set(np.unique(c["zero"]).tolist()) <= {0, 3}
+    assert 3 in np.unique(c["zero"]).tolist() and c["tp"].max() > 1
+
+
+def test_torchtitan_2024_12_has_no_reshard_option():
+    # torchtitan 9dec370 apply_fsdp fixes reshard_after_forward per block (False under PP, else
+    # true but for the last block) and config_manager.py has no option for it: zero3 only, with
+    # PP, virtual stages and CP (source torchtitan-9dec370-parallelisms)
+    c = _grid("torchtitan-2024-12", model="llama-3-70b", seq=8192)
+    assert set(np.unique(c["zero"]).tolist()) <= {0, 3}
+    assert set(np.unique(c["ep"]).tolist()) == {1}
+    assert c["pp"].max() > 1 and c["vpp"].max() > 1 and c["cp"].max() > 1

@@ -552,6 +552,16 @@ def pp_fsdp_terms(framework: str | None) -> tuple[bool, float, str, str]:
             fw.sources.get("pp_grad_accum_bytes", ""))
 
 
+def ddp_bucket_bytes(framework: str | None) -> tuple[float, str]:
+    """(bytes per local parameter of the data-parallel reducer's bucket buffers, held beside the
+    gradients under ZeRO-0, and the source): the profile's ``ddp_bucket_bytes`` (frameworks.toml;
+    torch DDP with gradient_as_bucket_view off keeps a flat copy of every gradient in its
+    all-reduce buckets); absent: 0 (gradients reduced in place, as Megatron's own DDP does)."""
+    fw = get_framework(framework)
+    v = fw.get("ddp_bucket_bytes")
+    return float(v or 0.0), fw.sources.get("ddp_bucket_bytes", "")
+
+
 def training_bytes(
     sm: StaticModel,
     *,
@@ -581,6 +591,7 @@ def training_bytes(
     pp_gathered: Any = False,
     pp_grad_accum_bytes: Any = 0.0,
     pp_extra_warmup: Any = 0.0,
+    ddp_bucket: float = 0.0,
     mtp_layers: int = 0,
     mtp_proj_params: float = 0.0,
     mtp_embedding: Any = False,
@@ -625,6 +636,8 @@ def training_bytes(
     stage parameter gets an unsharded gradient accumulator of ``pp_grad_accum_bytes`` from its
     model chunk's first backward to the step's last, counted at the schedule's moment where
     accumulators plus activations peak (the gradients then include it).
+    ``ddp_bucket`` bytes per local parameter are the reducer's bucket copy of the gradients
+    under ZeRO-0 (:func:`ddp_bucket_bytes`), counted with the gradients.
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
@@ -671,6 +684,7 @@ def training_bytes(
     def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
         par, gr, op = zero_state_bytes(p_dense, p_exp, group, egroup, zero, e_w, e_g, k_opt)
+        gr = gr + np.where(zero == 0, (p_dense + p_exp) * ddp_bucket, 0.0)
         # ZeRO-3 gathers whole layers for compute: the current one and one prefetched; a
         # gathered pipeline stage (reshard_after_forward off) keeps all of its layers gathered
         par = par + np.where(gathered, (p_dense + p_exp) * e_w, np.where(
@@ -988,13 +1002,15 @@ def memory_report(
         lay.recompute == "full"
         and get_framework(framework).get("ep_overlap_full_recompute") is False)
     extra_w, extra_src = pp_extra_warmup(framework, ep_on)
+    bucket, bucket_src = ddp_bucket_bytes(framework)
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
-        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, **shape, **_mtp_terms(m, framework),
+        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket, **shape,
+        **_mtp_terms(m, framework),
     )
     heavy = int(vec["heaviest"])
     stage = "only" if lay.pp == 1 else ("first", "middle", "last")[heavy]
@@ -1077,6 +1093,11 @@ def memory_report(
         d.given("share of the stage's chunks holding accumulators at the peak", "f_acc",
                 acc_share, "1", note="c / v after the first backward of c of the v chunks")
         g_formula += f" + f_acc * {held(False)} * e_acc"
+    if bucket > 0 and lay.zero == 0:
+        d.given("bytes per local parameter of the DP reducer's bucket copy of the gradients",
+                "e_bkt", bucket, "B", cite(bucket_src),
+                note="torch DDP without gradient_as_bucket_view: a flat copy of every gradient")
+        g_formula += f" + {held(False)} * e_bkt"
     grads_b = d.calc("gradients per GPU", "M_g", g_formula, "B",
                      check=float(vec["grads"]), rel_tol=1e-6)
     opt_b = d.calc("optimizer states per GPU", "M_o", f"{held(lay.zero >= 1)} * K", "B",
@@ -1412,7 +1433,8 @@ def find_min_gpus(
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
                          k_opt=opt.bytes_per_param, pp_gathered=gathered,
-                         pp_grad_accum_bytes=accum)
+                         pp_grad_accum_bytes=accum,
+                         ddp_bucket=ddp_bucket_bytes(framework)[0])
     cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
     fits = res["total"] <= cap
     rows_evaluated = int(T.size)

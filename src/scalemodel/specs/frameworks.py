@@ -111,6 +111,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
                         and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                 and x >= 0 for x in v.values()),
                         "a table gather_out, reduce_in = bytes >= 0 per unsharded parameter"),
+    "ddp_bucket_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
+                         "0, 2 or 4 (bytes per gradient element of the DP reducer's buckets)"),
     "pp_grad_accum_bytes": (lambda v: v in (0, 2, 4) and not isinstance(v, bool),
                             "0, 2 or 4 (bytes per unsharded gradient element)"),
     "moe_probs_in_expert_act": (lambda v: isinstance(v, bool), "true or false"),

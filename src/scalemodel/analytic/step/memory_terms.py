@@ -13,6 +13,7 @@ from ...specs import optimizer
 from ...specs.saved_tensors import kernel_saves
 from ..memory import (
     communicators,
+    ddp_bucket_bytes,
     linear_input_bytes,
     loss_logit_bytes,
     moe_saves,
@@ -70,7 +71,9 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,
-                         pp_extra_warmup=extra_w, mtp_layers=c.ms.mtp,
+                         pp_extra_warmup=extra_w,
+                         ddp_bucket=ddp_bucket_bytes(job.framework_id)[0],
+                         mtp_layers=c.ms.mtp,
                          mtp_proj_params=c.ms.mtp_proj_params,
                          mtp_embedding=bool(profile_value(job, "mtp_embedding_copy", False)))
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
