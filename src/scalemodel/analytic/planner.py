@@ -401,25 +401,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
                 key = r.message(ctx)
                 rejected[key] = rejected.get(key, 0) + bad
                 alive &= ~broken
-    from ..specs.frameworks import even_pipeline_split, pipeline_zero_max
-
-    if even_pipeline_split(job.framework_id):  # only splits the framework can build
-        pp_c, vpp_c = np.asarray(c["pp"]), np.asarray(c["vpp"])
-        broken = alive & (pp_c > 1) & (m.n_layers % np.maximum(pp_c * vpp_c, 1) != 0)
-        bad = int(np.count_nonzero(broken))
-        if bad:
-            key = (f"{job.framework_id}: the layers split evenly only (pp x vpp must divide the "
-                   f"{m.n_layers} layers)")
-            rejected[key] = rejected.get(key, 0) + bad
-            alive &= ~broken
-    zmax = pipeline_zero_max(job.framework_id)
-    if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
-        broken = alive & (np.asarray(c["pp"]) > 1) & (np.asarray(c["zero"]) > zmax)
-        bad = int(np.count_nonzero(broken))
-        if bad:
-            key = f"{job.framework_id}: pipeline stages with ZeRO-{zmax} at most"
-            rejected[key] = rejected.get(key, 0) + bad
-            alive &= ~broken
+    alive = _framework_split_rules(job, c, alive, rejected)
     if not alive.all():
         c = {k: a[alive] for k, a in c.items()}
     cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
@@ -429,6 +411,35 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
             cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
     return Grid(cols, rejected, total, partial)
+
+
+def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
+                           rejected: dict[str, int]) -> np.ndarray:
+    """The rows a framework version cannot build, beside the general layout RULES: splits that
+    are not even where it splits evenly only, and pipeline stages beside a ZeRO stage it does not
+    pair them with; each removal counted in ``rejected`` under its reason."""
+    from ..specs.frameworks import even_pipeline_split, pipeline_zero_max
+
+    n_layers = job.model.n_layers
+    pp_c = np.asarray(c["pp"])
+
+    def drop(broken: np.ndarray, key: str) -> np.ndarray:
+        bad = int(np.count_nonzero(broken))
+        if bad:
+            rejected[key] = rejected.get(key, 0) + bad
+            return alive & ~broken
+        return alive
+
+    if even_pipeline_split(job.framework_id):  # only splits the framework can build
+        vpp_c = np.asarray(c["vpp"])
+        alive = drop(alive & (pp_c > 1) & (n_layers % np.maximum(pp_c * vpp_c, 1) != 0),
+                     f"{job.framework_id}: the layers split evenly only (pp x vpp must divide "
+                     f"the {n_layers} layers)")
+    zmax = pipeline_zero_max(job.framework_id)
+    if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
+        alive = drop(alive & (pp_c > 1) & (np.asarray(c["zero"]) > zmax),
+                     f"{job.framework_id}: pipeline stages with ZeRO-{zmax} at most")
+    return alive
 
 
 def _recompute_codes(job: Job, fixed: dict[str, Any]) -> list[int]:
