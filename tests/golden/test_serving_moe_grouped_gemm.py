@@ -93,7 +93,8 @@ def test_mixtral_tp8_moe_layer_pays_sixteen_expert_gemm_launches():
 
 # SGLang PR 5680 (source key sglang-pr-5680-cutlass-moe-h200): the CUTLASS SM90 grouped FP8 MoE
 # (per-tensor scales) on an H200 at Qwen2-57B-A14B's TP 8 shape, 64 experts, top 8, w1 per expert
-# 896 x 2560 and w2 2560 x 448 in FP8, CUDA graphs, each figure the time of 25 calls (us)
+# 896 x 2560 and w2 2560 x 448 in FP8, CUDA graphs, each figure the time of 25 calls (us; vLLM's
+# benchmark_cutlass_moe.py num_runs = 25, which SGLang's copy is taken to keep)
 _SGL_5680_CUTLASS_GRAPHS_US = {8: 3638.5, 16: 3824.5, 64: 4235.3, 256: 5420.5}
 
 
