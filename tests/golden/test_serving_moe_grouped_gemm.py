@@ -83,8 +83,52 @@ def test_mixtral_tp8_moe_layer_pays_sixteen_expert_gemm_launches():
     t0 = grouped_overhead("hopper", "cutlass_sm90")
     assert m.n_experts == 8 and m.top_k == 2
     assert np.isclose(with_k.moe[4096] - without.moe[4096], 2 * 8 * t0, rtol=1e-9)
-    # one token reaches 2 of 8 experts: 2 up and 2 down GEMMs
-    assert np.isclose(with_k.moe[1] - without.moe[1], 2 * 8 * (2 / 8) * t0, rtol=1e-9)
+    # one token reaches 2 of 8 experts: 2 up and 2 down GEMMs of 1 row each, charged 1/512 of
+    # the cost (in proportion to the rows below the measured 512 rows per expert, SGLang PR 5680)
+    assert np.isclose(with_k.moe[1] - without.moe[1], 2 * 8 * (2 / 8) * t0 / 512, rtol=1e-9)
     # an empty batch launches nothing; dense layers do not change
     assert with_k.moe[0] == without.moe[0]
     assert np.array_equal(with_k.dense, without.dense)
+
+
+# SGLang PR 5680 (source key sglang-pr-5680-cutlass-moe-h200): the CUTLASS SM90 grouped FP8 MoE
+# (per-tensor scales) on an H200 at Qwen2-57B-A14B's TP 8 shape, 64 experts, top 8, w1 per expert
+# 896 x 2560 and w2 2560 x 448 in FP8, CUDA graphs, each figure the time of 25 calls (us; vLLM's
+# benchmark_cutlass_moe.py num_runs = 25, which SGLang's copy is taken to keep)
+_SGL_5680_CUTLASS_GRAPHS_US = {8: 3638.5, 16: 3824.5, 64: 4235.3, 256: 5420.5}
+
+
+def test_sglang_5680_h200_no_fixed_cost_per_expert_at_a_few_rows():
+    per_call = {m: t / 25 * 1e-6 for m, t in _SGL_5680_CUTLASS_GRAPHS_US.items()}
+    E, k = 64, 8
+    distinct = {m: E * (1 - (1 - k / E) ** m) for m in per_call}  # uniform random top-8
+    assert np.isclose(distinct[8], 42.01, atol=0.01) and np.isclose(distinct[16], 56.44, atol=0.01)
+    # 8 -> 16 tokens: 14.43 more experts reached, at 1 to 2 rows each
+    d_e = distinct[16] - distinct[8]
+    per_added_expert = (per_call[16] - per_call[8]) / d_e
+    assert np.isclose(per_added_expert, 0.514e-6, rtol=0.01)
+    # one expert's FP8 weights, 896 x 2560 + 2560 x 448 bytes, read at H200's 4.8 TB/s datasheet
+    weights_s = (896 * 2560 + 2560 * 448) / 4.8e12
+    assert np.isclose(weights_s, 0.717e-6, rtol=0.01)
+    # an added expert costs no more than reading its weights: no fixed cost per expert GEMM here,
+    # where a 7.1 us charge on each of its 2 GEMMs would have added 205 us a call
+    assert per_added_expert < weights_s
+    assert np.isclose(d_e * 2 * 7.11e-6, 205e-6, rtol=0.01)
+    # all 64 experts reached from 64 tokens on; 8 -> 32 rows per expert adds 47.4 us a call,
+    # 0.0154 us per row per expert GEMM, against 7.11 us / 512 rows = 0.0139 us at 512 rows
+    assert distinct[64] > 63.9
+    per_row = (per_call[256] - per_call[64]) / (E * (32 - 8) * 2)
+    assert np.isclose(per_row, 0.0154e-6, rtol=0.01)
+    assert 0.8 < per_row / (7.11e-6 / 512) < 1.2
+
+
+def test_per_expert_cost_in_proportion_to_rows_up_to_the_measured_512():
+    from scalemodel.analytic.step.gemm import grouped_overhead, grouped_overhead_at
+
+    t0 = grouped_overhead("hopper", "cutlass_sm90")
+    got = grouped_overhead_at("hopper", "cutlass_sm90", np.array([0.0, 5.0, 256.0, 512.0, 4096.0]))
+    assert np.allclose(got, [0.0, t0 * 5 / 512, t0 / 2, t0, t0], rtol=1e-12)
+    # an architecture that borrows the Hopper cost has no small-row measurement of its own: the
+    # full cost at any rows, as before
+    assert np.isclose(grouped_overhead_at("ampere", "cutlass_sm80", 128.0),
+                      grouped_overhead("ampere", "cutlass_sm80"))

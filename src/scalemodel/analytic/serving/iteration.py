@@ -336,11 +336,11 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
                              n_local * touched)
         if moe_gemm_kernel:
-            # the grouped kernel's fixed cost per expert GEMM (up and down) of the experts the
-            # batch reached, beyond each one's tiles-in-waves price
-            from ..step.gemm import grouped_overhead
+            # the grouped kernel's cost per expert GEMM (up and down) of the experts the batch
+            # reached, beyond each one's tiles-in-waves price, at the rows each one holds
+            from ..step.gemm import grouped_overhead_at
 
-            t0 = grouped_overhead(gpu.arch, moe_gemm_kernel) * n_local * touched * (M > 0)
+            t0 = grouped_overhead_at(gpu.arch, moe_gemm_kernel, Me) * n_local * touched * (M > 0)
             eu, eu_c, ed, ed_c = eu + t0, eu_c + t0, ed + t0, ed_c + t0
         rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
         if ms.shared_ffn:

@@ -194,6 +194,24 @@ def grouped_overhead(arch: str, kernel: str | None = None) -> float:
     return max(0.0, measured - model)
 
 
+def grouped_overhead_at(arch: str, kernel: str | None, rows: Any) -> Any:
+    """:func:`grouped_overhead` for an expert GEMM of ``rows`` rows (scalar or array). Where the
+    entry says the cost scales with rows (kernels.toml [grouped_gemm] ``rows_scaling = "rows"``,
+    from a measurement at a few rows per expert), it is taken in proportion to ``rows`` up to the
+    measured ``m_per_expert`` and in full at and beyond it; otherwise in full at any row count.
+    The rule is a measurement of its own architecture's kernel: an architecture that borrows
+    another's entry keeps the full cost (nothing measured at a few rows on it)."""
+    from ...specs.kernels import kernels, resolve
+
+    t0 = grouped_overhead(arch, kernel)
+    e = resolve(kernels()["grouped_gemm"], arch, "grouped_gemm")
+    d = e.data
+    if d.get("rows_scaling") != "rows" or e.borrowed_from is not None:
+        return t0 * np.ones_like(np.asarray(rows, dtype=np.float64))
+    m_ref = float(d["m_per_expert"])
+    return t0 * np.clip(np.asarray(rows, dtype=np.float64) / m_ref, 0.0, 1.0)
+
+
 def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
         split: Any = None) -> tuple[Any, Any]:
     """An MLP's GEMMs (forward, backward), its width split over ``split`` ranks (the tp unless
