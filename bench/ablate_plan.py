@@ -99,8 +99,8 @@ def main() -> None:
     finally:
         gpu_spec.GPUSpec.sustained_fraction = prop  # type: ignore[method-assign]
     shape = gemm_mod._shape_factor
-    gemm_mod._shape_factor = lambda M, N, K, sms, batch=1.0, tile=(128, 128, 64): shape(
-        M, N, K, sms, 1.0, tile)
+    gemm_mod._shape_factor = lambda M, N, K, sms, batch=1.0, tile=(128, 128, 64), k0=0.0: shape(
+        M, N, K, sms, 1.0, tile, k0)
     try:
         report(TEXT, "batched GEMMs priced per product")
     finally:

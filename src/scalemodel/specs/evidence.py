@@ -141,6 +141,8 @@ def _kernels_toml() -> list[tuple[str, str, str]]:
             out.append((name, f"borrows {e['borrows']}", "scalemodel-assumption"))
         else:
             out.append((name, f"tile {e['tile_m']}x{e['tile_n']}x{e['tile_k']}", e.get("source", "")))
+        if "k_overhead" in e:
+            out.append((f"{name} k_overhead", _text(e["k_overhead"]), e.get("k_overhead_source", "")))
     for arch, e in data.get("fp8_gemm", {}).items():
         out.append((f"kernels.toml [fp8_gemm.{arch}]", _kernel_value(e), e.get("source", "")))
     # the rates by K are derived from these measured shapes in analytic/step/gemm.py

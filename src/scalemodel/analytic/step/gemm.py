@@ -23,17 +23,32 @@ def tiles(arch: str) -> tuple[int, int, int]:
     return int(d["tile_m"]), int(d["tile_n"]), int(d["tile_k"])
 
 
+@cache
+def k_overhead(arch: str) -> float:
+    """Fixed cost of one output tile (pipeline fill, epilogue), in K elements of its main loop
+    (kernels.toml [gemm.<arch>] k_overhead; 0 where none is measured)."""
+    from ...specs.kernels import gemm_entry
+
+    return float(gemm_entry(arch).data.get("k_overhead", 0.0))
+
+
 def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0,
-                  tile: tuple[int, int, int] = (128, 128, 64)) -> Any:
+                  tile: tuple[int, int, int] = (128, 128, 64), k0: float = 0.0) -> Any:
     """Fraction of the ceiling left after tile padding and wave quantization (first principles).
     A batched GEMM (``batch`` independent products in one launch, as bmm / baddbmm run the
-    attention heads) spreads the tiles of every product over the SMs together."""
+    attention heads) spreads the tiles of every product over the SMs together. ``k0``: each
+    tile's fixed cost in K elements (:func:`k_overhead`), so a tile's main loop keeps
+    K / (K + k0) of its time, taken relative to the anchor's K (where the ceiling is measured)."""
     tm, tn, tk = tile
     tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
     tiles = tiles_m * tiles_n * batch
     waves = np.ceil(tiles / sms)
     wave = tiles / (waves * sms)
-    pad = (M / (tiles_m * tm)) * (N / (tiles_n * tn)) * (K / (np.ceil(K / tk) * tk))
+    kp = np.ceil(K / tk) * tk
+    pad = (M / (tiles_m * tm)) * (N / (tiles_n * tn)) * (K / kp)
+    if k0:
+        ka = float(constants()["gemm"]["anchor_k"])
+        pad = pad * (kp / (kp + k0)) * ((ka + k0) / ka)
     return wave * pad
 
 
@@ -129,7 +144,8 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
     # the ceiling is a short-run (burst) fraction of the dense peak; a training step keeps the
     # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
-    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch))
+    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch),
+                                          k_overhead(gpu.arch))
            * gpu.sustained_fraction
            * gpu.gemm_dtype_factor(dtype_name) * rate)
     t_c = batch * 2.0 * M * N * K / (peak * eff)
