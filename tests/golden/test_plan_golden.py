@@ -167,7 +167,9 @@ def test_validation_rows_all_predicted():
     same largest row; the largest error is held to that plus about 2 points. Session 9 (fp8
     recipes, MoE fp8 padding, MTP and DeepGEMM, the SC21 launch scripts, Meta's Llama 3 profile,
     llm-foundry's FSDP1 passes): 8.3% / 41.6%, the largest nemo-qwen3-30b-a3b-h100; the largest
-    error is held to that plus about 2 points.
+    error is held to that plus about 2 points. Session 10 (B200 attention clocks, torchtitan 2024
+    profiles, DeepSpeed's pipeline, the K-dependent GEMM tile cost): 7.8% / 40.8%, the same
+    largest row; the mean is held to the issue's 8% target plus about 1 point.
     """
     from pathlib import Path
 
@@ -178,5 +180,5 @@ def test_validation_rows_all_predicted():
     assert not skipped and len(results) >= 40
     s = summary(results)
     assert s["row_count"] == len(results)
-    assert s["mape"] <= 0.10
-    assert s["max_ape"] < 0.435
+    assert s["mape"] <= 0.09
+    assert s["max_ape"] < 0.43

@@ -66,13 +66,15 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     docs/planner.md "torchtitan 2024-12: the optimizer step, FSDP2's copies and root group, the
     attention backend"); at the end of the ninth session (all of 2026-12-02's pricing merged:
     fp8 recipes, MoE fp8 padding, MTP, the eager MoE host floor, the SC21 and Llama 3 profiles)
-    22.7% / 143.3%, the max still Qwen3-30B on 16 H100 (25.11). Limits: the later values plus
+    22.7% / 143.3%, the max still Qwen3-30B on 16 H100 (25.11); at the end of the tenth session
+    18.5% / 142.0% (B200 attention held to the sustained clock: the seven NeMo long-sequence
+    B200 rows +17..+22% -> -2..+8%; the K-dependent GEMM tile cost). Limits: the later values plus
     about 2 points (the issue's target for
     runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 39
     s = summary(results)
-    assert s["mape"] < 0.245
+    assert s["mape"] < 0.205
     assert s["max_ape"] < 1.45
 
 
