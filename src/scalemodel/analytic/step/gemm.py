@@ -241,11 +241,12 @@ def mlp(c: Candidates, Mx: Any, width: float, count: Any = 1.0,
 def expert_mlp(c: Candidates, Mx: Any, width: float, count: Any, split: Any,
                load: Any = 1.0) -> tuple[Any, Any]:
     """``count`` experts' MLPs as a grouped GEMM runs them: each expert's GEMMs at their shape
-    plus the measured per-launch cost (:func:`grouped_overhead`) for the 2 forward GEMMs and the
-    4 backward ones (dgrad and wgrad of each). ``load`` scales the GEMMs' time (not the launches)
+    plus the measured per-launch cost at the rows each expert holds (:func:`grouped_overhead_at`,
+    the serving iteration's rule) for the 2 forward GEMMs and the 4 backward ones (dgrad and wgrad
+    of each). ``load`` scales the GEMMs' time (not the launches)
     to a rank holding that multiple of the mean tokens (the EP straggler, step/imbalance.py),
     at the mean's shape: the tile padding of the straggler's unequal per-expert counts is not
     priced."""
     f, b = mlp(c, Mx, width, count, split)
-    t0 = grouped_overhead(c.gpu.arch)
+    t0 = grouped_overhead_at(c.gpu.arch, None, Mx)
     return load * f + 2.0 * count * t0, load * b + 4.0 * count * t0
