@@ -42,9 +42,10 @@ to nothing. The stretch after the wait therefore lasts at least max(launches x o
 kernels x gpu_kernel_min_s). Eager, the host's 4.5 us per launch exceeds the GPU's floor, so the
 floor binds only where a captured moe scope replays the launches as one.
 
-This is a lower bound on the launches (the allocations and the weight casts are not counted) and on the cost of each (the per-op figure is PyTorch's dispatch alone). The
-backward does not wait (the splits and counts are on the host since the forward), so it is not
-bounded here; a recomputed MoE layer dispatches, and waits, again.
+This is a lower bound on the launches (the allocations and the weight casts are not counted)
+and on the cost of each (the per-op figure is PyTorch's dispatch alone). The backward does not
+wait (the splits and counts are on the host since the forward), so it is not bounded here; a
+recomputed MoE layer dispatches, and waits, again.
 
 CUDA graphs (frameworks.toml moe_recipes cuda_graphs, per precision, from each release's
 Megatron-Bridge perf configs): a captured scope replays as one launch. The scopes the recipes
