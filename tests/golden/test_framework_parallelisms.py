@@ -220,6 +220,12 @@ def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
 @pytest.mark.parametrize("field, value, needle", [
     ("parallelisms", '["tp", "zero4"]', "a list of tp, sp, pp"),
     ("pp_p2p_overlap", '"sometimes"', "none, interleaved, all"),
+    ("pipeline_split", '"odd"', "even .* or any"),
+    ("pp_p2p_calls", "3", "1 or 2"),
+    ("ddp_bucket_bytes", "3", "0, 2 or 4"),
+    ("cp_gather_overlap", '"no"', "true or false"),
+    ("cp_compiled_overlap", '"no"', "true or false"),
+    ("cp_merge_bytes_compiled", "{ fwd_out = 10 }", "fwd_out, fwd_kv, bwd_q, bwd_kv"),
 ])
 def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
     from scalemodel.specs.frameworks import load_frameworks_file

@@ -82,18 +82,6 @@ def test_compiled_ring_waits_at_issue():
     assert float(b_exp_e[0]) == pytest.approx(t_g)
 
 
-def test_bad_value_is_one_line(tmp_path):
-    from scalemodel.errors import BadInput
-    from scalemodel.specs.frameworks import load_frameworks_file
-
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
-                 'source = "torchtitan-9dec370-compile"\ncp_compiled_overlap = "no"\n'
-                 'cp_compiled_overlap_source = "torchtitan-9dec370-compile"\n')
-    with pytest.raises(BadInput, match="true or false") as e:
-        load_frameworks_file(str(f))
-    assert "\n" not in str(e.value)
-
 
 def test_compiled_merge_bytes_derived_from_the_traced_ops():
     from scalemodel.analytic.step.attention import cp_merge_time

@@ -90,10 +90,12 @@ def test_user_gpu_toml(tmp_path):
     # the planner's sustained share and fp8 factor: (0, 1], else one clear error
     base = ('[my-gpu]\nname = "Lab GPU"\nhbm_bytes = 48e9\nhbm_bytes_per_s = 1e12\n'
             'sm_count = 100\n{extra}\n[my-gpu.flop_per_s]\nbf16 = 200e12\nfp8 = 400e12\n')
-    p.write_text(base.format(extra="sustained_gemm_ratio = 0.9\nfp8_gemm_ratio = 0.8"))
+    p.write_text(base.format(extra="sustained_gemm_ratio = 0.9\nfp8_gemm_ratio = 0.8\n"
+                                   "fp4_gemm_ratio = 0.7"))
     g = specs.get_gpu(str(p))
-    assert (g.sustained_fraction, g.gemm_dtype_factor("fp8")) == (0.9, 0.8)
-    for bad in ("sustained_gemm_ratio = 1.5", "fp8_gemm_ratio = 0"):
+    assert (g.sustained_fraction, g.gemm_dtype_factor("fp8"), g.gemm_dtype_factor("fp4")) == (
+        0.9, 0.8, 0.7)
+    for bad in ("sustained_gemm_ratio = 1.5", "fp8_gemm_ratio = 0", "fp4_gemm_ratio = 2"):
         p.write_text(base.format(extra=bad))
         with pytest.raises(BadInput, match=bad.split(" ")[0]):
             specs.get_gpu(str(p))
