@@ -146,6 +146,10 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     d.given("its backward efficiency, same call", "eta_ab", eff(S / cp, backward=True), "1", src)
     for line in c.borrowed:
         d.note(f"Borrowed curve: {line}.")
+    if c.burst:
+        d.note(f"The curve was timed at burst clocks (kernels.toml clocks = \"burst\"): both "
+               f"efficiencies keep {gpu.sustained_fraction:.3f} of its rate, the GPU's sustained "
+               f"share (gpus.toml sustained_gemm_ratio, measured on GEMMs; assumed for attention).")
     if abs(math.log2(hd / c.head_dim)) > 1e-9:
         d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
                f"{hd:g} (the nearest measured head dim is used).")
