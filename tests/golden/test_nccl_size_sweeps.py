@@ -14,7 +14,8 @@ Sources (each row names its file at a commit):
 
 Tolerance 15%, as for the plateaus of nccl_tests.csv. Rows marked ``miss`` do not fit and stay
 reported with the reason in their note; they are strict xfails, so a change that makes one fit
-fails here until its status is updated.
+fails here until its status is updated. The size-by-size check itself runs in
+test_nccl_tests_rows.py, over both files' rows.
 """
 
 from __future__ import annotations
@@ -24,18 +25,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli as _cli
-from scalemodel.analytic.nccl_validate import load_rows, predict_row
+from scalemodel.analytic.nccl_validate import load_rows
 
 CSV = Path(__file__).resolve().parents[2] / "validation" / "nccl_size_sweeps.csv"
 ROWS = load_rows(CSV)
-
-
-@pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
-def test_row_within_tolerance(row, request):
-    if row["status"] == "miss":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=row["note"]))
-    r = predict_row(row)
-    assert abs(r.error) <= r.tolerance, (row["source_url"], r.predicted, r.measured)
 
 
 def test_rows_name_a_file_at_a_commit():
