@@ -189,7 +189,8 @@ def test_by_source_mean_and_max(priced):
         assert g["mean_abs_error"] == pytest.approx(sum(errs) / len(errs))
     assert {g["source"] for g in s["by_source"]} == {
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
-        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020"}
+        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
+        "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d"}
 
 
 def test_every_source_key_is_in_sources_serving():

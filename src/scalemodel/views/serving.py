@@ -155,9 +155,10 @@ def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
                                "precision", "ISL/OSL", "stream", "max batch", "metric",
                                "measured", "predicted", "error"), table),
                 Table("skipped", ("id", "why"), tuple((i, w) for i, w in skipped))),
-        text="validation/serving_published.csv: MLPerf Inference submissions, older TensorRT-LLM "
-             "tables and engine teams' benchmark posts, each with its source, settings and the "
-             "engine profile it is priced with. No constant was set from these rows; their "
+        text="validation/serving_published.csv: MLPerf Inference submissions, TensorRT-LLM "
+             "tables from 0.5.0 to 1.0 and later, and engine teams' benchmark posts, each with "
+             "its source, settings and the engine profile it is priced with. No constant was "
+             "set from these rows; their "
              "errors are as they fall. Rows whose lengths the source does not state are "
              "skipped, with why.")
 
