@@ -8,6 +8,9 @@ as HBM traffic (frameworks.toml ``unsharded_step_grad_bytes`` once per step and
   optimizer does not shard under bf16), and Bucket.start_grad_sync takes grad_data.norm(p=2) of
   every bucket before its reduce-scatter while check_for_nan_in_loss_and_grad is on (the
   default): 4 bytes read. 8 bytes per local parameter per step.
+  The same buffer is the gradient memory: fp32, 4 bytes per local parameter where the
+  planner's default counts the 16-bit weights' 2 (theoretical_memory_usage.py at core_r0.8.0:
+  6 + 12 / dp bytes per parameter with the distributed optimizer = 2 + 4 + 12 / dp).
 * DeepSpeed's BF16_Optimizer at 56c522386 (PR #1801, bf16 with the pipeline engine; BLOOM 176B):
   after every micro-batch's backward update_hp_grads runs hp_grad.add_(lp.grad.to(fp32)): the
   cast writes a new fp32 tensor (2 read, 4 written) and the add reads both and writes (4 + 4 + 4),
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -81,3 +85,28 @@ def test_deepspeed_bf16_optimizer_accumulates_in_fp32_with_a_separate_cast() -> 
     assert float(bf16.dp_raw_s / fp16_era.dp_raw_s) == pytest.approx(2.0, rel=0.01)
     # compute other than the accumulation pass is the same code
     assert float(bf16.attention_s) == pytest.approx(float(fp16_era.attention_s), rel=1e-9)
+
+
+def test_megatron_core_r080_keeps_fp32_main_grads_in_memory(capsys) -> None:
+    lay = {"tp": 8, "pp": 4, "dp": 48, "cp": 1, "ep": 1, "etp": 8, "zero": 1, "vpp": 23,
+           "micro_batch": 2, "recompute": "none"}
+    row = _row("mcore-r080-gpt-119b-h100")
+    fp32 = _priced(row, lay)
+    bf16 = _priced(_row("mcore-r080-gpt-119b-h100", framework="megatron-core"), lay)
+    assert float(fp32.mem_grads / bf16.mem_grads) == pytest.approx(4 / 2, rel=1e-12)
+    assert float(fp32.mem_params) == pytest.approx(float(bf16.mem_params), rel=1e-12)
+    # theoretical_memory_usage.py: 6 + 12 / dp bytes per parameter of the stage (weights,
+    # gradients and the distributed optimizer's shard) - here in bytes per weight byte
+    per_param = (fp32.mem_params + fp32.mem_grads + fp32.mem_optimizer) / (fp32.mem_params / 2)
+    assert float(per_param) == pytest.approx(6 + 12 / 48, rel=1e-6)
+    # `scalemodel memory --framework` reads the same profile field, and --grad-dtype overrides it
+    from scalemodel.cli import main
+
+    args = ["memory", "--model", "llama-3-8b", "--tp", "1", "--dp", "8", "--zero", "1",
+            "--json"]
+    assert main([*args, "--framework", "megatron-core-0.8"]) == 0
+    g4 = json.loads(capsys.readouterr().out)
+    assert main([*args, "--framework", "megatron-core-0.8", "--grad-dtype", "bf16"]) == 0
+    g2 = json.loads(capsys.readouterr().out)
+    assert g4["breakdown"]["grads"] == pytest.approx(2 * g2["breakdown"]["grads"], rel=1e-12)
+    assert g4["breakdown"]["grads"] == pytest.approx(4 * g4["breakdown"]["params"] / 2, rel=1e-12)
