@@ -149,9 +149,14 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     megatron-core-0.8 profile took the README's --tp-comm-overlap and core_r0.8.0's even split
     (the Megatron-Core 16B-462B rows, -13.0%..+3.2% before, +4.0%..+18.4% after: an honest term
     that makes them over-predict, the guard raised with it and said so in docs/planner.md
-    "Layout agreement"). Limits: the latest values plus about 2 points."""
+    "Layout agreement"); 15.6% / 26.3% with the profile's vpp search at the time; 14.4% / 24.6% with
+    the passes over the whole gradient buffer (megatron-core-0.8: zeroed and normed each step,
+    core_r0.8.0) and BLOOM on megatron-deepspeed-2022-bf16 (DeepSpeed's BF16_Optimizer: +16.0% ->
+    +8.3%; tests/golden/test_grad_buffer_passes.py); 13.8% / 24.6% with megatron-core-0.8's fp32
+    main gradients in memory (119B +17.7% -> +13.9%, 314B +12.5% -> +7.2%). Limits: the latest values plus about 2
+    points."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 14
     s = summary(results)
-    assert s["mape"] < 0.185
-    assert s["max_ape"] < 0.31
+    assert s["mape"] < 0.16
+    assert s["max_ape"] < 0.27

@@ -562,6 +562,15 @@ def ddp_bucket_bytes(framework: str | None) -> tuple[float, str]:
     return float(v or 0.0), fw.sources.get("ddp_bucket_bytes", "")
 
 
+def grad_buffer_bytes(framework: str | None) -> tuple[float | None, str]:
+    """(bytes per local parameter of the gradient the framework keeps through the step, and the
+    source): the profile's ``grad_buffer_bytes`` (frameworks.toml; Megatron-Core r0.8 with bf16
+    keeps fp32 main gradients, 4); absent: None (the weights' 16-bit dtype)."""
+    fw = get_framework(framework)
+    v = fw.get("grad_buffer_bytes")
+    return (None if v is None else float(v)), fw.sources.get("grad_buffer_bytes", "")
+
+
 def training_bytes(
     sm: StaticModel,
     *,
@@ -986,6 +995,10 @@ def memory_report(
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
+    e_g, eg_src = float(eg.bytes), eg.source
+    fw_g, fw_g_src = grad_buffer_bytes(framework)
+    if grad_dtype is None and fw_g is not None:  # the profile's gradient buffer, unless asked
+        e_g, eg_src = fw_g, fw_g_src
     sm = static_model(m, ks)
     rc_code = PLAN_RECOMPUTE.index(lay.recompute)
     rc_mods = (lay.rc_code // 4) % (1 << len(RECOMPUTE_MODULES))
@@ -1007,7 +1020,7 @@ def memory_report(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
-        microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
+        microbatches=microbatches, e_w=ew.bytes, e_g=e_g, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
         pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket, **shape,
         **_mtp_terms(m, framework),
@@ -1053,7 +1066,11 @@ def memory_report(
         d.given("routed-expert parameters on one GPU", "P_e", exp_gpu, "1",
                 note="experts / (t_e * x) on this stage")
     d.given(f"bytes per {ew.name} weight", "e_w", ew.bytes, "B", ew.source)
-    d.given(f"bytes per {eg.name} gradient", "e_g", eg.bytes, "B", eg.source)
+    if e_g == eg.bytes and eg_src == eg.source:
+        d.given(f"bytes per {eg.name} gradient", "e_g", eg.bytes, "B", eg.source)
+    else:
+        d.given("bytes per gradient (the framework's gradient buffer)", "e_g", e_g, "B",
+                cite(eg_src), note="frameworks.toml grad_buffer_bytes")
     d.given(f"optimizer bytes per parameter ({opt.label})", "K", opt.bytes_per_param, "B",
             opt.source, note=opt.note)
     d.given("ZeRO stage", "z", lay.zero, "1")
@@ -1385,6 +1402,8 @@ def find_min_gpus(
     opt = optimizer(optimizer_id)
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
+    fw_g = grad_buffer_bytes(framework)[0]
+    e_g = fw_g if (grad_dtype is None and fw_g is not None) else float(eg.bytes)
     node = int(assumption("gpus_per_node").value)
     sm = static_model(m, kernel_saves(kernels, attention,
                                       *linear_input_bytes(framework, _fp8(precision)),
@@ -1431,7 +1450,7 @@ def find_min_gpus(
     sp = bool(get_framework(framework).values.get("sequence_parallel", True))
     gathered, accum, _, _ = pp_fsdp_terms(framework)
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=sp,
-                         micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=eg.bytes,
+                         micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=e_g,
                          k_opt=opt.bytes_per_param, pp_gathered=gathered,
                          pp_grad_accum_bytes=accum,
                          ddp_bucket=ddp_bucket_bytes(framework)[0])

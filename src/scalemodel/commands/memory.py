@@ -204,12 +204,19 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
                       precision=args.precision, ep_overlap=bool(kern.get("ep_overlap")))
     out = {"report": r, "per_gpu_bytes": r.per_gpu_bytes, "breakdown": dict(r.breakdown),
            "global_batch": B, "microbatches": n_mb, **kern, "framework": fw}
-    bf16 = args.dtype == "bf16" and (args.grad_dtype or "bf16") == "bf16"
+    # the step model keeps the profile's gradient buffer (frameworks.toml grad_buffer_bytes),
+    # else 16 bits: an explicit --grad-dtype that differs takes the memory model alone
+    from ..analytic.memory import grad_buffer_bytes
+
+    fw_g = grad_buffer_bytes(fw.id)[0]
+    bf16 = args.dtype == "bf16" and (args.grad_dtype is None or (
+        args.grad_dtype == "bf16" and fw_g in (None, 2.0)))
     why = ("the memory model alone (--fit searches it)" if fit else
            "the memory model alone (sequence parallelism off; the step model prices SP on)"
            if (not lay.sp and lay.tp > 1) else
            f"the memory model alone (--dtype {args.dtype}, --grad-dtype {args.grad_dtype}: the "
-           "step model trains with bf16 weights and gradients)" if not bf16 else None)
+           "step model trains with bf16 weights and the profile's gradients)" if not bf16
+           else None)
     if why is not None:
         out["priced_by"] = why
         return out

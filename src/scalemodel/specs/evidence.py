@@ -41,7 +41,8 @@ LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",
                     "grad_reduce_bytes", "dp_bucket_params", "optimizer_step_bytes",
-                    "unsharded_grad_pass_bytes", "sharded_grad_pass_bytes", "ep_dispatch",
+                    "unsharded_grad_pass_bytes", "sharded_grad_pass_bytes",
+                    "unsharded_step_grad_bytes", "grad_buffer_bytes", "ep_dispatch",
                     "moe_recipes", "tp_overlap", "dp_overlap", "param_gather_overlap",
                     "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",

@@ -74,6 +74,12 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "sharded_grad_pass_bytes": (lambda v: isinstance(v, (int, float))
                                 and not isinstance(v, bool) and v >= 0,
                                 "bytes per parameter >= 0"),
+    # ... and over the whole (unsharded) gradient buffer once per step: zeroing it, a norm of it
+    # bytes per local parameter of the gradient kept through the step (memory)
+    "grad_buffer_bytes": (lambda v: v in (2, 4), "2 or 4 (bytes per kept gradient)"),
+    "unsharded_step_grad_bytes": (lambda v: isinstance(v, (int, float))
+                                  and not isinstance(v, bool) and v >= 0,
+                                  "bytes per parameter >= 0"),
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),

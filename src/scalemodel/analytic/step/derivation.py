@@ -213,12 +213,16 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=f"{fc['gather_out']:g} bytes per unsharded local parameter after each "
                      f"all-gather, {fc['reduce_in']:g} before each reduce-scatter "
                      "(frameworks.toml fsdp_copy_bytes)")
+    pass_bytes = profile_value(job, "unsharded_grad_pass_bytes", 0)
     if not job.grad_accum_fusion:
         d.given("  of which adding weight gradients into the fp32 main gradient (no "
                 "accumulation fusion)", "t_acc", v.grad_acc_s / mb, "s",
                 cite(ng["grad_accum_source"]),
-                note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch")
-    pass_bytes = profile_value(job, "unsharded_grad_pass_bytes", 0)
+                note=f"{ng['grad_accum_bytes']} bytes per local parameter per micro-batch"
+                     + (f", plus the framework's {pass_bytes:g} (frameworks.toml "
+                        "unsharded_grad_pass_bytes, "
+                        f"{_profile_source(job, 'unsharded_grad_pass_bytes')})"
+                        if pass_bytes else ""))
     if pass_bytes and job.grad_accum_fusion:
         d.given("  of which the framework's passes over the unsharded gradient", "t_acc",
                 v.grad_acc_s / mb, "s",
@@ -334,13 +338,17 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  "the last bucket and any excess stay exposed" + root_note)
     step_bytes = (profile_value(job, "optimizer_step_bytes", None) or {}).get(job.optimizer_id)
     extra = profile_value(job, "sharded_grad_pass_bytes", 0)
+    full = profile_value(job, "unsharded_step_grad_bytes", 0)
     src = cite(_profile_source(job, "optimizer_step_bytes")) if step_bytes is not None else ""
     d.given("optimizer step", "t_opt", v.optimizer_s, "s", src,
             note=("states read and written once at HBM speed" if step_bytes is None else
                   f"{step_bytes:g} bytes per local parameter as the framework's optimizer runs "
                   "it (frameworks.toml optimizer_step_bytes)")
                  + (f"; plus {extra:g} bytes per sharded gradient element "
-                    "(frameworks.toml sharded_grad_pass_bytes)" if extra else ""))
+                    "(frameworks.toml sharded_grad_pass_bytes)" if extra else "")
+                 + (f"; plus {full:g} bytes per local parameter over the whole gradient buffer "
+                    "(frameworks.toml unsharded_step_grad_bytes, "
+                    f"{_profile_source(job, 'unsharded_step_grad_bytes')})" if full else ""))
     ov = constants()["overlap"]
     d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
             cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])

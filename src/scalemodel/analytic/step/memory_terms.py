@@ -14,6 +14,7 @@ from ...specs.saved_tensors import kernel_saves
 from ..memory import (
     communicators,
     ddp_bucket_bytes,
+    grad_buffer_bytes,
     linear_input_bytes,
     loss_logit_bytes,
     moe_saves,
@@ -64,10 +65,13 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     # rank (Korthikanti et al. 2022 eq. 2: s b h (10 + 24 / t) + 5 a s^2 b / t per layer), as
     # `memory --framework` does
     sp = bool(profile_value(job, "sequence_parallel", True))
+    # the gradient the framework keeps (frameworks.toml grad_buffer_bytes: Megatron-Core r0.8's
+    # fp32 main_grad under bf16), else the working weights' 16 bits
+    e_g = grad_buffer_bytes(job.framework_id)[0] or E_W
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=sp, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
-                         microbatches=c.mb, e_w=E_W, e_g=E_W, k_opt=opt.bytes_per_param,
+                         microbatches=c.mb, e_w=E_W, e_g=e_g, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,

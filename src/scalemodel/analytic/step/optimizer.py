@@ -20,7 +20,13 @@ def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     A framework whose optimizer runs op by op (frameworks.toml ``optimizer_step_bytes`` for this
     optimizer id: Composer's DecoupledAdamW, eight elementwise kernels per tensor; torch's
     foreach AdamW with the gradient clipping in torchtitan 2024-12) moves that many bytes per
-    local parameter instead of the one fused pass."""
+    local parameter instead of the one fused pass.
+
+    A framework that passes over the whole local gradient buffer once per step (frameworks.toml
+    ``unsharded_step_grad_bytes``, per local parameter, unsharded even where the optimizer
+    states are: Megatron-Core r0.8's zeroing of the fp32 grad buffer and its NaN-check norm of
+    every bucket; DeepSpeed's BF16_Optimizer's norm over the fp32 gradients and their zeroing)
+    adds those bytes too."""
     opt = optimizer(c.job.optimizer_id)
     p_opt = mem.optimizer / opt.bytes_per_param
     per_param = (profile_value(c.job, "optimizer_step_bytes", None) or {}).get(c.job.optimizer_id)
@@ -29,6 +35,9 @@ def optimizer_time(c: Candidates, mem: MemoryTerms, loc: LocalParams) -> Any:
     # of the reduced shard to the fp32 parameter dtype, clip_grad_norm_'s norm and scale)
     step_bytes = step_bytes + float(profile_value(c.job, "sharded_grad_pass_bytes", 0.0))
     t = p_opt * step_bytes / c.hbm
+    full = float(profile_value(c.job, "unsharded_step_grad_bytes", 0.0))
+    if full:
+        t = t + loc.total * full / c.hbm
     if c.fp8:
         t = t + loc.total * cast_bytes(c.fp8_scaling[0], weights=True)[0] / c.hbm
     return t
