@@ -1059,6 +1059,10 @@ def memory_report(
         nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
+    # the edge-chunk split's own chunk sizes, where the layout's stages are that split
+    edge = edge_chunk_split(framework) and lay.pp > 1 and (
+        lay.stages is None or tuple(lay.stages) == stage_partition(
+            m.n_layers, lay.pp, vpp=lay.vpp, edge_chunks=True))
     # the EP overlap's extra warmup chunk; a framework that refuses that overlap with full
     # recompute runs such a layout without it (as the step model's EP term does)
     ep_on = ep_overlap and m.is_moe and not (
@@ -1073,7 +1077,7 @@ def memory_report(
         microbatches=microbatches, e_w=ew.bytes, e_g=eg.bytes, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
         pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket,
-        edge_chunks=edge_chunk_split(framework), **shape,
+        edge_chunks=edge, **shape,
         **_mtp_terms(m, framework),
     )
     heavy = int(vec["heaviest"])
@@ -1171,7 +1175,7 @@ def memory_report(
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
                               shape.get("mid_index", 1), seq_len, microbatches, framework,
                               float(vec["chunks_in_flight"]), acc_share,
-                              (float(extra_w), extra_src), edge_chunk_split(framework))
+                              (float(extra_w), extra_src), edge)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
