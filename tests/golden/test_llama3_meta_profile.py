@@ -108,3 +108,115 @@ def test_cp_all_gather_exposed_on_the_critical_path():
     # bytes sent per layer by one rank: forward gather and backward gather receive 15 chunks each
     # (2 x 15 x 4 MiB), dK / dV in bf16 passed on after each of the 16 calls (16 x 4 MiB)
     assert float(sent[0]) == pytest.approx(2 * 15 * kv + 16 * kv)
+
+
+# --- the edge-chunk split and what it holds in flight (Sec. 3.3.2, 'Pipeline parallelism') -----
+#
+# "we reduce one Transformer layer each from the first and the last stages ... the first model
+# chunk on the first stage has only the embedding, and the last model chunk on the last stage has
+# only output projection and loss calculation", with an interleaved schedule of V chunks per
+# rank. For the 126-layer 405B on PP16 that is 126 + 2 = 128 slots of one layer: V = 8.
+
+def test_profile_states_the_edge_chunk_split():
+    fw = get_framework("meta-llama3-2024")
+    assert fw.get("pipeline_split") == "edge_chunks"
+    assert fw.sources["pipeline_split"] == "dubey-2024-llama3-pp"
+
+
+def test_edge_chunks_one_layer_each_at_v8():
+    from scalemodel.analytic.memory import chunk_partition
+
+    chunks = chunk_partition(126, 16, vpp=8, edge_chunks=True)
+    # 128 chunks, chunk j on stage j mod 16: the first the embedding alone, the last the loss
+    assert len(chunks) == 128 and chunks[0] == 0 and chunks[-1] == 0
+    assert set(chunks[1:-1]) == {1}
+    # per stage: 7, 8 x 14, 7 whatever vpp (the paper's split at vpp 1 too)
+    for v in (1, 2, 4, 8):
+        assert stage_partition(126, 16, vpp=v, edge_chunks=True) == (7,) + (8,) * 14 + (7,)
+
+
+def _schedule_by_hand(rank, p=16, v=8, m=32, sizes=None):
+    """The interleaved order of work, written out: forward k on chunk (k // p) mod v, backward k
+    on chunk v - 1 - ((k // p) mod v); 2 (p - 1 - i) + (v - 1) p warmup forwards (at most m v),
+    then a forward before each backward. Returns the most decoder layers held."""
+    sizes = sizes or [1] * v
+    total = m * v
+    warm = min(2 * (p - 1 - rank) + (v - 1) * p, total)
+    fwd = [sizes[(k // p) % v] for k in range(total)]
+    bwd = [sizes[v - 1 - (k // p) % v] for k in range(total)]
+    held = most = 0
+    f = 0
+    for _ in range(warm):
+        held += fwd[f]
+        f += 1
+        most = max(most, held)
+    for b in range(total):
+        if f < total:
+            held += fwd[f]
+            f += 1
+            most = max(most, held)
+        held -= bwd[b]
+    return most
+
+
+def test_in_flight_on_the_edge_split_by_hand():
+    from scalemodel.analytic.memory import edge_chunks_in_flight
+
+    # rank 0, 8K-8192 row (m = 32 micro-batches per pipeline): 2 x 15 + 7 x 16 = 142 warmup
+    # forwards and one more = 143 chunk forwards, of which 16 + 15 run the embedding-only chunk:
+    # 7 chunks x 16 micro-batches x 1 layer = 112 layer-micro-batches, the 1F1B stage's
+    # 16 x 7 (the warmup's extra forwards hold nothing: the paper's memory-imbalance fix)
+    assert _schedule_by_hand(0, sizes=[0] + [1] * 7) == 143 - 31 == 16 * 7
+    # rank 1 (8 one-layer chunks): 2 x 14 + 7 x 16 + 1 = 141
+    assert _schedule_by_hand(1) == 141
+    # the last rank: 7 x 16 forwards of one layer, then the loss-only chunk's forward and
+    # backward per micro-batch; micro-batch 16's first forward comes before the backward of
+    # chunk 6: 112 + 1
+    assert _schedule_by_hand(15, sizes=[1] * 7 + [0]) == 113
+    # the 8K-16384 row (m = 16): every chunk forward of the step is in flight on rank 1
+    assert _schedule_by_hand(1, m=16) == 16 * 8
+    # the model reports them in chunks of the stage's mean size (7/8 or 8/8 layers)
+    got = edge_chunks_in_flight(126, np.array([0.0, 1.0, 15.0]), 16, 32, 8,
+                                np.array([7.0, 8.0, 7.0]))
+    assert got == pytest.approx([112 * 8 / 7, 141, 113 * 8 / 7])
+
+
+def test_team_layout_interleaved_needs_more_than_usable():
+    """TP8 PP16 DP64 V8 at 8K, no recompute, ZeRO-2 (FSDP sharding gradients and optimizer
+    states, the weights gathered for the step), the heaviest rank (rank 1, 8 layers):
+    per layer and token on one TP rank (SP on; fused norms keep input and normalised output,
+    2 x (2h + 2h) + 2 x 4 B of rstd; Q and attention output 2h each; SwiGLU 6f; K and V
+    2 x 8 x 128 x 2 B split over 8 ranks; fp32 log-sum-exp 4 B x 128 heads split over 8):"""
+    from scalemodel.analytic.layout import TrainLayout
+    from scalemodel.analytic.memory import memory_report
+    from scalemodel.specs import get_gpu, get_model
+
+    h, f, heads = 16384, 53248, 128
+    per_token = (2 * (2 * h + 2 * h) + 2 * 4 + 4 * h + 6 * f + 2 * 8 * 128 * 2 + 4 * heads) / 8
+    a_layer = per_token * 8192
+    assert a_layer == 533_209_088
+    # parameters of one layer on one TP rank: QKV h (h + 2 x 1024) and O h^2 and the MLP 3 h f
+    # split by 8, the two RMSNorm weights whole
+    p_layer = (h * (h + 2 * 1024) + h * h + 3 * h * f) / 8 + 2 * h
+    weights = 8 * p_layer * 2  # bf16, gathered (not resharded after the forward)
+    grads = 8 * p_layer * 2 / 64  # ZeRO-2: sharded over DP64
+    opt = 8 * p_layer * 12 / 64  # fp32 master, m, v sharded
+    expected = weights + grads + opt + 141 * a_layer
+    m = get_model("llama-3-405b")
+    lay = TrainLayout(tp=8, pp=16, dp=64, zero=2, vpp=8, micro_batch=1, recompute="none",
+                      stages=(7,) + (8,) * 14 + (7,))
+    r = memory_report(m, lay, seq_len=8192, microbatches=32, gpu=get_gpu("h100-sxm"),
+                      attention="flash", framework="meta-llama3-2024")
+    assert r.heaviest_stage == "middle"
+    assert r.per_gpu_bytes == pytest.approx(expected, rel=1e-9)
+    assert expected == pytest.approx(82.26e9, rel=1e-3)
+    # usable: 85.52 GB less the CUDA context, 3 NCCL communicators, over 1.05 (the inherited
+    # allocator-slack assumption): 78.4 GB, so the layout is refused; without the 5% it would be
+    # 82.36 GB, about 0.1 GB above the need
+    assert r.capacity_bytes == pytest.approx(78.43e9, rel=1e-3)
+    assert r.fits is False
+    # 1F1B (V = 1): 15 micro-batches x 8 layers on rank 1, 64.0 GB of activations: fits
+    r1 = memory_report(m, lay.with_(vpp=1), seq_len=8192, microbatches=32,
+                       gpu=get_gpu("h100-sxm"), attention="flash", framework="meta-llama3-2024")
+    assert r1.per_gpu_bytes == pytest.approx(weights + grads + opt + 120 * a_layer, rel=1e-9)
+    assert r1.fits is True

@@ -324,6 +324,9 @@ class Context:
     global_batch: int  # sequences per step
     seq_len: int
     schedule: str = "1f1b"
+    # model chunks that may hold no decoder layer (the edge-chunk split: the embedding-only
+    # first chunk and the loss-only last one, frameworks.toml pipeline_split = "edge_chunks")
+    edge_slots: int = 0
 
 
 @dataclass(frozen=True)
@@ -366,8 +369,9 @@ RULES: tuple[Rule, ...] = (
          lambda c, ctx: c["tp"] * c["pp"] * c["dp"] * c["cp"] == ctx.gpus, derived_key="dp"),
     Rule("divisibility", lambda ctx: f"tp must divide the {ctx.model.n_heads} attention heads "
          f"(and the {ctx.model.n_kv_heads} KV heads, or be a multiple of them)", _heads_ok),
-    Rule("layers", lambda ctx: f"pp x vpp must be at most the {ctx.model.n_layers} layers",
-         lambda c, ctx: ctx.model.n_layers >= c["pp"] * c["vpp"]),
+    Rule("layers", lambda ctx: f"pp x vpp must be at most the {ctx.model.n_layers} layers"
+         + (f" + {ctx.edge_slots} layer-free edge chunks" if ctx.edge_slots else ""),
+         lambda c, ctx: ctx.model.n_layers + ctx.edge_slots >= c["pp"] * c["vpp"]),
     Rule("divisibility", lambda ctx: "etp must be 1 or the tp (experts split like the dense "
          "MLP)", lambda c, ctx: (c["etp"] == 1) | (c["etp"] == c["tp"]), _is_moe),
     Rule("divisibility", lambda ctx: "experts unsplit below the tp (etp = 1 < tp) are "

@@ -29,6 +29,7 @@ The vectorised function :func:`training_bytes` evaluates many layouts at once fo
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 from ..derive import Derivation, Table
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
-from ..specs.frameworks import get_framework
+from ..specs.frameworks import edge_chunk_split, get_framework
 from ..specs.saved_tensors import KernelSaves, kernel_saves
 from ..specs.sources import cite
 from .kv import check_tp
@@ -52,7 +53,7 @@ PLAN_RECOMPUTE = RECOMPUTE + ("op",)
 
 
 def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
-                    microbatches: int | None = None) -> None:
+                    microbatches: int | None = None, edge_slots: int = 0) -> None:
     """The rules a layout must meet on its own (no GPU count or batch: analytic/layout.py RULES
     check those where the command has them)."""
     check_tp(m, lay.tp, lay.pp)
@@ -74,9 +75,10 @@ def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
                            f"and ep must divide dp x cp (tp x dp x cp when etp = 1) = {pool}")
     if seq_len < 1 or seq_len % lay.cp:
         raise BadInput(f"--layout cp={lay.cp} does not divide --seq-len {seq_len}")
-    if lay.pp * lay.vpp > m.n_layers:
-        raise BadInput(f"--layout pp x vpp = {lay.pp * lay.vpp} exceeds the {m.n_layers} layers "
-                       f"of {m.id}")
+    if lay.pp * lay.vpp > m.n_layers + edge_slots:
+        edge = f" (+ {edge_slots} layer-free edge chunks)" if edge_slots else ""
+        raise BadInput(f"--layout pp x vpp = {lay.pp * lay.vpp} exceeds the {m.n_layers} layers"
+                       f"{edge} of {m.id}")
     if microbatches is not None and microbatches < 1:
         raise BadInput("the number of micro-batches must be at least 1")
     if lay.stages is not None:
@@ -362,7 +364,7 @@ def zero_state_bytes(
 
 def chunk_partition(
     n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1,
-    last_min: int = 1,
+    last_min: int = 1, edge_chunks: bool = False,
 ) -> tuple[int, ...]:
     """Layers per model chunk (pp x vpp of them, chunk j on stage j mod pp), contiguous, balanced
     in layer-equivalents.
@@ -381,7 +383,18 @@ def chunk_partition(
     ``last_min`` is 0: a model whose MTP modules (counted in ``last_extra``) sit there, as
     Megatron-Bridge's DeepSeek-V3 layout 'Et|(tt|)*30mL' gives the last chunk the MTP layer and
     the loss only (v0.1.0rc3 scripts/performance/run_script.py).
+
+    ``edge_chunks`` (a profile's ``pipeline_split = "edge_chunks"``; Dubey et al. 2024, Sec.
+    3.3.2): the embedding and the output layer with the loss each take one layer's slot, so the
+    L + 2 slots are split as above (no extras) and the first and the last chunk hold one decoder
+    layer less; with one slot per chunk the first chunk holds only the embedding and the last
+    only the output layer and the loss (Llama 3 405B: 126 + 2 = 128 = 16 stages x 8 chunks).
     """
+    if edge_chunks:
+        counts = list(chunk_partition(n_layers + 2, pp, vpp=vpp))
+        counts[0] -= 1
+        counts[-1] -= 1
+        return tuple(counts)
     v = pp * vpp
     if v < 1 or n_layers < v:
         raise BadInput(f"{v} pipeline chunks (pp x vpp) need at least {v} layers, got {n_layers}")
@@ -414,12 +427,13 @@ def chunk_partition(
 
 def stage_partition(
     n_layers: int, pp: int, *, first_extra: float = 0.0, last_extra: float = 0.0, vpp: int = 1,
-    last_min: int = 1,
+    last_min: int = 1, edge_chunks: bool = False,
 ) -> tuple[int, ...]:
     """Layers per pipeline stage (first to last): :func:`chunk_partition` summed per stage."""
     per_stage = [0] * pp
     for j, c in enumerate(chunk_partition(n_layers, pp, first_extra=first_extra,
-                                          last_extra=last_extra, vpp=vpp, last_min=last_min)):
+                                          last_extra=last_extra, vpp=vpp, last_min=last_min,
+                                          edge_chunks=edge_chunks)):
         per_stage[j % pp] += c
     return tuple(per_stage)
 
@@ -529,6 +543,49 @@ def pipeline_in_flight(rank: Any, pp: Any, microbatches: Any = None, vpp: Any = 
     return peak, after
 
 
+@functools.lru_cache(maxsize=4096)
+def _edge_held_layers(n_layers: int, rank: int, pp: int, m: int, vpp: int) -> float:
+    """The most decoder layers' activations (in micro-batch-layers) pipeline rank ``rank`` holds
+    under the interleaved schedule with the edge-chunk split (:func:`chunk_partition`
+    ``edge_chunks``): the schedule's order of work replayed over the rank's own chunk sizes.
+    Forward k runs chunk (k // p) mod v, backward k chunk v - 1 - ((k // p) mod v), as in
+    :func:`pipeline_in_flight` (warmup min(2 (p - 1 - i) + (v - 1) p, m v), then a forward
+    before each backward)."""
+    chunks = chunk_partition(n_layers, pp, vpp=vpp, edge_chunks=True)
+    size = np.array([chunks[c * pp + rank] for c in range(vpp)], dtype=np.float64)
+    total = m * vpp
+    warm = min(2 * (pp - 1 - rank) + (vpp - 1) * pp, total)
+    k = np.arange(total)
+    fwd = np.cumsum(size[(k // pp) % vpp])  # layers after forward k
+    bwd = np.concatenate(([0.0], np.cumsum(size[vpp - 1 - (k // pp) % vpp])))
+    held = fwd[:warm].max(initial=0.0)
+    j = np.arange(total - warm)  # the steady state: forward warm + j before backward j
+    if j.size:
+        held = max(held, float((fwd[warm + j] - bwd[j]).max()))
+    return float(held)
+
+
+def edge_chunks_in_flight(n_layers: int, rank: Any, pp: Any, microbatches: Any, vpp: Any,
+                          n_stage: Any) -> Any:
+    """The in-flight count of :func:`pipeline_in_flight` in chunks of the stage's mean size
+    (``n_stage`` / v layers), read from the edge-chunk split's own chunk sizes
+    (:func:`_edge_held_layers`): on the first rank the warmup's extra forwards run the
+    embedding-only chunk and hold no decoder layer, as Dubey et al. 2024 (Sec. 3.3.2) meant the
+    split to balance the first stage's memory. ``microbatches`` None: p per round, two rounds."""
+    rank, pp, v, n_stage = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64)
+                                                 for x in (rank, pp, vpp, n_stage)))
+    m = np.broadcast_to(np.asarray(2 * pp if microbatches is None else microbatches,
+                                   dtype=np.float64), rank.shape)
+    rows = np.stack([x.ravel() for x in (rank, pp, v, m, n_stage)], axis=1)
+    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+    vals = np.zeros(len(uniq))
+    for u, (r_, p_, v_, m_, n_) in enumerate(uniq):
+        if p_ < 2 or v_ < 2 or n_ <= 0 or n_layers + 2 < p_ * v_ or not np.isfinite(m_):
+            continue
+        vals[u] = _edge_held_layers(n_layers, int(r_), int(p_), int(m_), int(v_)) * v_ / n_
+    return vals[np.ravel(inv)].reshape(rank.shape)
+
+
 def pp_extra_warmup(framework: str | None, ep_overlap: Any) -> tuple[Any, str]:
     """(extra warmup chunk forwards of the interleaved schedule, its source): the profile's
     ``pp_ep_overlap_warmup`` where the job overlaps the EP all-to-all (Megatron-Core: one, with
@@ -600,6 +657,7 @@ def training_bytes(
     pp_gathered: Any = False,
     pp_grad_accum_bytes: Any = 0.0,
     pp_extra_warmup: Any = 0.0,
+    edge_chunks: bool = False,
     ddp_bucket: float = 0.0,
     mtp_layers: int = 0,
     mtp_proj_params: float = 0.0,
@@ -737,7 +795,8 @@ def training_bytes(
                            + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab
                            / tp)  # norm/head input + logits (the MTP modules' own too)
 
-    def stage_peak(rank: Any, a_stage: Any, extra: Any, grads_acc: Any) -> tuple[Any, Any]:
+    def stage_peak(rank: Any, a_stage: Any, extra: Any, grads_acc: Any,
+                   n_stage: Any = 0.0) -> tuple[Any, Any]:
         """(activations, accumulated gradients) of one stage at its peak: the schedule's most
         chunks in flight, or a moment after a chunk's first backward where the unsharded
         gradient accumulators of its chunks add to what is still in flight."""
@@ -745,6 +804,9 @@ def training_bytes(
         need = bool(np.any(np.asarray(grads_acc) > 0))
         peak, with_acc = pipeline_in_flight(rank, pp, microbatches, vpp, pp_extra_warmup,
                                             with_after=need)
+        if edge_chunks and np.any(vpp > 1):  # the edge-chunk split's own chunk sizes
+            peak = np.where((vpp > 1) & (pp > 1), edge_chunks_in_flight(
+                L, rank, pp, microbatches, vpp, n_stage), peak)
         best_n = peak + 0.0 * a_stage
         best_a = best_n / vpp * a_stage
         best_g = np.zeros_like(best_a)
@@ -759,11 +821,11 @@ def training_bytes(
     lp_, lg, lo = states(last_p, experts(nl))
     mp, mg, mo = states(mid_p, nm * sm.big_exp / (etp * ep))
     first_a, fa, fn = stage_peak(0.0, stage_layers_act, np.where(one, out_act, 0.0),
-                                 accum * (first_p + exp_p))
+                                 accum * (first_p + exp_p), nf)
     last_a, la, ln = stage_peak(pp - 1, last_layers_act, out_act,
-                                accum * (last_p + experts(nl)))
+                                accum * (last_p + experts(nl)), nl)
     mid_a, ma, mn = stage_peak(np.asarray(mid_index, dtype=np.float64), mid_layers_act, 0.0,
-                               accum * (mid_p + nm * sm.big_exp / (etp * ep)))
+                               accum * (mid_p + nm * sm.big_exp / (etp * ep)), nm)
     fg, lg, mg = fg + fa, lg + la, mg + ma
     first_t = fp + fg + fo + first_a
     last_t = lp_ + lg + lo + last_a
@@ -983,7 +1045,8 @@ def memory_report(
     with ``precision`` fp8, what its fp8 Linears keep of their inputs
     (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
     warmup a framework adds for it, :func:`pp_extra_warmup`)."""
-    validate_layout(m, lay, seq_len, microbatches)
+    validate_layout(m, lay, seq_len, microbatches,
+                    2 if edge_chunk_split(framework) else 0)
     ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
                       **moe_saves(framework))
     warnings: list[str] = []
@@ -1009,6 +1072,10 @@ def memory_report(
         nf, nm, mi, nl = stage_shape(lay.stages)
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
+    # the edge-chunk split's own chunk sizes, where the layout's stages are that split
+    edge = edge_chunk_split(framework) and lay.pp > 1 and (
+        lay.stages is None or tuple(lay.stages) == stage_partition(
+            m.n_layers, lay.pp, vpp=lay.vpp, edge_chunks=True))
     # the EP overlap's extra warmup chunk; a framework that refuses that overlap with full
     # recompute runs such a layout without it (as the step model's EP term does)
     ep_on = ep_overlap and m.is_moe and not (
@@ -1022,7 +1089,8 @@ def memory_report(
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=e_g, k_opt=opt.bytes_per_param,
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
-        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket, **shape,
+        pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket,
+        edge_chunks=edge, **shape,
         **_mtp_terms(m, framework),
     )
     heavy = int(vec["heaviest"])
@@ -1124,7 +1192,7 @@ def memory_report(
     act_b = _activation_steps(d, m, sm, lay, sp, stage, float(vec["activations"]), n_stage,
                               shape.get("mid_index", 1), seq_len, microbatches, framework,
                               float(vec["chunks_in_flight"]), acc_share,
-                              (float(extra_w), extra_src))
+                              (float(extra_w), extra_src), edge)
     total = d.calc("total per GPU", "M_gpu", "M_p + M_g + M_o + M_a", "B",
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
@@ -1257,6 +1325,7 @@ def _activation_steps(
     check: float, n_stage: int | None = None, mid_index: int = 1,
     seq_len: int = 4096, microbatches: int | None = None, framework: str | None = None,
     n_chunks: float = 1.0, acc_share: float = 0.0, extra_warmup: tuple[float, str] = (0.0, ""),
+    edge: bool = False,
 ) -> float:
     src = m.source
     ks = sm.saves or kernel_saves("fused", "unfused")
@@ -1323,6 +1392,11 @@ def _activation_steps(
         how = (f"1F1B: min(m, p - i) forwards before the first backward (i = {rank}; "
                "Megatron-Core and torch Schedule1F1B; Korthikanti et al. 2022 Sec. 4.2.3: p on "
                "the first stage)")
+    if edge and v > 1 and lay.pp > 1:
+        how += ("; edge-chunk split (the first chunk the embedding only, the last the output "
+                "layer and loss only; Dubey et al. 2024 Sec. 3.3.2): the decoder layers the "
+                "schedule holds, replayed over this rank's own chunk sizes, in chunks of the "
+                "stage's mean size n_s / v")
     if acc_share:
         how += ("; counted after the first backward of the chunks whose gradient accumulators "
                 "are held, where accumulators and activations peak together")

@@ -381,7 +381,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     c = _grid_columns(keys, dt)
     total = int(c["tp"].size)
     rejected: dict[str, int] = {}
-    ctx = Context(m, N, job.global_batch_seqs, job.seq_len, job.schedule)
+    ctx = Context(m, N, job.global_batch_seqs, job.seq_len, job.schedule,
+                  edge_slots=_edge_slots(job))
     pinned_dp = np.full(total, fixed["dp"], dtype=dt) if "dp" in fixed else None
     if pinned_dp is not None:
         c["dp"] = pinned_dp
@@ -411,6 +412,14 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         for k, v in zip(STAGE_COLS, stage_shape(tuple(fixed["stages"])), strict=True):
             cols[k] = np.full(cols["tp"].shape, v, dtype=np.int64)
     return Grid(cols, rejected, total, partial)
+
+
+def _edge_slots(job: Job) -> int:
+    """Model chunks that may hold no decoder layer under the job's framework: 2 with the
+    edge-chunk split (frameworks.toml pipeline_split = "edge_chunks"), else 0."""
+    from ..specs.frameworks import edge_chunk_split
+
+    return 2 if edge_chunk_split(job.framework_id) else 0
 
 
 def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
@@ -670,7 +679,8 @@ def _evaluate_two_phase(job: Job, cl: Cluster, grid: Grid, top: int
     extra = {k: np.repeat(v[sel], codes.size) for k, v in cols.items()}
     extra["rc"] = np.tile(codes, sel.size)
     n_extra = int(extra["rc"].size)
-    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule)
+    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
+                  edge_slots=_edge_slots(job))
     ok = np.ones(n_extra, dtype=bool)
     for r in RULES:  # the recompute rules (the others hold: the rows passed them with none)
         if r.name.startswith("recompute") and r.applies(ctx):
@@ -805,7 +815,8 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
     lays = list(lays)
     if not lays:
         raise BadInput("no layouts to evaluate")
-    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule)
+    ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
+                  edge_slots=_edge_slots(job))
     keys = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch")
     c: dict[str, np.ndarray] = {k: np.array([getattr(x, k) for x in lays], dtype=np.int64)
                                 for k in keys}

@@ -186,13 +186,14 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
         make_job,
         split_extras,
     )
-    from ..specs.frameworks import job_settings
+    from ..specs.frameworks import edge_chunk_split, job_settings
 
     gpu_id = gpu.id if gpu is not None else "h100-sxm"
     fw, kern = job_settings(args.framework, gpu or gpu_id, attention=args.attention,
                             kernels=args.kernels, schedule=args.schedule)
     B = global_batch(args, lay)
-    ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"])
+    ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"],
+                  edge_slots=2 if edge_chunk_split(fw.id) else 0)
     n_mb = None if fit else check(lay, ctx)
     stages = lay.stages
     if stages is None and lay.pp > 1 and not fit:

@@ -138,8 +138,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
                      "1 or 2 (blocking P2P calls per pipeline crossing)"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
-    "pipeline_split": (lambda v: v in ("even", "any"),
-                       "even (L divisible by pp x vpp, every chunk L / (pp x vpp) layers) or any"),
+    "pipeline_split": (lambda v: v in ("even", "any", "edge_chunks"),
+                       "even (L divisible by pp x vpp, every chunk L / (pp x vpp) layers), any, "
+                       "or edge_chunks (the first chunk the embedding only, the last chunk the "
+                       "output layer and loss only)"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
@@ -514,6 +516,14 @@ def even_pipeline_split(fid: str | None) -> bool:
     count divisible by pp x vpp, every model chunk L / (pp x vpp) layers, no head-aware or
     first/last-stage counts); False where any split is offered (the default)."""
     return get_framework(fid).values.get("pipeline_split", "any") == "even"
+
+
+def edge_chunk_split(fid: str | None) -> bool:
+    """Whether a profile's first model chunk holds only the embedding and its last only the
+    output projection and the loss (``pipeline_split = "edge_chunks"``: Dubey et al. 2024 Sec.
+    3.3.2, one transformer layer less on the first and the last stage): the L decoder layers and
+    those two layer-free slots are split over pp x vpp chunks."""
+    return get_framework(fid).values.get("pipeline_split", "any") == "edge_chunks"
 
 
 def recompute_modes(fid: str | None) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...specs import optimizer
+from ...specs.frameworks import edge_chunk_split
 from ...specs.saved_tensors import kernel_saves
 from ..memory import (
     communicators,
@@ -76,6 +77,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,
                          pp_extra_warmup=extra_w,
+                         # the edge split's own chunks (a split given per stage is not it)
+                         edge_chunks=edge_chunk_split(job.framework_id) and c.fixed_split is None,
                          ddp_bucket=ddp_bucket_bytes(job.framework_id)[0],
                          mtp_layers=c.ms.mtp,
                          mtp_proj_params=c.ms.mtp_proj_params,

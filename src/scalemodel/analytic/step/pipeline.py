@@ -81,7 +81,8 @@ def split(c: Candidates, last_min: int = 1) -> tuple[Any, Any, Any, Any]:
     last_min = last_min if extra["last_extra"] else 1
     shape = np.array([stage_shape(stage_partition(c.m.n_layers, int(p), vpp=int(v),
                                                   last_extra=extra["last_extra"],
-                                                  last_min=last_min))
+                                                  last_min=last_min,
+                                                  edge_chunks=bool(extra.get("edge_chunks"))))
                       for p, v in zip(*uniq, strict=True)], dtype=np.float64)
     nf, nm, mi, nl = (shape[inv, i] for i in range(4))
     return nf, nm, mi, nl + mtp

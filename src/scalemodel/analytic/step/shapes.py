@@ -88,9 +88,13 @@ def split_extras(m: ModelSpec, framework_id: str | None = None) -> dict[str, flo
     (frameworks.toml ``pipeline_split = "even"``: Megatron-LM of 2021, Megatron-Core r0.8.0)
     puts L / (pp x vpp) layers in every chunk whatever the head costs: no extra is counted, so
     the balanced split of a divisible layer count is the even one."""
-    from ...specs.frameworks import even_pipeline_split
+    from ...specs.frameworks import edge_chunk_split, even_pipeline_split
 
     if framework_id is not None and even_pipeline_split(framework_id):
         return {"last_extra": 0.0, "last_min": 1}
+    if framework_id is not None and edge_chunk_split(framework_id):
+        # the embedding and the output layer take one layer's slot each (chunk_partition
+        # edge_chunks; Dubey et al. 2024 Sec. 3.3.2)
+        return {"last_extra": 0.0, "last_min": 1, "edge_chunks": True}
     ms = model_shapes(m)
     return {"last_extra": ms.last_extra_layers, "last_min": 0 if ms.mtp else 1}
