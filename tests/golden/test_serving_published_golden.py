@@ -179,6 +179,47 @@ def test_sglang_post_rows_read_and_skipped_for_unstated_input_lengths(priced, ri
     assert row["isl"] == "" and "not stated" in priced[1][rid]
 
 
+# vLLM's v0.6.0 performance post (blog 2024-09-05, source vllm-blog-v060-perf-update): request
+# throughput at QPS inf, 500 prompts, bars without printed values. Each value is read off
+# assets/figures/perf-v060/overall_throughput.png (1783 x 862 px) as (zero row - bar's top row) /
+# (pixels per req/s), the scale from the panel's highest gridline: (zero row, (gridline row, its
+# tick value), vLLM bar top, SGLang bar top), rows counted from the image's top
+V060_PANELS = {
+    ("8b", 1, "sharegpt"): (381, (118, 30), 57, 88),
+    ("8b", 1, "decode-heavy"): (381, (68, 30), 57, 64),
+    ("8b", 1, "prefill-heavy"): (381, (113, 60), 117, 73),
+    ("70b", 4, "sharegpt"): (816, (536, 15), 493, 525),
+    ("70b", 4, "decode-heavy"): (816, (501, 15), 493, 518),
+    ("70b", 4, "prefill-heavy"): (816, (530, 25), 527, 516),
+}
+# the post's Dataset paragraph: ShareGPT averages 202 input / 179 output tokens; the sonnet sets
+# roughly 462 input and 16 (prefill-heavy) or 256 (decode-heavy) output tokens on average
+V060_LENGTHS = {"sharegpt": (202, 179), "decode-heavy": (462, 256), "prefill-heavy": (462, 16)}
+
+
+@pytest.mark.parametrize("key", sorted(V060_PANELS))
+def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
+    size, tp, ds = key
+    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_PANELS[key]
+    per_unit = (zero - grid_row) / grid_value
+    for eng, top, profile in (("vllm", top_vllm, "vllm-v0"), ("sglang", top_sglang, "sglang")):
+        rid = f"vllm060-blog-{eng}-llama3-{size}-h100-tp{tp}-{ds}"
+        row = _rows()[rid]
+        assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
+        assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
+        assert (int(row["requests"]), row["stream"], row["metric"]) == (500, "max-load",
+                                                                         "requests_per_s")
+        # vLLM 0.6.0 on the nearest V0 profile, SGLang 0.3.0 on the sglang profile; Llama 3's
+        # 8,192-token context (the V0 budget rule depends on it; Llama 3.1's 131,072 would switch
+        # chunked prefill on)
+        assert row["engine"] == profile and int(row["tp"]) == tp
+        assert row["model"] == f"llama-3-{size}"
+        r = priced[0][rid]
+        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+        if eng == "vllm":
+            assert r.max_batch == 256  # V0's default max_num_seqs
+
+
 def test_by_source_mean_and_max(priced):
     rows = list(priced[0].values())
     s = summary(rows)
@@ -189,7 +230,8 @@ def test_by_source_mean_and_max(priced):
         assert g["mean_abs_error"] == pytest.approx(sum(errs) / len(errs))
     assert {g["source"] for g in s["by_source"]} == {
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
-        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020"}
+        "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
+        "vllm-blog-v060-perf-update"}
 
 
 def test_every_source_key_is_in_sources_serving():
