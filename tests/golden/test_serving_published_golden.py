@@ -220,6 +220,46 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
             assert r.max_batch == 256  # V0's default max_num_seqs
 
 
+# the same post's headline figures (caption: ShareGPT, 500 prompts, TPOT measured at 32 QPS): the
+# vLLM 0.6.0 TPOT bar, mean over the requests, read as (zero row - bar top) / (pixels per ms) with
+# the scale from one gridline: (image, zero row, (gridline row, its value in ms), bar top)
+V060_TPOT = {
+    ("8b", 1): ("llama8B_comparison.png", 366, (269.5, 20), 301),
+    ("70b", 4): ("llama70B_comparison.png", 367, (250.5, 50), 225),
+}
+
+
+@pytest.mark.parametrize("key", sorted(V060_TPOT))
+def test_vllm_v060_post_tpot_at_32_qps_read_and_priced_as_a_mean(priced, key):
+    size, tp = key
+    img, zero, (grid_row, grid_ms), top = V060_TPOT[key]
+    rid = f"vllm060-blog-vllm-llama3-{size}-h100-tp{tp}-sharegpt-qps32-tpot-mean"
+    row = _rows()[rid]
+    ms = (zero - top) / ((zero - grid_row) / grid_ms)
+    assert float(row["measured"]) * 1e3 == pytest.approx(ms, abs=0.02)
+    assert img in row["location"]
+    assert (row["stream"], float(row["rate"]), int(row["requests"])) == ("rate", 32, 500)
+    assert row["metric"] == "tpot_mean_s" and (int(row["isl"]), int(row["osl"])) == (202, 179)
+    r = priced[0][rid]
+    assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+
+
+def test_mean_latencies_of_identical_requests_equal_their_median():
+    """One request alone: every statistic of its TTFT and TPOT is the same number, so the means
+    the benchmark reports equal the percentiles already priced."""
+    from scalemodel.analytic.serving.engine import get_serving_engine
+    from scalemodel.analytic.serving.iteration import ServeLayout, precision
+    from scalemodel.analytic.serving.service import evaluate
+    from scalemodel.analytic.serving.streams import Stream
+    from scalemodel.specs import get_gpu, get_model
+
+    eng, prec = get_serving_engine("vllm-v0"), precision("bf16")
+    r = evaluate(get_model("llama-3-8b"), get_gpu("h100-sxm"), ServeLayout(1, 1), prec,
+                 eng.default_kv_dtype(prec), eng, Stream("rate", 1, rate_per_s=1.0), 202, 179)
+    assert r.ttft_mean_s == pytest.approx(r.ttft_p50_s) and r.ttft_mean_s > 0
+    assert r.tpot_mean_s == pytest.approx(r.tpot_p50_s) and r.tpot_mean_s > 0
+
+
 def test_by_source_mean_and_max(priced):
     rows = list(priced[0].values())
     s = summary(rows)
