@@ -217,7 +217,11 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
         r = priced[0][rid]
         assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
         if eng == "vllm":
-            assert r.max_batch == 256  # V0's default max_num_seqs
+            # vLLM 0.6.0's EngineArgs.max_num_seqs 256, and SchedulerConfig's
+            # max_num_batched_tokens = max(max_model_len, 2048) = 8,192 without chunked prefill
+            # (off at an 8,192-token context), as read in the 0.6.0 wheel (vllm-v060-wheel)
+            assert (r.max_batch, r.token_budget) == (256, max(8192, 2048))
+            assert "vllm-v060-wheel" in row["engine_version"]
 
 
 # the same post's headline figures (caption: ShareGPT, 500 prompts, TPOT measured at 32 QPS): the
