@@ -224,6 +224,36 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
             assert "vllm-v060-wheel" in row["engine_version"]
 
 
+# the appendix figures for A100 (assets/figures/perf-v060/A100_8B.png and A100_70B.png, 3726 x
+# 2525 px, the Throughput panels of the right column): (zero row = the x axis spine's centre,
+# (highest gridline row, its tick value), vLLM bar top, SGLang bar top)
+V060_A100 = {
+    ("8b", 1, "sharegpt"): (674.5, (113.5, 20), 142, 173),
+    ("8b", 1, "decode-heavy"): (1522.5, (1002.5, 15), 1012, 1019),
+    ("8b", 1, "prefill-heavy"): (2369.5, (1845.5, 30), 1872, 1840),
+    ("70b", 4, "sharegpt"): (674.5, (149.5, 8), 114, 135),
+    ("70b", 4, "decode-heavy"): (1522.5, (1036.5, 6), 975, 991),
+    ("70b", 4, "prefill-heavy"): (2369.5, (1896.5, 10), 1830, 1814),
+}
+
+
+@pytest.mark.parametrize("key", sorted(V060_A100))
+def test_vllm_v060_post_a100_rows_read_off_the_appendix_and_priced(priced, key):
+    size, tp, ds = key
+    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_A100[key]
+    per_unit = (zero - grid_row) / grid_value
+    for eng, top, profile in (("vllm", top_vllm, "vllm-v0"), ("sglang", top_sglang, "sglang")):
+        rid = f"vllm060-blog-{eng}-llama3-{size}-a100-tp{tp}-{ds}"
+        row = _rows()[rid]
+        assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
+        assert f"A100_{size.upper()}.png" in row["location"]
+        assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
+        assert (row["engine"], row["gpu"], int(row["tp"])) == (profile, "a100-sxm-80gb", tp)
+        r = priced[0][rid]
+        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+
+
+
 # the same post's headline figures (caption: ShareGPT, 500 prompts, TPOT measured at 32 QPS): the
 # vLLM 0.6.0 TPOT bar, mean over the requests, read as (zero row - bar top) / (pixels per ms) with
 # the scale from one gridline: (image, zero row, (gridline row, its value in ms), bar top)
