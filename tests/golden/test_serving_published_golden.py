@@ -179,6 +179,121 @@ def test_sglang_post_rows_read_and_skipped_for_unstated_input_lengths(priced, ri
     assert row["isl"] == "" and "not stated" in priced[1][rid]
 
 
+# vLLM's v0.6.0 performance post (blog 2024-09-05, source vllm-blog-v060-perf-update): request
+# throughput at QPS inf, 500 prompts, bars without printed values. Each value is read off
+# assets/figures/perf-v060/overall_throughput.png (1783 x 862 px) as (zero row - bar's top row) /
+# (pixels per req/s), the scale from the panel's highest gridline: (zero row, (gridline row, its
+# tick value), vLLM bar top, SGLang bar top), rows counted from the image's top
+V060_PANELS = {
+    ("8b", 1, "sharegpt"): (381, (118, 30), 57, 88),
+    ("8b", 1, "decode-heavy"): (381, (68, 30), 57, 64),
+    ("8b", 1, "prefill-heavy"): (381, (113, 60), 117, 73),
+    ("70b", 4, "sharegpt"): (816, (536, 15), 493, 525),
+    ("70b", 4, "decode-heavy"): (816, (501, 15), 493, 518),
+    ("70b", 4, "prefill-heavy"): (816, (530, 25), 527, 516),
+}
+# the post's Dataset paragraph: ShareGPT averages 202 input / 179 output tokens; the sonnet sets
+# roughly 462 input and 16 (prefill-heavy) or 256 (decode-heavy) output tokens on average
+V060_LENGTHS = {"sharegpt": (202, 179), "decode-heavy": (462, 256), "prefill-heavy": (462, 16)}
+
+
+@pytest.mark.parametrize("key", sorted(V060_PANELS))
+def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
+    size, tp, ds = key
+    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_PANELS[key]
+    per_unit = (zero - grid_row) / grid_value
+    for eng, top, profile in (("vllm", top_vllm, "vllm-v0"), ("sglang", top_sglang, "sglang")):
+        rid = f"vllm060-blog-{eng}-llama3-{size}-h100-tp{tp}-{ds}"
+        row = _rows()[rid]
+        assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
+        assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
+        assert (int(row["requests"]), row["stream"], row["metric"]) == (500, "max-load",
+                                                                         "requests_per_s")
+        # vLLM 0.6.0 on the nearest V0 profile, SGLang 0.3.0 on the sglang profile; Llama 3's
+        # 8,192-token context (the V0 budget rule depends on it; Llama 3.1's 131,072 would switch
+        # chunked prefill on)
+        assert row["engine"] == profile and int(row["tp"]) == tp
+        assert row["model"] == f"llama-3-{size}"
+        r = priced[0][rid]
+        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+        if eng == "vllm":
+            # vLLM 0.6.0's EngineArgs.max_num_seqs 256, and SchedulerConfig's
+            # max_num_batched_tokens = max(max_model_len, 2048) = 8,192 without chunked prefill
+            # (off at an 8,192-token context), as read in the 0.6.0 wheel (vllm-v060-wheel)
+            assert (r.max_batch, r.token_budget) == (256, max(8192, 2048))
+            assert "vllm-v060-wheel" in row["engine_version"]
+
+
+# the appendix figures for A100 (assets/figures/perf-v060/A100_8B.png and A100_70B.png, 3726 x
+# 2525 px, the Throughput panels of the right column): (zero row = the x axis spine's centre,
+# (highest gridline row, its tick value), vLLM bar top, SGLang bar top)
+V060_A100 = {
+    ("8b", 1, "sharegpt"): (674.5, (113.5, 20), 142, 173),
+    ("8b", 1, "decode-heavy"): (1522.5, (1002.5, 15), 1012, 1019),
+    ("8b", 1, "prefill-heavy"): (2369.5, (1845.5, 30), 1872, 1840),
+    ("70b", 4, "sharegpt"): (674.5, (149.5, 8), 114, 135),
+    ("70b", 4, "decode-heavy"): (1522.5, (1036.5, 6), 975, 991),
+    ("70b", 4, "prefill-heavy"): (2369.5, (1896.5, 10), 1830, 1814),
+}
+
+
+@pytest.mark.parametrize("key", sorted(V060_A100))
+def test_vllm_v060_post_a100_rows_read_off_the_appendix_and_priced(priced, key):
+    size, tp, ds = key
+    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_A100[key]
+    per_unit = (zero - grid_row) / grid_value
+    for eng, top, profile in (("vllm", top_vllm, "vllm-v0"), ("sglang", top_sglang, "sglang")):
+        rid = f"vllm060-blog-{eng}-llama3-{size}-a100-tp{tp}-{ds}"
+        row = _rows()[rid]
+        assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
+        assert f"A100_{size.upper()}.png" in row["location"]
+        assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
+        assert (row["engine"], row["gpu"], int(row["tp"])) == (profile, "a100-sxm-80gb", tp)
+        r = priced[0][rid]
+        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+
+
+
+# the same post's headline figures (caption: ShareGPT, 500 prompts, TPOT measured at 32 QPS): the
+# vLLM 0.6.0 TPOT bar, mean over the requests, read as (zero row - bar top) / (pixels per ms) with
+# the scale from one gridline: (image, zero row, (gridline row, its value in ms), bar top)
+V060_TPOT = {
+    ("8b", 1): ("llama8B_comparison.png", 366, (269.5, 20), 301),
+    ("70b", 4): ("llama70B_comparison.png", 367, (250.5, 50), 225),
+}
+
+
+@pytest.mark.parametrize("key", sorted(V060_TPOT))
+def test_vllm_v060_post_tpot_at_32_qps_read_and_priced_as_a_mean(priced, key):
+    size, tp = key
+    img, zero, (grid_row, grid_ms), top = V060_TPOT[key]
+    rid = f"vllm060-blog-vllm-llama3-{size}-h100-tp{tp}-sharegpt-qps32-tpot-mean"
+    row = _rows()[rid]
+    ms = (zero - top) / ((zero - grid_row) / grid_ms)
+    assert float(row["measured"]) * 1e3 == pytest.approx(ms, abs=0.02)
+    assert img in row["location"]
+    assert (row["stream"], float(row["rate"]), int(row["requests"])) == ("rate", 32, 500)
+    assert row["metric"] == "tpot_mean_s" and (int(row["isl"]), int(row["osl"])) == (202, 179)
+    r = priced[0][rid]
+    assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+
+
+def test_mean_latencies_of_identical_requests_equal_their_median():
+    """One request alone: every statistic of its TTFT and TPOT is the same number, so the means
+    the benchmark reports equal the percentiles already priced."""
+    from scalemodel.analytic.serving.engine import get_serving_engine
+    from scalemodel.analytic.serving.iteration import ServeLayout, precision
+    from scalemodel.analytic.serving.service import evaluate
+    from scalemodel.analytic.serving.streams import Stream
+    from scalemodel.specs import get_gpu, get_model
+
+    eng, prec = get_serving_engine("vllm-v0"), precision("bf16")
+    r = evaluate(get_model("llama-3-8b"), get_gpu("h100-sxm"), ServeLayout(1, 1), prec,
+                 eng.default_kv_dtype(prec), eng, Stream("rate", 1, rate_per_s=1.0), 202, 179)
+    assert r.ttft_mean_s == pytest.approx(r.ttft_p50_s) and r.ttft_mean_s > 0
+    assert r.tpot_mean_s == pytest.approx(r.tpot_p50_s) and r.tpot_mean_s > 0
+
+
 def test_by_source_mean_and_max(priced):
     rows = list(priced[0].values())
     s = summary(rows)
@@ -190,7 +305,8 @@ def test_by_source_mean_and_max(priced):
     assert {g["source"] for g in s["by_source"]} == {
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
         "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
-        "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d"}
+        "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
+        "vllm-blog-v060-perf-update"}
 
 
 def test_every_source_key_is_in_sources_serving():

@@ -40,6 +40,10 @@ class ServeResult:
     gpus: int
     bounds: dict[str, str]
     extra: dict[str, Any] = field(default_factory=dict)
+    # means over the requests, as vLLM's benchmark_serving.py reports them (mean TTFT; mean of
+    # each request's (latency - TTFT) / (output tokens - 1)); NaN where not simulated
+    ttft_mean_s: float = float("nan")
+    tpot_mean_s: float = float("nan")
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
@@ -109,6 +113,11 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.quantile(x, q)) if x.size else float("nan")
 
 
+def _mean(x: np.ndarray) -> float:
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
 def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str,
              eng: Engine, stream: Stream, isl: int, osl: int, *, max_batch: int | None = None,
              token_budget: int | None = None) -> ServeResult:
@@ -162,4 +171,5 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
                "decode_iteration_s": r.decode_iter_s, "mixed_iteration_s": r.mixed_iter_s,
                "makespan_s": span, "requests_simulated": int(r.isl.size),
                "chunked_prefill": es.chunked_prefill, "reserve": eng.reserve,
-               "batch_limits": es.why_batch, "max_model_len": es.max_model_len})
+               "batch_limits": es.why_batch, "max_model_len": es.max_model_len},
+        ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[r.osl > 1]))

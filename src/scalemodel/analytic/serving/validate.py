@@ -16,7 +16,8 @@ from ...errors import BadInput
 REQUIRED = ("id", "source", "engine", "model", "gpu", "tp", "pp", "precision", "isl", "osl",
             "requests", "stream", "metric", "measured")
 METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
-           "output_tokens_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+           "output_tokens_per_s_per_gpu", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+           "ttft_mean_s", "tpot_mean_s")
 # the published-measurement file (serving_published.csv) also names where each figure was read
 PUBLISHED_REQUIRED = REQUIRED + ("url", "date", "engine_version", "length_basis", "location")
 STREAMS = ("max-load", "rate", "concurrency")
