@@ -102,6 +102,71 @@ def test_mlperf_fp4_priced_and_unstated_lengths_skipped_with_why(priced):
         52415.9 / 359.173)
 
 
+# MLPerf Inference v5.1 (mlcommons/inference_results_v5.1 at 965182b) and v5.0 (the fork
+# ntuhpc/mlperf_inference_results_v5.0 at cf35411) Offline: (Tokens per second, Samples per second,
+# requests) from each mlperf_log_summary.txt (v5.1: mlperf_log_detail.txt generated_samples_per_query;
+# v5.0: samples_per_query), and (tp, pp, replicas, gpu_batch_size, max_num_tokens, KV fraction or
+# None, precision) from the round's config: v5.1 configs/B200-SXM-180GBx8/Offline/llama2-70b.py and
+# AMD's offline_mi300x.yaml; v5.0 configs/llama2-70b/Offline/__init__.py (mlcommons commit 6069beb)
+MLPERF5 = {
+    "mlperf51-llama2-70b-offline-b200-x8": (101527, 371.423, 1007616, 1, 1, 8, 2048, 3584, 0.95,
+                                            "fp4", "trtllm-mlperf-v51"),
+    "mlperf51-llama2-70b-offline-mi300x-x8": (27803.9, 92.1544, 245760, 1, 1, 8, 1792, 40960, 0.98,
+                                              "fp8", "vllm-rocm-mlperf-v51"),
+    "mlperf50-llama2-70b-offline-h100-sxm-x8": (31306.8, 107.256, 290400, 1, 2, 4, 1024, 1024,
+                                                0.95, "fp8", "trtllm-mlperf-v51"),
+    "mlperf50-llama2-70b-offline-h200-x8": (34988.2, 120.008, 304128, 1, 1, 8, 2048, 1536, None,
+                                            "fp8", "trtllm-mlperf-v51"),
+    "mlperf50-llama2-70b-offline-b200-x8": (98858, 363.895, 992640, 1, 1, 8, 2048, 3584, 0.95,
+                                            "fp4", "trtllm-mlperf-v51"),
+}
+
+
+@pytest.mark.parametrize("rid", sorted(MLPERF5))
+def test_mlperf5_offline_rows_read_and_priced(priced, rid):
+    tps, sps, n, tp, pp, dp, bs, tok, kv, prec, eng = MLPERF5[rid]
+    row = _rows()[rid]
+    assert float(row["measured"]) == pytest.approx(tps)
+    assert int(row["osl"]) == round(tps / sps) and int(row["isl"]) == OPENORCA_ISL
+    assert (int(row["tp"]), int(row["pp"]), int(row["dp"]), int(row["requests"])) == (tp, pp, dp,
+                                                                                     n)
+    assert (int(row["max_batch"]), int(row["max_num_tokens"])) == (bs, tok)
+    assert (float(row["kv_fraction"]) if row["kv_fraction"] else None) == kv
+    assert (row["precision"], row["engine"], row["stream"]) == (prec, eng, "max-load")
+    r = priced[0][rid]
+    # the run's max_num_tokens reaches the simulation as its token budget, its batch limit too
+    assert (r.token_budget, r.max_batch, r.dp, r.pp) == (tok, bs, dp, pp)
+    assert r.predicted > 0 and r.error == pytest.approx(r.predicted / tps - 1)
+
+
+def test_mlperf51_405b_row_skipped_for_unstated_input_lengths(priced):
+    # B200 x 8, Llama 3.1 405B Offline: Tokens per second 1624.11, Samples per second 2.49245;
+    # llama3_1-405b.py: TP 2 PP 2 (two replicas), gpu_batch_size 128, runtime max_num_tokens 1536
+    rid = "mlperf51-llama3.1-405b-offline-b200-x8"
+    row = _rows()[rid]
+    assert int(row["osl"]) == round(1624.11 / 2.49245) and row["isl"] == ""
+    assert (int(row["tp"]), int(row["pp"]), int(row["dp"]), int(row["max_batch"]),
+            int(row["max_num_tokens"])) == (2, 2, 2, 128, 1536)
+    assert "not stated" in priced[1][rid]
+
+
+def test_mlperf51_harness_profiles_as_read_from_the_submissions():
+    from scalemodel.analytic.serving.engine import get_serving_engine
+    from scalemodel.analytic.serving.iteration import precision
+
+    nv = get_serving_engine("trtllm-mlperf-v51")
+    # configs/B200-SXM-180GBx8/Offline/llama2-70b.py: tokens_per_block 32, max_num_tokens 3584,
+    # enable_chunked_context True, kvcache_free_gpu_mem_frac 0.95, batch_scheduler_policy max_util
+    assert (nv.block_size, nv.chunked_prefill, nv.kv_fraction, nv.reserve) == (
+        32, True, 0.95, "on_demand")
+    assert int(nv.profile.get("token_budget_default")) == 3584
+    amd = get_serving_engine("vllm-rocm-mlperf-v51")
+    # offline_mi300x.yaml: block_size 32, enable_chunked_prefill False, max_num_seqs 1792;
+    # harness_llm/common/config.yaml kv_cache_dtype fp8 under an FP8 (Quark W8A8) checkpoint
+    assert (amd.block_size, amd.chunked_prefill, amd.max_num_seqs) == (32, False, 1792)
+    assert amd.default_kv_dtype(precision("fp8")) == "fp8"
+
+
 # TensorRT-LLM release/0.5.0 performance.md, High Throughput, H100 GPUs (FP8):
 # (model, batch, TP, input, output) -> Throughput (out tok/s)
 TRTLLM050 = {
@@ -306,7 +371,8 @@ def test_by_source_mean_and_max(priced):
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
         "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
         "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
-        "vllm-blog-v060-perf-update"}
+        "vllm-blog-v060-perf-update",
+        "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia"}
 
 
 def test_every_source_key_is_in_sources_serving():

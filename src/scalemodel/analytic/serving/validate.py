@@ -84,7 +84,8 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
     """(results, skipped rows with the reason) of a serving validation CSV; ``base`` is the
     folder model paths are relative to. Optional columns: ep (experts over that many of the TP
     ranks), dp (replicas the figure covers),
-    max_batch and kv_fraction (what the run set), rate and concurrency (the stream's). A row
+    max_batch, kv_fraction and max_num_tokens (what the run set: batch limit, KV-pool fraction,
+    tokens per iteration), rate and concurrency (the stream's). A row
     whose isl or osl is empty (the source does not state it) is skipped with its
     length_basis; a malformed number is bad input."""
     from dataclasses import replace
@@ -115,6 +116,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
         ep = _number(row, "ep", int, default=1)
         requests = _number(row, "requests", int)
         max_batch = _number(row, "max_batch", int, default=0) or None
+        max_tokens = _number(row, "max_num_tokens", int, default=0) or None
         kv_frac = _number(row, "kv_fraction", default=0.0) or None
         if kv_frac is not None and not 0 < kv_frac <= 1:
             raise BadInput(f"serving validation CSV row {rid!r}: column 'kv_fraction' must be "
@@ -140,7 +142,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
             lay = ServeLayout(tp, pp, ep=ep, dp=dp)
             stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc)
             r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream, isl, osl,
-                         max_batch=max_batch)
+                         max_batch=max_batch, token_budget=max_tokens)
         except BadInput as e:
             skipped.append((rid, str(e)))
             continue
