@@ -118,7 +118,9 @@ def make_cluster(gpu: str | GPUSpec, n_gpus: int, *, gpus_per_node: int | None =
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
     ic = g.interconnect
     node = gpus_per_node or int(assumption("gpus_per_node").value)
-    dom = nvlink_domain or node
+    # the NVLink domain: as asked, else the GPU's own (gpus.toml interconnect.nvlink_domain: 72
+    # for the NVL72 racks' GB200 / GB300), else one node
+    dom = nvlink_domain or int(ic.get("nvlink_domain", 0)) or node
     if n_gpus < 1:
         raise BadInput(f"--gpus must be at least 1, got {n_gpus}")
     if dom < 1 or node < 1:

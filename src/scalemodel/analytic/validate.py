@@ -188,6 +188,7 @@ def row_problem(row: dict[str, str]) -> RowProblem:
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
                    **row_settings(row))
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
+                      nvlink_domain=_int(row, "nvlink_domain"),
                       inter=(row.get("inter") or "").strip() or None)
     fixed: dict[str, Any] = {}
     for k in LAYOUT_KEYS:

@@ -59,7 +59,8 @@ def register(sub: Any) -> None:
     t.add_argument("--gpus-per-node", type=positive_int, default=None,
                    help="GPUs per node (default 8, the HGX/DGX board)")
     t.add_argument("--nvlink-domain", type=positive_int, default=None,
-                   help="GPUs in one NVLink domain (default: --gpus-per-node)")
+                   help="GPUs in one NVLink domain (default: the GPU's own, 72 for "
+                        "gb200 / gb300 NVL72, else --gpus-per-node)")
     t.add_argument("--inter", default=None, metavar="LINK",
                    help="scale-out link id from links.toml (default: the GPU's usual NIC)")
     t.add_argument("--nics-per-gpu", type=positive_int, default=None,
