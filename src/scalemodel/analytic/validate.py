@@ -3,7 +3,9 @@
 A row gives a model (a bundled id, or its shape: layers, hidden, heads, ...), a cluster, a batch,
 the layout keys the source states (blank keys are searched like any unstated choice), the
 framework profile of the source's software and date (``framework``; explicit attention, kernels,
-grad_accum_fusion, schedule and ep_overlap columns override it) and one measured figure. The planner predicts the step time; the figure is recomputed from it with the
+grad_accum_fusion, schedule and ep_overlap columns override it; ``fp8_recipe`` names the fp8 scaling recipe
+where the source labels it per row; ``nvlink_domain`` the GPUs per NVLink domain where it differs from the
+GPU's default) and one measured figure. The planner predicts the step time; the figure is recomputed from it with the
 source's own FLOP convention, so like is compared with like:
 
 * ``megatron_eq3``: Narayanan et al. 2021, eq. 3, 96 B s l h^2 (1 + s / 6h + V / 16 l h) FLOPs
@@ -185,8 +187,11 @@ def row_problem(row: dict[str, str]) -> RowProblem:
     if not gpus or not seq or not batch:
         raise BadInput("gpus, seq_len and global_batch_seqs are required")
     prec = (row.get("precision") or "bf16").strip()
+    # the run's fp8 recipe where its table labels it per row (FP8-CS / MXFP8 beside each other
+    # for one model and GPU); blank: the profile's (fp8_scaling_recipes, else fp8_scaling)
+    recipe = (row.get("fp8_recipe") or "").strip() or None
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
-                   **row_settings(row))
+                   fp8_scaling=recipe, **row_settings(row))
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       nvlink_domain=_int(row, "nvlink_domain"),
                       inter=(row.get("inter") or "").strip() or None)
