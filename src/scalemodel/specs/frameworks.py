@@ -159,8 +159,11 @@ MOE_DISPATCH = {"alltoall": "per_expert", "flex-deepep": "per_destination",
 _RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs"}
 # Megatron-Core's --cuda-graph-scope values under --cuda-graph-impl transformer_engine (Megatron-LM
 # PR 1917): attn, mlp (a dense layer's MLP), moe (an MoE layer's whole MLP), moe_router (up to
-# the router), moe_preprocess (the dispatcher's preprocess), mamba
-GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+# the router), moe_preprocess (the dispatcher's preprocess), mamba; and full_iteration, the
+# whole forward-backward step captured as one graph (cuda_graph_impl "full_iteration", which
+# Megatron-Bridge v0.5.0's scripts/performance/argument_parser.py lists among the scopes), which
+# holds every scope above
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration")
 
 
 def _graphs_ok(v: Any) -> bool:

@@ -52,7 +52,11 @@ Megatron-Bridge perf configs): a captured scope replays as one launch. The scope
 capture, attn, moe_router and moe_preprocess, all run before the wait (Megatron-LM PR 1917:
 moe_router captures up to MoELayer.router, moe_preprocess the dispatcher's preprocess); only
 the moe scope (an MoE layer's whole MLP, fixed shapes) covers the launches after it, and then
-there is no wait in the layer: one launch, the graph's.
+there is no wait in the layer: one launch, the graph's. The full_iteration scope (Megatron-Core's
+cuda_graph_impl "full_iteration", the MXFP8 presets of Megatron-Bridge v0.5.0 on and v0.6.0:
+the whole step as one graph, the experts padded to a fixed per-rank capacity, factor 1.5, so
+that dropless shapes are static) holds the moe scope and is priced as it; the padded rows'
+compute is not priced (the experts are priced at the routed rows).
 
 The eager layer's host floor (``eager_layer_floor``): between two host synchronisations the
 host queues kernels while the GPU runs earlier ones, so a stretch lasts max(GPU, host). A
@@ -130,8 +134,8 @@ def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
     n_local = c.m.n_experts / c.ep
     kernels = after_sync_launches(kind, n_local, c.etp, c.fp8, split_quantize_launches(c))
     ops = kernels
-    if "moe" in (moe_graph_scopes(c.job, c.gpu.id) or ()):
-        ops = np.minimum(ops, 1.0)  # the whole MoE MLP replays as one graph
+    if {"moe", "full_iteration"} & set(moe_graph_scopes(c.job, c.gpu.id) or ()):
+        ops = np.minimum(ops, 1.0)  # the whole MoE MLP (or the whole step) replays as one graph
     h = constants()["host"]
     # the same kernels on the GPU last at least their count x the tiny-kernel floor
     # (gpu_kernel_min_s), however few bytes they move; eager, the host's launches cost more

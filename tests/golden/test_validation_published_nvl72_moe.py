@@ -1,0 +1,68 @@
+"""The MoE rows of validation/published_runs_nvl72.csv: Megatron-Bridge's pre-training tables for
+DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B on DGX-GB300, DGX-GB200 and DGX-B300 (containers 25.11
+to 26.08; docs/performance-summary.md and docs/performance-summary-archive.md at NVIDIA-NeMo/
+Megatron-Bridge 067f987d), each priced with its container's profile and that profile's recipe for
+the model on the GPU (frameworks.toml moe_recipes; tests/unit/test_moe_recipes_nvl72.py checks the
+recipes against the configs). No constant was read against these rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from scalemodel.analytic.validate import read_rows, summary, validate
+from scalemodel.specs.frameworks import framework_ids, get_framework, moe_recipe
+from scalemodel.specs.sources import all_sources
+
+ROOT = Path(__file__).resolve().parents[2] / "validation"
+MOE = {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b"}
+# the container of each table and the profile that prices it (frameworks.toml)
+PROFILE = {"25.11": "nemo-25.11", "26.02": "nemo-26.02", "26.02.01": "nemo-26.02",
+           "26.04": "nemo-26.04", "26.04.01": "nemo-26.04", "26.06": "nemo-26.06",
+           "26.06.01": "nemo-26.06", "26.08": "nemo-26.08"}
+
+
+def _moe_text() -> str:
+    lines = [ln for ln in (ROOT / "published_runs_nvl72.csv").read_text().splitlines()
+             if not ln.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(r for r in rows if r["model"] in MOE)
+    return out.getvalue()
+
+
+def test_moe_rows_state_the_tables_and_their_recipes():
+    rows = read_rows(_moe_text())
+    # one row per table line: 26.08 6, 26.06.01 6, 26.06 9 (DeepSeek-V3 on GB300 twice: GBS 4096
+    # and 15360), 26.04.01 / 26.04 / 26.02.01 / 26.02 9 each, 25.11 8 (DeepSeek-V3 BF16 and FP8-MX
+    # on GB300 and GB200); the three 25.09 GB200 rows are token-drop runs and left out
+    assert len(rows) == 6 + 6 + 9 + 4 * 9 + 8
+    assert {r["source"] for r in rows} <= set(all_sources())
+    assert {r["gpu"] for r in rows} == {"gb200", "gb300", "b300"}
+    for r in rows:
+        rel = r["table"].split(" ")[0]
+        assert r["framework"] == PROFILE[rel] and r["framework"] in framework_ids()
+        assert "067f987d" in r["notes"] and "tokendrop" not in r["table"]
+        assert int(r["gpus"]) == int(r["tp"]) * int(r["pp"]) * int(r["dp"]) * int(r["cp"])
+        # TP 1 and EP <= DP on every line: the experts need no folding
+        assert int(r["tp"]) == 1 and int(r["ep"]) <= int(r["dp"])
+        # every row's profile holds a recipe for its model on its GPU
+        assert moe_recipe(get_framework(r["framework"]).values, r["model"], r["gpu"])
+        assert "NVFP4" not in r["notes"]
+
+
+def test_moe_rows_are_predicted_and_the_error_does_not_regress():
+    """Regression guard, at the figures measured when the rows came in (2026-12-02, branch
+    s11-nvlmoe): `python -m scalemodel validate --file validation/published_runs_nvl72.csv` gave
+    12.4% mean and 121.0% max absolute error over the 65 MoE rows (max: Qwen3-235B-A22B on 256
+    B300, 26.02.01, +121.0%; docs/planner.md "NVL72 and B300 MoE rows"). Limits: those figures
+    plus about 2 points."""
+    results, skipped = validate(_moe_text())
+    assert not skipped
+    assert len(results) == 65
+    s = summary(results)
+    assert s["mape"] < 0.144
+    assert s["max_ape"] < 1.23
