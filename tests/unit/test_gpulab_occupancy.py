@@ -120,4 +120,4 @@ def test_vectorised_matches_scalar_on_random_shapes():
 
 
 def test_compute_capabilities_covered():
-    assert set(cc_ids()) == {"7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"}
+    assert set(cc_ids()) == {"7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0"}
