@@ -92,7 +92,9 @@ def test_megatron_core_r080_keeps_fp32_main_grads_in_memory(capsys) -> None:
            "micro_batch": 2, "recompute": "none"}
     row = _row("mcore-r080-gpt-119b-h100")
     fp32 = _priced(row, lay)
-    bf16 = _priced(_row("mcore-r080-gpt-119b-h100", framework="megatron-core"), lay)
+    # a profile with a bf16 main_grad buffer (Megatron-Bridge's performance presets set
+    # grad_reduce_in_fp32 False; megatron-core itself now keeps fp32, test_grad_buffer_profiles.py)
+    bf16 = _priced(_row("mcore-r080-gpt-119b-h100", framework="nemo-25.09"), lay)
     assert float(fp32.mem_grads / bf16.mem_grads) == pytest.approx(4 / 2, rel=1e-12)
     assert float(fp32.mem_params) == pytest.approx(float(bf16.mem_params), rel=1e-12)
     # theoretical_memory_usage.py: 6 + 12 / dp bytes per parameter of the stage (weights,

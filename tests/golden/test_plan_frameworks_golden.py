@@ -19,7 +19,9 @@ from scalemodel.errors import BadInput
 from scalemodel.specs import get_gpu, get_model
 from scalemodel.specs.model import from_hf_config
 
-LAYOUT = {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1, "micro_batch": 1,
+# ZeRO-2 (Megatron-FSDP optim_grads): at ZeRO-1 the default profile's fp32 main gradients
+# (unsharded, 4 B per parameter) and the activations need 80.7 GB of the H100's 80
+LAYOUT = {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 2, "vpp": 1, "micro_batch": 1,
           "recompute": "none"}
 
 

@@ -88,13 +88,16 @@ def test_memory_uneven_stages_match_planner():
     """Llama 3 405B on TP8 PP16 DP128, ZeRO-1, full recompute, 16 micro-batches, 7+8x14+7 split.
 
     Per-GPU terms written out from the HF config (h = 16384, ffn = 53248, 128 heads, 8 KV heads
-    of 128, vocab 128256), bf16 weights and grads (2 + 2 B), Adam K = 12 B sharded over DP 128
-    (Rajbhandari et al. 2020, Sec. 3.1 and 5):
+    of 128, vocab 128256), bf16 weights (2 B) and the default profile's fp32 main gradients
+    (4 B: megatron-core, Megatron-LM's --bf16 launch turns on grad_reduce_in_fp32 and
+    DistributedDataParallel keeps main_grad in torch.float, core_v0.16.0 arguments.py and
+    distributed_data_parallel.py), Adam K = 12 B sharded over DP 128 (Rajbhandari et al. 2020,
+    Sec. 3.1 and 5):
       one layer, split over TP: attention 2h^2 + 2h(8*128) = 570,425,344, MLP 3h*ffn =
       2,617,245,696 -> 3,187,671,040 / 8 = 398,458,880, plus 2 RMSNorm vectors 2h = 32,768
       replicated -> P_l = 398,491,648 params
       embedding on the first stage: 128256 h / 8 = 262,668,288 params
-      bytes per param: 2 + 2 + 12/128 = 4.09375
+      bytes per param: 2 + 4 + 12/128 = 6.09375
       activations, full recompute with SP: the layer input only, 2 B * s * h / TP =
       2 * 8192 * 16384 / 8 = 33,554,432 B per layer and micro-batch
       micro-batches in flight (1F1B): first stage pp = 16, second stage pp - 1 = 15
@@ -104,8 +107,8 @@ def test_memory_uneven_stages_match_planner():
         Q and output 2 (h + h), SwiGLU 6 ffn, fp32 log-sum-exp 4 x 128 heads -> 385,536 / 8
         = 48,192; K and V 2 (1024 + 1024) / min(8, 8 KV heads) = 512; less the input 2h / 8
         = 4,096 -> 60,993 B per token x 8192 = 499,654,656 B, once per GPU
-    first  = (7 P_l + 262,668,288) * 4.09375 + 7 * 16 * 33,554,432 + W
-    middle = 8 P_l * 4.09375 + 8 * 15 * 33,554,432 + W
+    first  = (7 P_l + 262,668,288) * 6.09375 + 7 * 16 * 33,554,432 + W
+    middle = 8 P_l * 6.09375 + 8 * 15 * 33,554,432 + W
     """
     m = get_model("llama-3-405b")
     sl = stage_partition(126, 16, last_extra=model_shapes(m).last_extra_layers)
@@ -113,7 +116,7 @@ def test_memory_uneven_stages_match_planner():
     r = memory_report(m, lay, seq_len=8192, microbatches=16, attention="flash")
 
     p_layer = (2 * 16384**2 + 2 * 16384 * 8 * 128 + 3 * 16384 * 53248) / 8 + 2 * 16384
-    per_param = 2 + 2 + 12 / 128
+    per_param = 2 + 4 + 12 / 128
     act_layer = 2 * 8192 * 16384 / 8
     w = (16_385 + 48_192 + 512 - 4_096) * 8192
     assert w == 499_654_656

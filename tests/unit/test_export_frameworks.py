@@ -45,7 +45,9 @@ CASES = {
     "70b-vpp2": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2,vpp=2"],
     "70b-uneven-novpp": ["--model", "llama-3-70b", "--gpus", "64", "--layout",
                          "tp=8,pp=4,vpp=1"],
-    "70b-zero0": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=2,zero=0"],
+    # pp=4: at pp=2 the default profile's fp32 main gradients (18 B per parameter unsharded)
+    # no longer fit a stage of 70B / 16 parameters in 80 GB
+    "70b-zero0": ["--model", "llama-3-70b", "--gpus", "64", "--layout", "tp=8,pp=4,zero=0"],
     "8b-zero3": ["--model", "llama-3-8b", "--gpus", "8", "--seq-len", "4096", "--layout",
                  "tp=1,pp=1,dp=8,zero=3,recompute=full"],
     "8b-zero3-pp": ["--model", "llama-3-8b", "--gpus", "16", "--seq-len", "4096", "--layout",

@@ -621,8 +621,9 @@ def ddp_bucket_bytes(framework: str | None) -> tuple[float, str]:
 
 def grad_buffer_bytes(framework: str | None) -> tuple[float | None, str]:
     """(bytes per local parameter of the gradient the framework keeps through the step, and the
-    source): the profile's ``grad_buffer_bytes`` (frameworks.toml; Megatron-Core r0.8 with bf16
-    keeps fp32 main gradients, 4); absent: None (the weights' 16-bit dtype)."""
+    source): the profile's ``grad_buffer_bytes`` (frameworks.toml; Megatron-Core's DDP keeps fp32
+    main gradients where grad_reduce_in_fp32 is on, 4: megatron-core, megatron-core-0.8; the
+    Megatron-Bridge performance presets turn it off, 2); absent: None (the weights' 16-bit dtype)."""
     fw = get_framework(framework)
     v = fw.get("grad_buffer_bytes")
     return (None if v is None else float(v)), fw.sources.get("grad_buffer_bytes", "")

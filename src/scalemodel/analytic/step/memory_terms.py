@@ -66,8 +66,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     # rank (Korthikanti et al. 2022 eq. 2: s b h (10 + 24 / t) + 5 a s^2 b / t per layer), as
     # `memory --framework` does
     sp = bool(profile_value(job, "sequence_parallel", True))
-    # the gradient the framework keeps (frameworks.toml grad_buffer_bytes: Megatron-Core r0.8's
-    # fp32 main_grad under bf16), else the working weights' 16 bits
+    # the gradient the framework keeps (frameworks.toml grad_buffer_bytes: Megatron-Core's fp32
+    # main_grad with grad_reduce_in_fp32), else the working weights' 16 bits
     e_g = grad_buffer_bytes(job.framework_id)[0] or E_W
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
