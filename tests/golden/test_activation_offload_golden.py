@@ -1,7 +1,8 @@
 """Activation offload to the host (Megatron-Core cpu_offloading through Transformer Engine),
 derived by hand from the sources.
 
-* Which rows offload: Megatron-Bridge's Llama 3 70B presets (v0.1.0rc4 llama3_70b_llm_pretrain
+* Which rows offload (Llama 3.1 405B: v0.1.0rc4 GB200 fp8_cs TP2 FSDP 95 layers; v0.2.1-v0.5.0
+  GB200 92, GB300 10; v0.6.0 none): Megatron-Bridge's Llama 3 70B presets (v0.1.0rc4 llama3_70b_llm_pretrain
   .yaml; v0.2.1 configs/llama3/workload_base_configs.py; v0.3.0-v0.5.0
   configs/llama/llama3_workload_base_configs.py; v0.6.0 perf_recipes/llama/gb200|gb300/llama3.py):
   FP8-CS, MBS 2, Megatron-FSDP, cpu_offloading_num_layers 40 on GB200 and 20 on GB300; the
@@ -34,12 +35,19 @@ from scalemodel.specs import get_gpu, get_model
 from scalemodel.specs.frameworks import get_framework, offload_layers_of
 
 
-@pytest.mark.parametrize("fw", ["nemo-25.09", "nemo-25.11", "nemo-26.02", "nemo-26.04",
-                                "nemo-26.06", "nemo-26.08"])
-def test_the_presets_offload_40_layers_on_gb200_and_20_on_gb300(fw):
+@pytest.mark.parametrize("fw, gb300_70b, gb200_405b, gb300_405b", [
+    ("nemo-25.09", 0, 95, 0),  # v0.1.0rc4: GB200 presets only
+    ("nemo-25.11", 20, 92, 10), ("nemo-26.02", 20, 92, 10), ("nemo-26.04", 20, 92, 10),
+    ("nemo-26.06", 20, 92, 10),
+    ("nemo-26.08", 20, 0, 0),  # v0.6.0 perf_recipes: the 405B fp8cs functions offload none
+])
+def test_the_presets_offload_40_layers_on_gb200_and_20_on_gb300(fw, gb300_70b, gb200_405b,
+                                                                gb300_405b):
     v = dict(get_framework(fw).values)
     assert offload_layers_of(v, "llama-3-70b", "gb200", "current") == 40
-    assert offload_layers_of(v, "llama-3-70b", "gb300", "current") == 20
+    assert offload_layers_of(v, "llama-3-70b", "gb300", "current") == gb300_70b
+    assert offload_layers_of(v, "llama-3-405b", "gb200", "current") == gb200_405b
+    assert offload_layers_of(v, "llama-3-405b", "gb300", "current") == gb300_405b
     assert offload_layers_of(v, "llama-3-70b", "gb300", "mxfp8") == 0  # PP4 VP5, no offload
     assert offload_layers_of(v, "llama-3-70b", "h100-sxm", "current") == 0
     assert offload_layers_of(v, "llama-3-8b", "gb200", "current") == 0
