@@ -229,6 +229,12 @@ def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
     ("unsharded_step_grad_bytes", "-4", "bytes per parameter >= 0"),
     ("grad_buffer_bytes", "3", "2 or 4"),
     ("grad_buffer_bytes", "1", "2 or 4"),  # no fp8 main_grad buffer in any profile read
+    ("activation_offload_recipes",
+     '[{ model = "llama-3-70b", gpu = "gb200", precision = "current", layers = 0 }]',
+     "layers = a whole number of at least 1"),
+    ("activation_offload_recipes",
+     '[{ model = "llama-3-70b", gpu = "gb200", precision = "fp9", layers = 40 }]',
+     "precision = bf16 | "),
 ])
 def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
     from scalemodel.specs.frameworks import load_frameworks_file

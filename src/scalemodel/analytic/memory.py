@@ -340,6 +340,16 @@ def act_stored_and_working(
     return stored, working
 
 
+def offload_layer_bytes(sm: StaticModel, s: Any, b: Any, tp: Any, sp: Any) -> Any:
+    """Bytes of one offloaded layer that go to the host and back per micro-batch: its stored
+    activations without recompute. TE's CPU offload moves the tensors marked for it (the
+    linears' and norms' saved inputs and statistics, the attention's q, k, v, output and
+    statistics: te-cpu-offload-v2-8), and Megatron-Core's fused bias-SwiGLU marks the fc1
+    output it keeps (core_v0.15.0 fusions/fused_bias_swiglu.py), so the whole set leaves.
+    Dense layers."""
+    return act_per_layer(sm.dense, s, b, sm.n_heads, sm.n_kv_heads, tp, sp, 0, sm.mla)
+
+
 def zero_state_bytes(
     p_dense: Any, p_expert: Any, group: Any, egroup: Any, zero: Any,
     e_w: float, e_g: float, k_opt: float,
@@ -663,6 +673,8 @@ def training_bytes(
     mtp_layers: int = 0,
     mtp_proj_params: float = 0.0,
     mtp_embedding: Any = False,
+    offload_layers: Any = 0,
+    offload_bytes: Any = 0.0,
 ) -> dict[str, np.ndarray]:
     """Per-GPU bytes of the heaviest pipeline stage for arrays of layouts (numpy broadcasting).
 
@@ -694,6 +706,12 @@ def training_bytes(
 
     ``loss_bytes`` is what the loss holds per logit element at its peak, per layout
     (:func:`loss_logit_bytes`; 4: one fp32 copy of the logits, the default).
+
+    ``offload_layers`` layers (pp = 1, no recompute) send ``offload_bytes`` each to the host
+    after their forward (:func:`offload_layer_bytes`): one copy is in flight at a time, its
+    buffer freed when the main stream waits for it (te-cpu-offload-v2-8); the last is waited
+    for at the block's last layer, so the peak holds L - N layers and the larger of one layer
+    and the output's activations (the logits).
 
     Micro-batches in flight follow the pipeline schedule's warmup on each stage
     (:func:`pipeline_in_flight`, one rule for every framework; ``pp_extra_warmup`` the chunk
@@ -795,6 +813,16 @@ def training_bytes(
     out_act = (1 + mtp) * (4 * s * b * sm.hidden / rep_div
                            + np.asarray(loss_bytes, dtype=np.float64) * s * b * sm.vocab
                            / tp)  # norm/head input + logits (the MTP modules' own too)
+    # offloaded layers (pp = 1): the last one's copy is waited for at the last layer's commit, so
+    # the block's end holds one of them, the loss after it none (and the reloads of the
+    # backward come back as later layers free theirs): (L - N) layers plus the larger of one
+    # layer and the output's activations
+    n_off = np.where(one & (rc == 0), np.asarray(offload_layers, dtype=np.float64), 0.0)
+    off_b = np.asarray(offload_bytes, dtype=np.float64)
+    freed = np.where(n_off > 0, np.maximum(n_off - 1, 0.0) * off_b + np.minimum(off_b, out_act),
+                     0.0)
+    stage_layers_act = stage_layers_act - freed
+    last_layers_act = np.where(one, stage_layers_act, last_layers_act)
 
     def stage_peak(rank: Any, a_stage: Any, extra: Any, grads_acc: Any,
                    n_stage: Any = 0.0) -> tuple[Any, Any]:

@@ -36,7 +36,8 @@ _BY_REGISTRY_KIND = {"datasheet": "datasheet", "assumption": "assumption",
 # the gpus.toml and links.toml fields the step model reads
 GPU_FIELDS = ("flop_per_s.bf16", "flop_per_s.fp8", "hbm_bytes", "hbm_bytes_per_s", "sm_count",
               "peak_clock_hz", "sustained_clock_hz", "sustained_gemm_ratio", "fp8_gemm_ratio",
-              "fp4_gemm_ratio", "interconnect.scale_up_bytes_per_s_per_direction")
+              "fp4_gemm_ratio", "interconnect.scale_up_bytes_per_s_per_direction",
+              "interconnect.host_bytes_per_s_per_direction")
 LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")
 # the framework profile fields the step model reads (frameworks.toml header)
 FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep_overlap",
@@ -56,7 +57,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "pp_grad_accum_bytes", "ddp_bucket_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
                     "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "pp_p2p_calls",
-                    "moe_layer_host")
+                    "moe_layer_host", "activation_offload_recipes")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 

@@ -146,6 +146,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
                     "fp8 = [scopes]}}"),
+    "activation_offload_recipes": (lambda v: _offload_recipes_ok(v),
+                                   "a list of tables {model, gpu, precision = bf16 | "
+                                   + " | ".join(FP8_SCALINGS) + ", layers = a whole number "
+                                   "of at least 1}"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
 
@@ -188,6 +192,28 @@ def _fp8_recipes_ok(v: Any) -> bool:
         isinstance(x, dict) and set(x) == _FP8_RECIPE_KEYS and isinstance(x["model"], str)
         and isinstance(x["gpu"], str) and x["scaling"] in FP8_SCALINGS
         and x["source"] in known for x in v)
+
+
+_OFFLOAD_KEYS = {"model", "gpu", "precision", "layers"}
+
+
+def _offload_recipes_ok(v: Any) -> bool:
+    return isinstance(v, list) and all(
+        isinstance(x, dict) and set(x) == _OFFLOAD_KEYS and isinstance(x["model"], str)
+        and isinstance(x["gpu"], str) and x["precision"] in ("bf16", *FP8_SCALINGS)
+        and isinstance(x["layers"], int) and not isinstance(x["layers"], bool)
+        and x["layers"] >= 1 for x in v)
+
+
+def offload_layers_of(values: dict[str, Any], model_id: str | None, gpu_id: str | None,
+                      precision: str) -> int:
+    """Layers whose activations the profile's recipe offloads to the host for a model on a GPU
+    at ``precision`` (bf16, or the fp8 scaling: current, mxfp8, ...); 0 where it names none
+    (frameworks.toml activation_offload_recipes)."""
+    for r in values.get("activation_offload_recipes") or ():
+        if r["model"] == model_id and r["gpu"] == gpu_id and r["precision"] == precision:
+            return int(r["layers"])
+    return 0
 
 
 def fp8_scaling_of(fw: Framework, model_id: str | None,

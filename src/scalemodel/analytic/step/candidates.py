@@ -61,6 +61,18 @@ class Candidates:
         return sel & (bit == 1)
 
     @cached_property
+    def offload(self) -> Any:
+        """Layers whose activations go to the host (the profile's recipe for this model, GPU
+        and precision, frameworks.toml activation_offload_recipes), where the layout runs one
+        stage without recompute and the GPU states its host link; 0 elsewhere."""
+        from .config import offload_layers
+
+        n = offload_layers(self.job, self.gpu.id)
+        if not n or not self.gpu.interconnect.get("host_bytes_per_s_per_direction"):
+            return np.zeros_like(self.pp, dtype=np.float64)
+        return np.where((self.pp == 1) & (self.rc == 0), float(n), 0.0)
+
+    @cached_property
     def full_share(self) -> Any:
         """Share of the layers full recompute re-runs: 1 (all), N / (L / (pp vpp)) with
         recompute_layers = N (Megatron-Core's block method counts N per model chunk:

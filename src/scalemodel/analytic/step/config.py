@@ -64,6 +64,17 @@ def fp8_scaling(job: Any, gpu_id: str | None) -> tuple[str, str]:
     return fp8_scaling_of(fw, getattr(getattr(job, "model", None), "id", None), gpu_id)
 
 
+def offload_layers(job: Any, gpu_id: str | None) -> int:
+    """Layers the profile's recipe offloads to the host for the job's model on this GPU at its
+    precision (bf16, or the fp8 scaling; frameworks.toml activation_offload_recipes), else 0."""
+    from ...specs.frameworks import offload_layers_of
+
+    prec = getattr(job, "precision", "bf16")
+    key = fp8_scaling(job, gpu_id)[0] if prec == "fp8" else prec
+    return offload_layers_of(_profile_values(getattr(job, "framework_id", None)),
+                             getattr(getattr(job, "model", None), "id", None), gpu_id, key)
+
+
 def cast_bytes(scaling: str, weights: bool = False) -> tuple[float, str]:
     """(HBM bytes per element, source key) of one fp8 cast and its transpose under a scaling
     recipe: planner.toml [nongemm] fp8_cast_bytes_<scaling> (activations and gradients) or

@@ -19,6 +19,7 @@ from ..memory import (
     linear_input_bytes,
     loss_logit_bytes,
     moe_saves,
+    offload_layer_bytes,
     pp_extra_warmup,
     pp_fsdp_terms,
     training_bytes,
@@ -42,6 +43,7 @@ class MemoryTerms:
     activations: Any
     total: Any
     capacity: Any  # what a step may fill (HBM less the framework's reserve; memory.usable_memory)
+    offload_bytes: Any = 0.0  # what one offloaded layer sends to the host per micro-batch
 
     @property
     def fits(self) -> Any:
@@ -69,6 +71,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     # the gradient the framework keeps (frameworks.toml grad_buffer_bytes: Megatron-Core's fp32
     # main_grad with grad_reduce_in_fp32), else the working weights' 16 bits
     e_g = grad_buffer_bytes(job.framework_id)[0] or E_W
+    off_b = np.where(c.offload > 0, offload_layer_bytes(sm, c.S / c.cp, c.b, c.tp, sp),
+                     0.0)
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=sp, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
@@ -82,7 +86,8 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          ddp_bucket=ddp_bucket_bytes(job.framework_id)[0],
                          mtp_layers=c.ms.mtp,
                          mtp_proj_params=c.ms.mtp_proj_params,
-                         mtp_embedding=bool(profile_value(job, "mtp_embedding_copy", False)))
+                         mtp_embedding=bool(profile_value(job, "mtp_embedding_copy", False)),
+                         offload_layers=c.offload, offload_bytes=off_b)
     params, acts = np.asarray(mem["params"]), np.asarray(mem["activations"])
     total = np.asarray(mem["total"])
     if job.schedule == "dualpipe":  # two parameter copies, p + 1 micro-batches of activations
@@ -94,4 +99,23 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     cap = np.broadcast_to(usable_memory(c.gpu.hbm_bytes, n_comm, job.framework_id,
                                         job.memory_fraction), np.shape(total)).astype(np.float64)
     return MemoryTerms(params, np.asarray(mem["grads"]), np.asarray(mem["optimizer"]), acts,
-                       total, cap)
+                       total, cap, off_b)
+
+
+def offload_exposed_time(c: Candidates, st: StageTerms, mem: MemoryTerms) -> Any:
+    """Seconds per micro-batch the activation offload adds (te-cpu-offload-v2-8): each of the
+    N offloaded layers copies its bytes to the host on a side stream after its forward and back
+    before its backward, over the GPU's host link (gpus.toml interconnect
+    host_bytes_per_s_per_direction, each way); the main stream waits for a layer's copy only
+    L // N layers later, so a copy hides under that many layers' forward (the reload under as
+    many layers' backward), and what it takes beyond that is exposed."""
+    n = np.asarray(c.offload, dtype=np.float64)
+    bw = float(c.gpu.interconnect.get("host_bytes_per_s_per_direction", 0.0))
+    if not bw or not np.any(n > 0):
+        return np.zeros_like(st.t_slow)
+    t_copy = np.asarray(mem.offload_bytes) / bw
+    window = np.floor(c.m.n_layers / np.maximum(n, 1.0))
+    per_layer = np.maximum(st.n_slow, 1.0)
+    fwd, bwd = window * st.fwd_mb / per_layer, window * st.bwd_mb / per_layer
+    return np.where(n > 0, n * (np.maximum(t_copy - fwd, 0.0) + np.maximum(t_copy - bwd, 0.0)),
+                    0.0)

@@ -25,7 +25,7 @@ from .comm import (
 from .config import TP_FWD_COLLECTIVES, constants, ep_dispatch, tp_bwd_collectives
 from .data_parallel import DPTerms, dp_terms, local_params
 from .layers import dense_layer, mla_up_share, moe_layer
-from .memory_terms import memory_terms
+from .memory_terms import memory_terms, offload_exposed_time
 from .optimizer import fsdp_copy_time, grad_accum_time, optimizer_time
 from .pipeline import (
     HeadTerms,
@@ -162,7 +162,8 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
     t_opt = optimizer_time(c, mem, loc)
     t_acc = grad_accum_time(c, loc, st.t_slow)
     t_copy = fsdp_copy_time(c, loc, st.t_slow)
-    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc + t_copy)
+    t_off = offload_exposed_time(c, st, mem)
+    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc + t_copy + t_off)
     share = tp_share(c, cm)
     model_flops, hw_flops = flops(c)
     tokens, n, step = float(job.tokens_per_step), float(cl.n_gpus), t.step
@@ -185,4 +186,5 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         capacity_bytes=mem.capacity, fits=mem.fits,
         **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
         tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
-        ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"])
+        ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"],
+        offload_s=mb * t_off)

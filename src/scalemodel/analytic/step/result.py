@@ -68,6 +68,7 @@ class StepTerms:
     ep_intra: Any
     microbatches: Any  # micro-batches per step per pipeline
     host_s: Any = 0.0  # host launch time exposed after the MoE dispatchers' host wait
+    offload_s: Any = 0.0  # the activation offload's host copies the compute does not hide
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
