@@ -63,6 +63,16 @@ def test_blackwell_moe_gemm_takes_the_borrowed_cutlass_entry(profile):
     # the shape model's price of one expert on H100 (same as Hopper's)
     assert np.isclose(2 * 512 * 1536 * 2048 / 160.5e12, 20.07e-6, rtol=1e-3)
     assert grouped_overhead("blackwell", k) == grouped_overhead("hopper", k) > 0
-    # borrowed: no measured few-row scaling on B200, the full cost at 1 row
-    assert np.isclose(float(grouped_overhead_at("blackwell", k, 1.0)),
-                      grouped_overhead("hopper", k))
+    # the borrowing entry states the Hopper kernel family's rows rule (SGLang PR 5680, CUTLASS
+    # SM90 grouped FP8 MoE on H200: no fixed cost per expert at 1-2 rows, in proportion to rows
+    # up to the 512-row anchor): rows / 512 of the cost below 512, the whole cost at and above
+    t0 = grouped_overhead("hopper", k)
+    got = grouped_overhead_at("blackwell", k, np.array([1.0, 64.0, 512.0, 4096.0]))
+    assert np.allclose(got, t0 * np.array([1 / 512, 64 / 512, 1.0, 1.0]))
+
+
+def test_ampere_borrowing_states_no_rows_rule_and_keeps_the_full_cost():
+    from scalemodel.analytic.step.gemm import grouped_overhead, grouped_overhead_at
+
+    t0 = grouped_overhead("ampere", "cutlass_sm80")
+    assert np.allclose(grouped_overhead_at("ampere", "cutlass_sm80", np.array([1.0, 64.0])), t0)
