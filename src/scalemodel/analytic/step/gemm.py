@@ -216,13 +216,16 @@ def grouped_overhead_at(arch: str, kernel: str | None, rows: Any) -> Any:
     from a measurement at a few rows per expert), it is taken in proportion to ``rows`` up to the
     measured ``m_per_expert`` and in full at and beyond it; otherwise in full at any row count.
     The rule is a measurement of its own architecture's kernel: an architecture that borrows
-    another's entry keeps the full cost (nothing measured at a few rows on it)."""
+    another's entry keeps the full cost unless its own entry states the rule too (with a source:
+    the borrowed cost's kernel family scales so)."""
     from ...specs.kernels import kernels, resolve
 
     t0 = grouped_overhead(arch, kernel)
-    e = resolve(kernels()["grouped_gemm"], arch, "grouped_gemm")
+    table = kernels()["grouped_gemm"]
+    e = resolve(table, arch, "grouped_gemm")
     d = e.data
-    if d.get("rows_scaling") != "rows" or e.borrowed_from is not None:
+    rule = d.get("rows_scaling") if e.borrowed_from is None else table[arch].get("rows_scaling")
+    if rule != "rows":
         return t0 * np.ones_like(np.asarray(rows, dtype=np.float64))
     m_ref = float(d["m_per_expert"])
     return t0 * np.clip(np.asarray(rows, dtype=np.float64) / m_ref, 0.0, 1.0)
