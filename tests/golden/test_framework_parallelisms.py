@@ -220,7 +220,7 @@ def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
 @pytest.mark.parametrize("field, value, needle", [
     ("parallelisms", '["tp", "zero4"]', "a list of tp, sp, pp"),
     ("pp_p2p_overlap", '"sometimes"', "none, interleaved, all"),
-    ("pipeline_split", '"odd"', "even .* any, or edge_chunks"),
+    ("pipeline_split", '"odd"', "even .* any, edge_chunks .* or edge_chunks_even"),
     ("pp_p2p_calls", "3", "1 or 2"),
     ("ddp_bucket_bytes", "3", "0, 2 or 4"),
     ("cp_gather_overlap", '"no"', "true or false"),

@@ -1075,7 +1075,7 @@ def memory_report(
     (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
     warmup a framework adds for it, :func:`pp_extra_warmup`)."""
     validate_layout(m, lay, seq_len, microbatches,
-                    2 if edge_chunk_split(framework) else 0)
+                    2 if edge_chunk_split(framework, m.id) else 0)
     ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
                       **moe_saves(framework))
     warnings: list[str] = []
@@ -1102,7 +1102,7 @@ def memory_report(
         shape = {"n_first": nf, "n_mid": nm, "mid_index": mi, "n_last": nl}
     gathered, accum, raf_src, acc_src = pp_fsdp_terms(framework)
     # the edge-chunk split's own chunk sizes, where the layout's stages are that split
-    edge = edge_chunk_split(framework) and lay.pp > 1 and (
+    edge = edge_chunk_split(framework, m.id) and lay.pp > 1 and (
         lay.stages is None or tuple(lay.stages) == stage_partition(
             m.n_layers, lay.pp, vpp=lay.vpp, edge_chunks=True))
     # the EP overlap's extra warmup chunk; a framework that refuses that overlap with full

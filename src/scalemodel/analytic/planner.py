@@ -186,7 +186,15 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
              attention: str = "flash", ep_overlap: bool = False,
              kernels: str = "fused", grad_accum_fusion: bool = True,
              schedule: str = "1f1b", framework_id: str | None = None,
-             fp8_scaling: str | None = None) -> Job:
+             fp8_scaling: str | None = None, mtp_layers: int | None = None) -> Job:
+    """The Job; ``mtp_layers`` (the profile's model_recipes for the model on the GPU,
+    specs/frameworks.job_settings) replaces the model config's multi-token-prediction modules
+    with the count the framework's recipe builds: the one place a recipe switches MTP off, so
+    the step model, memory and the stage split all read it from ``job.model``."""
+    if mtp_layers is not None and int(mtp_layers) != int(model.mtp_layers or 0):
+        from dataclasses import replace as _replace
+
+        model = _replace(model, mtp_layers=int(mtp_layers))
     if precision not in ("bf16", "fp8"):
         raise BadInput(f"--precision must be bf16 or fp8, got {precision!r}")
     if fp8_scaling is not None:
@@ -297,10 +305,16 @@ def check_pipeline_split(job: Job, pp: int, vpp: int, stages: tuple[int, ...] | 
     """BadInput (one line) where a pipeline needs a split the framework cannot build: a profile
     that splits evenly only (frameworks.toml pipeline_split) needs the layers divisible by
     pp x vpp and no per-stage counts other than L / pp."""
-    from ..specs.frameworks import even_pipeline_split, get_framework
+    from ..specs.frameworks import even_edge_split, even_pipeline_split, get_framework
 
     L = job.model.n_layers
-    if pp <= 1 or not even_pipeline_split(job.framework_id):
+    if pp > 1 and even_edge_split(job.framework_id, job.model.id) and (L + 2) % (pp * vpp):
+        fw = get_framework(job.framework_id)
+        raise BadInput(f"{where} pp={pp} vpp={vpp}: {fw.id} ({fw.version}) counts the "
+                       f"embedding and the loss as a layer each and splits evenly only; the "
+                       f"{L} + 2 layers of {job.model.id} do not divide into {pp * vpp} equal "
+                       f"chunks")
+    if pp <= 1 or not even_pipeline_split(job.framework_id, job.model.id):
         return
     uneven = L % (pp * vpp) != 0 or (stages is not None and len(set(stages)) > 1)
     if uneven:
@@ -363,7 +377,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     vpps = [fixed["vpp"]] if "vpp" in fixed else [1, 2, 3, 4, 6, 8]
     from ..specs.frameworks import even_pipeline_split
 
-    if "vpp" not in fixed and even_pipeline_split(job.framework_id):
+    if "vpp" not in fixed and even_pipeline_split(job.framework_id, m.id):
         # an even-split framework interleaves with any count of layers per virtual stage that
         # divides a stage's L / pp (Megatron's --num-layers-per-virtual-pipeline-stage): 23
         # layers a stage (92 on PP4) interleave only as 23 chunks of one layer
@@ -421,7 +435,7 @@ def _edge_slots(job: Job) -> int:
     edge-chunk split (frameworks.toml pipeline_split = "edge_chunks"), else 0."""
     from ..specs.frameworks import edge_chunk_split
 
-    return 2 if edge_chunk_split(job.framework_id) else 0
+    return 2 if edge_chunk_split(job.framework_id, job.model.id) else 0
 
 
 def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
@@ -429,7 +443,7 @@ def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
     """The rows a framework version cannot build, beside the general layout RULES: splits that
     are not even where it splits evenly only, and pipeline stages beside a ZeRO stage it does not
     pair them with; each removal counted in ``rejected`` under its reason."""
-    from ..specs.frameworks import even_pipeline_split, pipeline_zero_max
+    from ..specs.frameworks import even_edge_split, even_pipeline_split, pipeline_zero_max
 
     n_layers = job.model.n_layers
     pp_c = np.asarray(c["pp"])
@@ -441,7 +455,12 @@ def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
             return alive & ~broken
         return alive
 
-    if even_pipeline_split(job.framework_id):  # only splits the framework can build
+    if even_edge_split(job.framework_id, job.model.id):  # Megatron-Core's account_for_* flags
+        vpp_c = np.asarray(c["vpp"])
+        alive = drop(alive & (pp_c > 1) & ((n_layers + 2) % np.maximum(pp_c * vpp_c, 1) != 0),
+                     f"{job.framework_id}: the embedding and the loss count as a layer each and "
+                     f"the split is even (pp x vpp must divide the {n_layers} + 2 layers)")
+    if even_pipeline_split(job.framework_id, job.model.id):  # only splits the framework can build
         vpp_c = np.asarray(c["vpp"])
         alive = drop(alive & (pp_c > 1) & (n_layers % np.maximum(pp_c * vpp_c, 1) != 0),
                      f"{job.framework_id}: the layers split evenly only (pp x vpp must divide "

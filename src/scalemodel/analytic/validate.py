@@ -192,6 +192,7 @@ def row_problem(row: dict[str, str]) -> RowProblem:
     recipe = (row.get("fp8_recipe") or "").strip() or None
     job = make_job(m, seq_len=seq, global_batch_seqs=batch, precision=prec,
                    fp8_scaling=recipe, **row_settings(row))
+    m = job.model  # as the profile's recipe builds it (model_recipes mtp_layers)
     cl = make_cluster(row["gpu"].strip(), gpus, gpus_per_node=_int(row, "gpus_per_node"),
                       nvlink_domain=_int(row, "nvlink_domain"),
                       inter=(row.get("inter") or "").strip() or None)

@@ -193,7 +193,7 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
                             kernels=args.kernels, schedule=args.schedule)
     B = global_batch(args, lay)
     ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"],
-                  edge_slots=2 if edge_chunk_split(fw.id) else 0)
+                  edge_slots=2 if edge_chunk_split(fw.id, m.id) else 0)
     n_mb = None if fit else check(lay, ctx)
     stages = lay.stages
     if stages is None and lay.pp > 1 and not fit:

@@ -53,7 +53,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "pipeline_split",
                     "fp8_scaling",
-                    "fp8_scaling_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
+                    "fp8_scaling_recipes", "model_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "ddp_bucket_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
                     "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "pp_p2p_calls",

@@ -138,10 +138,15 @@ FIELDS: dict[str, tuple[Any, str]] = {
                      "1 or 2 (blocking P2P calls per pipeline crossing)"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
-    "pipeline_split": (lambda v: v in ("even", "any", "edge_chunks"),
+    "pipeline_split": (lambda v: v in PIPELINE_SPLITS,
                        "even (L divisible by pp x vpp, every chunk L / (pp x vpp) layers), any, "
-                       "or edge_chunks (the first chunk the embedding only, the last chunk the "
-                       "output layer and loss only)"),
+                       "edge_chunks (the first chunk the embedding only, the last chunk the "
+                       "output layer and loss only) or edge_chunks_even (edge_chunks where L + 2 "
+                       "divides into pp x vpp equal chunks only)"),
+    "model_recipes": (lambda v: _model_recipes_ok(v),
+                      "a list of tables {model, gpu (optional: every GPU), pipeline_split = "
+                      "one of the pipeline_split values (no gpu), mtp_layers = an integer >= 0, "
+                      "source = a source key}"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
@@ -184,6 +189,36 @@ def _moe_recipes_ok(v: Any) -> bool:
 
 
 _FP8_RECIPE_KEYS = {"model", "gpu", "scaling", "source"}
+# how a profile may split the layers over pipeline chunks (frameworks.toml pipeline_split)
+PIPELINE_SPLITS = ("even", "any", "edge_chunks", "edge_chunks_even")
+_MODEL_RECIPE_KEYS = {"model", "gpu", "pipeline_split", "mtp_layers", "source"}
+
+
+def _model_recipes_ok(v: Any) -> bool:
+    """model_recipes entries: what a framework's recipe for a model sets of the model's own
+    build. A pipeline_split entry names no GPU (the split is read where the job's GPU is not
+    known; Megatron-Bridge sets its flags in the model's base recipe, which every GPU's preset
+    calls)."""
+    known = all_sources()
+    return isinstance(v, list) and all(
+        isinstance(x, dict) and set(x) <= _MODEL_RECIPE_KEYS and isinstance(x.get("model"), str)
+        and isinstance(x.get("gpu", ""), str) and x.get("source") in known
+        and len(set(x) & {"pipeline_split", "mtp_layers"}) >= 1
+        and ("pipeline_split" not in x or (x["pipeline_split"] in PIPELINE_SPLITS
+                                           and "gpu" not in x))
+        and ("mtp_layers" not in x or (isinstance(x["mtp_layers"], int)
+                                       and not isinstance(x["mtp_layers"], bool)
+                                       and x["mtp_layers"] >= 0)) for x in v)
+
+
+def model_recipe_value(values: dict[str, Any], model_id: str | None, gpu_id: str | None,
+                       key: str) -> tuple[Any, str] | None:
+    """(value, source key) of ``key`` in the profile's model_recipes for a model on a GPU: an
+    entry naming that GPU, else one naming no GPU (every GPU); None where none sets it."""
+    hits = [r for r in values.get("model_recipes") or ()
+            if r["model"] == model_id and key in r and r.get("gpu") in (gpu_id, None)]
+    hits.sort(key=lambda r: r.get("gpu") is None)  # the GPU's own entry first
+    return (hits[0][key], str(hits[0]["source"])) if hits else None
 
 
 def _fp8_recipes_ok(v: Any) -> bool:
@@ -540,19 +575,37 @@ def pipeline_zero_max(fid: str | None) -> int | None:
     return None if v is None else int(v)
 
 
-def even_pipeline_split(fid: str | None) -> bool:
+def pipeline_split_of(fid: str | None, model_id: str | None = None) -> str:
+    """How a profile splits a model's layers over the pipeline chunks: the profile's recipe for
+    that model (model_recipes pipeline_split, every GPU), else its ``pipeline_split``, else
+    "any"."""
+    vals = get_framework(fid).values
+    hit = model_recipe_value(vals, model_id, None, "pipeline_split")
+    return str(hit[0]) if hit is not None else str(vals.get("pipeline_split", "any"))
+
+
+def even_pipeline_split(fid: str | None, model_id: str | None = None) -> bool:
     """Whether a profile splits the layers evenly only (``pipeline_split = "even"``: the layer
     count divisible by pp x vpp, every model chunk L / (pp x vpp) layers, no head-aware or
     first/last-stage counts); False where any split is offered (the default)."""
-    return get_framework(fid).values.get("pipeline_split", "any") == "even"
+    return pipeline_split_of(fid, model_id) == "even"
 
 
-def edge_chunk_split(fid: str | None) -> bool:
+def edge_chunk_split(fid: str | None, model_id: str | None = None) -> bool:
     """Whether a profile's first model chunk holds only the embedding and its last only the
     output projection and the loss (``pipeline_split = "edge_chunks"``: Dubey et al. 2024 Sec.
-    3.3.2, one transformer layer less on the first and the last stage): the L decoder layers and
-    those two layer-free slots are split over pp x vpp chunks."""
-    return get_framework(fid).values.get("pipeline_split", "any") == "edge_chunks"
+    3.3.2, one transformer layer less on the first and the last stage; ``"edge_chunks_even"``:
+    Megatron-Core's account_for_embedding_in_pipeline_split and
+    account_for_loss_in_pipeline_split): the L decoder layers and those two layer-free slots are
+    split over pp x vpp chunks."""
+    return pipeline_split_of(fid, model_id) in ("edge_chunks", "edge_chunks_even")
+
+
+def even_edge_split(fid: str | None, model_id: str | None = None) -> bool:
+    """Whether the edge-chunk split must also be even (``pipeline_split =
+    "edge_chunks_even"``): Megatron-Core's TransformerConfig raises unless L + 2 divides by pp
+    and (L + 2) / pp by vpp, i.e. L + 2 splits into pp x vpp equal chunks."""
+    return pipeline_split_of(fid, model_id) == "edge_chunks_even"
 
 
 def recompute_modes(fid: str | None) -> list[str]:
@@ -626,5 +679,10 @@ def job_settings(fid: str | None, gpu: Any, **explicit: Any) -> tuple[Framework,
     recipe = moe_recipe(fw.values, explicit.get("model"), gpu_id)
     if recipe is not None and explicit.get("ep_overlap") is None:
         out["ep_overlap"] = bool(recipe.get("a2a_overlap", False))
+    # the MTP modules the recipe builds for this model on this GPU (model_recipes mtp_layers),
+    # where it overrides the model config's
+    mtp = model_recipe_value(fw.values, explicit.get("model"), gpu_id, "mtp_layers")
+    if mtp is not None:
+        out["mtp_layers"] = int(mtp[0])
     out["framework_id"] = fw.id  # the step model reads the profile's overlap fields through it
     return fw, out

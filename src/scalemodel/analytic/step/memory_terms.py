@@ -82,7 +82,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,
                          pp_extra_warmup=extra_w,
                          # the edge split's own chunks (a split given per stage is not it)
-                         edge_chunks=edge_chunk_split(job.framework_id) and c.fixed_split is None,
+                         edge_chunks=edge_chunk_split(job.framework_id, job.model.id) and c.fixed_split is None,
                          ddp_bucket=ddp_bucket_bytes(job.framework_id)[0],
                          mtp_layers=c.ms.mtp,
                          mtp_proj_params=c.ms.mtp_proj_params,

@@ -90,9 +90,9 @@ def split_extras(m: ModelSpec, framework_id: str | None = None) -> dict[str, flo
     the balanced split of a divisible layer count is the even one."""
     from ...specs.frameworks import edge_chunk_split, even_pipeline_split
 
-    if framework_id is not None and even_pipeline_split(framework_id):
+    if framework_id is not None and even_pipeline_split(framework_id, m.id):
         return {"last_extra": 0.0, "last_min": 1}
-    if framework_id is not None and edge_chunk_split(framework_id):
+    if framework_id is not None and edge_chunk_split(framework_id, m.id):
         # the embedding and the output layer take one layer's slot each (chunk_partition
         # edge_chunks; Dubey et al. 2024 Sec. 3.3.2)
         return {"last_extra": 0.0, "last_min": 1, "edge_chunks": True}
