@@ -55,3 +55,21 @@ def test_attention_dp_rank_holds_every_kv_head_and_pays_no_all_reduce():
 def test_bad_attention_dp_layouts(model, lay, needle):
     with pytest.raises(BadInput, match=needle):
         check_layout(get_model(model), lay)
+
+
+def test_attention_dp_rank_memory_by_hand():
+    # Qwen3-235B-A22B (config.json: hidden 4096, 94 layers, 64 query / 4 KV heads of 128,
+    # 128 experts of intermediate 1536, vocab 151,936, untied head), BF16, attention DP over 8:
+    # per layer attention 4096 x 8192 (q) + 2 x 4096 x 512 (k, v) + 8192 x 4096 (o) =
+    # 71,303,168 whole, router 128 x 4096 = 524,288 whole, experts 128 x 3 x 4096 x 1536 /
+    # 8 = 301,989,888; embedding and head 2 x 151,936 x 4096 = 1,244,659,712 whole
+    from scalemodel.analytic.serving_memory import engine_kv_budget
+
+    per_layer = 71_303_168 + 524_288 + 301_989_888
+    params = 94 * per_layer + 1_244_659_712
+    kv = engine_kv_budget(get_model("qwen3-235b-a22b"), get_gpu("h200"), tp=8,
+                          weight_dtype="bf16", engine_id="trtllm-1.0-bench",
+                          attention_dp=True)
+    assert kv.weights_bytes == pytest.approx(2 * params, rel=1e-4)
+    # the KV per token on a rank is every KV head's: 2 x 94 x 4 x 128 x 2 B = 192,512 B
+    assert kv.bytes_per_token == pytest.approx(2 * 94 * 4 * 128 * 2)
