@@ -19,7 +19,7 @@ from .common import (
     tokens,
 )
 
-SERVE_KEYS = ("tp", "pp", "ep", "dp")
+SERVE_KEYS = ("tp", "pp", "ep", "dp", "adp")
 
 
 def _int0(text: str) -> int:
