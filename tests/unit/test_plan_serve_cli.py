@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli as run
 
-BEST_KEYS = {"tp", "pp", "ep", "dp", "disaggregated", "max_batch"}
+BEST_KEYS = {"tp", "pp", "ep", "dp", "disaggregated", "max_batch", "attention_dp"}
 TOP_KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s",
             "requests_per_s", "kv_capacity_tokens", "max_concurrency", "memory_per_gpu_bytes")
 
@@ -78,6 +78,7 @@ def test_disaggregated_pools(capsys):
     (["--model", "llama-3-405b", "--gpus", "1", "--precision", "bf16"], "fits"),
     (["--ttft-ms", "100"], "--rate"),
     (["--layout", "tp=3"], "tp"),
+    (["--layout", "tp=2,adp=1"], "dense"),
     (["--gpu", "h100-sxm", "--precision", "fp4", "--requests", "50"], "fp4 tensor-core path"),
     (["--rate", "500", "--tpot-ms", "1", "--gpus", "2", "--requests", "100"], "closest"),
 ])

@@ -144,8 +144,12 @@ KEYS: tuple[Key, ...] = (
     Key("sp", _bool, "sequence parallelism with TP (1 on, the default; 0 off)"),
     Key("stages", _stages, "layers per pipeline stage, first to last, e.g. 7/8/8/7 (default: "
         "the planner's balanced split)"),
+    Key("adp", _bool, "serving: attention data parallelism (1: each of the tp ranks runs "
+        "attention on its own batch, the experts split over ep = tp ranks)"),
 )
-KEY_NAMES = tuple(k.name for k in KEYS)
+# keys only plan serve takes (the training commands refuse them)
+SERVE_ONLY = ("adp",)
+KEY_NAMES = tuple(k.name for k in KEYS if k.name not in SERVE_ONLY)
 # the keys the planner's search enumerates (sp and stages are fixed or derived)
 SEARCHED = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute")
 # searched through the recompute code with recompute; in the JSON only where set

@@ -133,19 +133,25 @@ def _widest_mlp(m: ModelSpec) -> int:
 
 
 def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int,
-                     pp: int) -> float:
+                     pp: int, attention_dp: bool = False) -> float:
+    """Weight bytes on one GPU. Under attention data parallelism every one of the tp ranks
+    holds the attention, dense MLP, shared-expert, embedding and head weights whole and a
+    1/tp share of the routed experts (expert parallelism over the tp ranks)."""
     src = m.source
+    tp_d, ep_x = (1, tp) if attention_dp else (tp, 1)
+    how = f"attention DP over {tp}: all but the experts whole" if attention_dp else f"TP {tp}"
     if m.quant is None:
         pc = count_params(m)
-        d.given(f"parameters on one GPU (heaviest of {pp} stage(s), TP {tp})", "P_gpu",
-                shard_params(pc, tp, pp).total, "1", src)
+        d.given(f"parameters on one GPU (heaviest of {pp} stage(s), {how})", "P_gpu",
+                shard_params(pc, tp_d, pp, ep_x).total, "1", src)
         d.given(f"bytes per {name} weight", "e_w", e_w, "B")
         return float(d.calc("weight bytes per GPU", "W", "P_gpu * e_w", "B"))
     wb = weight_bytes(m, e_w)
     return float(d.given(
         f"weight bytes on one GPU, each module as stored ({m.quant.label}; modules the "
-        f"quantization_config leaves out at {name})", "W", shard_params(wb, tp, pp).total, "B",
-        src, note="quantized linear weights with their scales; embeddings, norms, routers and "
+        f"quantization_config leaves out at {name})", "W",
+        shard_params(wb, tp_d, pp, ep_x).total, "B",
+        src, note=f"{how}; quantized linear weights with their scales; embeddings, norms, routers and "
                   "ignored modules in the unquantized dtype"))
 
 
@@ -183,6 +189,7 @@ def engine_kv_budget(
     max_num_batched_tokens: int | None = None,
     total_bytes: float | None = None,
     block_size: int | None = None,
+    attention_dp: bool = False,
 ) -> EngineKV:
     """The KV pool ``engine_id`` allocates for ``m`` on each of ``tp * pp`` GPUs of one replica.
 
@@ -220,7 +227,7 @@ def engine_kv_budget(
     else:
         u = util
         d.given("memory fraction (--util)", "u", u, "1", "--util")
-    W = _weights_per_gpu(d, m, ew.bytes, ew.name, tp, pp)
+    W = _weights_per_gpu(d, m, ew.bytes, ew.name, tp, pp, attention_dp)
 
     budget_src = cite(fw.sources["token_budget_default"])
     if max_num_batched_tokens is None:
@@ -256,7 +263,8 @@ def engine_kv_budget(
     if "G" not in d.env:
         d.env["G"] = 0.0
     K = float(d.calc("KV budget per GPU", "K", formula, "B", source=cite(fw.sources["kv_pool"])))
-    return _finish(d, m, fw, gpu, tp=tp, pp=pp, ew=ew.name, ekv=ekv, u=u, mml=mml, R=R, T=T,
+    return _finish(d, m, fw, gpu, tp=tp, pp=pp, kv_tp=1 if attention_dp else tp,
+                   ew=ew.name, ekv=ekv, u=u, mml=mml, R=R, T=T,
                    profile_tokens=profile_tokens, M=M, W=W, A=A, N=nt, G=G, K=K,
                    block_size=block_size)
 
@@ -341,12 +349,15 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
 
 
 def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int, pp: int,
+            kv_tp: int | None = None,
             ew: str, ekv: Any, u: float, mml: int, R: int, T: int, profile_tokens: int,
             M: float, W: float, A: float, N: float, G: float, K: float,
             block_size: int | None) -> EngineKV:
     from .kv import kv_report
 
-    kr = kv_report(m, tp=tp, pp=pp, kv_dtype=ekv.name, weight_dtype=ew, context=mml)
+    # attention DP: a rank caches its own sequences' every KV head (kv_tp = 1)
+    kr = kv_report(m, tp=tp if kv_tp is None else kv_tp, pp=pp, kv_dtype=ekv.name,
+                   weight_dtype=ew, context=mml)
     per_gpu = kr.kv_bytes_per_token_per_gpu
     if kr.sliding_layers:
         # sliding-window layers keep at most W tokens: the pool holds more tokens of context

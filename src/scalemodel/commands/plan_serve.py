@@ -19,7 +19,7 @@ from .common import (
     tokens,
 )
 
-SERVE_KEYS = ("tp", "pp", "ep", "dp")
+SERVE_KEYS = ("tp", "pp", "ep", "dp", "adp")
 
 
 def _int0(text: str) -> int:
@@ -48,8 +48,10 @@ def register(sp: Any) -> None:
     s.add_argument("--osl", type=tokens, default=1000, help="output tokens per request "
                    "(mean with --length-dist; default 1000)")
     s.add_argument("--layout", type=layout_type("plan serve", SERVE_KEYS), default=None,
-                   metavar="tp=..,pp=..,ep=..,dp=..", help="fix any of tp, pp, ep (experts "
-                   "over ep of the tp ranks), dp (replicas); the rest are searched")
+                   metavar="tp=..,pp=..,ep=..,dp=..,adp=..", help="fix any of tp, pp, ep "
+                   "(experts over ep of the tp ranks), dp (replicas), adp=1 (attention data "
+                   "parallelism, MoE only: each of the tp ranks runs attention on its own batch "
+                   "with its own KV pool, the experts over ep = tp ranks); the rest are searched")
     s.add_argument("--precision", choices=["bf16", "fp8", "int4", "fp4"], default=None,
                    help="weights and GEMMs: bf16, fp8 (W8A8), int4 (weight-only) or fp4 "
                    "(NVFP4 W4A4, Blackwell); default: bf16, fp8 and int4, those the GPU runs, "

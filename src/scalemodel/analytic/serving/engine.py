@@ -199,5 +199,6 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         m, wdt = replace(m, quant=q), "bf16"
     kv = engine_kv_budget(m, gpu, tp=lay.tp, pp=lay.pp, weight_dtype=wdt, kv_dtype=kv_dtype,
                           engine_id=eng.profile, util=eng.kv_fraction, max_model_len=mml,
-                          max_num_seqs=bs, max_num_batched_tokens=tok)
+                          max_num_seqs=bs, max_num_batched_tokens=tok,
+                          attention_dp=lay.attention_dp)
     return EngineSetup(bs, tok, bool(chunked), mml, kv, why)

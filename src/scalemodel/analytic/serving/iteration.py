@@ -98,6 +98,12 @@ class ServeLayout:
     pp: int = 1
     ep: int = 1
     dp: int = 1
+    # attention data parallelism (TensorRT-LLM enable_attention_dp, its perf-overview's DEPn;
+    # SGLang --enable-dp-attention): each of the tp ranks runs attention, the dense layers, the
+    # shared experts and the head on its own batch with full (replicated) weights, no TP
+    # all-reduce; the routed experts are split over ep = tp ranks and each MoE layer gathers
+    # every rank's tokens and reduce-scatters the expert outputs back
+    attention_dp: bool = False
 
     @property
     def replica_gpus(self) -> int:
@@ -126,6 +132,12 @@ def check_layout(m: ModelSpec, lay: ServeLayout) -> None:
     if lay.tp % lay.ep:
         raise BadInput(f"--layout ep={lay.ep}: experts are split over EP ranks inside the TP "
                        f"group, so ep must divide tp={lay.tp}")
+    if lay.attention_dp and not m.is_moe:
+        raise BadInput(f"--layout adp=1: {m.id} is dense (attention data parallelism splits "
+                       "experts over the attention ranks)")
+    if lay.attention_dp and lay.ep != lay.tp:
+        raise BadInput(f"--layout adp=1: attention data parallelism runs the experts over all "
+                       f"tp={lay.tp} ranks, so ep must equal tp (got ep={lay.ep})")
     if m.is_moe and m.n_experts % lay.ep:
         raise BadInput(f"--layout ep={lay.ep}: {m.id}'s {m.n_experts} experts do not split "
                        "evenly")
@@ -316,21 +328,28 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     def g(N: float, K: float, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
         return _roofline(gpu, peak, dt, hbm, M, N, K, e_w, e_a, **kw)
 
-    qkv, qkv_c = g(ms.attn_in_n / tp, h)
-    o, o_c = g(h, ms.attn_out_k / tp)
+    # attention data parallelism: attention, dense MLPs, shared experts and the head are
+    # replicated (full width at the rank's own tokens); only the routed experts are split, over
+    # all n = tp ranks, at the n ranks' tokens together
+    adp = bool(lay.attention_dp)
+    n_adp = tp if adp else 1.0
+    tpa = 1.0 if adp else tp
+    qkv, qkv_c = g(ms.attn_in_n / tpa, h)
+    o, o_c = g(h, ms.attn_out_k / tpa)
     attn, attn_c = qkv + o, qkv_c + o_c
-    up, up_c = g(ms.up_k * ms.ffn / tp, h)
-    down, down_c = g(h, ms.ffn / tp)
+    up, up_c = g(ms.up_k * ms.ffn / tpa, h)
+    down, down_c = g(h, ms.ffn / tpa)
     dense, dense_c = attn + up + down, attn_c + up_c + down_c
     if m.is_moe:
         E, k = float(m.n_experts), float(m.top_k)
         etp = tp / ep
         n_local = E / ep
-        imb = _expert_imbalance(m, lay.ep, M * k)
+        Mx = M * n_adp  # tokens the experts see: every attention rank's under attention DP
+        imb = _expert_imbalance(m, lay.ep, Mx * k)
         # of a rank's n_local experts, the share some token reached (1 - (1 - k / E)^T), each
         # with the busiest rank's tokens spread over them
-        touched = np.maximum(1.0 - (1.0 - k / E) ** M, 1e-12)
-        Me = M * k / E * imb / touched
+        touched = np.maximum(1.0 - (1.0 - k / E) ** Mx, 1e-12)
+        Me = Mx * k / E * imb / touched
         eu, eu_c = _roofline(gpu, peak, dt, hbm, Me, ms.up_k * ms.moe_ffn / etp, h, e_w, e_a,
                              n_local * touched)
         ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
@@ -344,8 +363,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
             eu, eu_c, ed, ed_c = eu + t0, eu_c + t0, ed + t0, ed_c + t0
         rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
         if ms.shared_ffn:
-            su, su_c = g(ms.up_k * ms.shared_ffn / tp, h)
-            sd, sd_c = g(h, ms.shared_ffn / tp)
+            su, su_c = g(ms.up_k * ms.shared_ffn / tpa, h)
+            sd, sd_c = g(h, ms.shared_ffn / tpa)
         else:
             su = su_c = sd = sd_c = np.zeros_like(M)
         # the routed copies' permutation: each token's hidden vector is copied to its k expert
@@ -361,8 +380,24 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     # collectives priced on a geometric grid of token counts and read in between
     grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
     act = grid * h * 2.0  # 16-bit activations between layers
-    ar_g = 2 * collective_time("all_reduce", act, tp, ranks_per_node(1, lay.tp, dom), cluster)
-    ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
+    if adp:
+        # no all-reduce in attention; each MoE layer all-gathers the n ranks' tokens (the
+        # gathered n T x h output, nccl-tests size convention) at the activation precision and
+        # reduce-scatters the n T x h 16-bit expert outputs back (exchange_bytes); charged on
+        # every layer's table as the all-reduces are, so dense layers carry it only where MoE
+        ag_b, rs_b = exchange_bytes(m, prec, lay, grid)
+        rpn = ranks_per_node(1, lay.tp, dom)
+        ex_g = (np.asarray(collective_time("all_gather", ag_b, tp, rpn, cluster))
+                + np.asarray(collective_time("reduce_scatter", rs_b, tp, rpn, cluster)))
+        ar = np.zeros_like(M)
+        moe_x = np.where(M > 0, np.interp(M, grid, ex_g * np.ones_like(grid)), 0.0)
+    else:
+        ar_g = 2 * collective_time("all_reduce", act, tp, ranks_per_node(1, lay.tp, dom),
+                                   cluster)
+        ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
+        moe_x = np.zeros_like(M)
+    if m.is_moe:
+        moe = moe + moe_x
     if lay.pp > 1:
         p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
                                 cluster)
@@ -376,13 +411,13 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     vocab = float(m.vocab)
     head_q = bool(dict(prec.checkpoint).get("quantize_head"))
     head, _ = _roofline(gpu, peak if head_q else peak16, dt if head_q else "bf16", hbm, S,
-                        vocab / tp, h, e_w if head_q else 2.0, 2.0)
-    gathered = logits_gather == "all_gather" and lay.tp > 1
+                        vocab / tpa, h, e_w if head_q else 2.0, 2.0)
+    gathered = logits_gather == "all_gather" and lay.tp > 1 and not adp
     if logits_gather not in ("none", "all_gather"):
         raise BadInput(f"logits_gather: {logits_gather!r} is not none or all_gather")
     # sampling reads and writes each logit of the row a rank samples: its vocab / tp columns, or
     # the whole row where the engine gathers the logits to every rank
-    row = vocab if gathered else vocab / tp
+    row = vocab if gathered else vocab / tpa
     head = head + S * row * float(serving_constants()["sampling"]["bytes_per_logit"]) / hbm
     if gathered:
         # the gather of S x vocab 16-bit logits over the TP group (nccl-tests size convention:
@@ -395,8 +430,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                0.0)
     # decode attention: each decode token reads its sequence's KV on this rank
     kv_layer = model_kv_bytes_per_token(m, kv_dtype) / m.n_layers
-    split = 1.0 if m.kv_lora_rank else float(min(lay.tp, max(m.n_kv_heads, 1)))
-    att_pair = 2.0 * (ms.qk_dim + ms.v_dim) / tp
+    split = 1.0 if m.kv_lora_rank or adp else float(min(lay.tp, max(m.n_kv_heads, 1)))
+    att_pair = 2.0 * (ms.qk_dim + ms.v_dim) / tpa
     from ..step.attention import attention_efficiency
 
     eff_dec = float(attention_efficiency(gpu, 1.0, causal=False, kind=attention_kind,
@@ -411,7 +446,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         eff_dec = max(eff_dec, float(attention_efficiency(
             gpu, float(m.max_context), causal=False, kind=attention_kind,
             head_dim=ms.qk_dim / m.n_heads)))
-    mem_s = kv_layer / split * decode_kv_read_factor(m, lay.tp, decode_kv_reads) / hbm
+    mem_s = kv_layer / split * decode_kv_read_factor(m, 1 if adp else lay.tp,
+                                                      decode_kv_reads) / hbm
     cmp_s = att_pair / (peak16 * eff_dec)
     per_ctx = m.n_layers * max(mem_s, cmp_s) / lay.pp
     eff_x = np.linspace(0.0, np.log2(max(m.max_context, 2)) + 1, 96)
@@ -429,6 +465,17 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         host_overlap=bool(host_overlap))
 
 
+def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any
+                   ) -> tuple[Any, Any]:
+    """Bytes of one MoE layer's token exchange under attention data parallelism with T tokens
+    on each of the n = tp ranks: the all-gather's gathered output (n T x h activations at the
+    precision's activation bytes) and the reduce-scatter's input (n T x h 16-bit expert
+    outputs), nccl-tests' size conventions as collective_time takes them."""
+    n = float(lay.tp)
+    T = np.asarray(T, dtype=np.float64)
+    return (n * T * float(m.hidden) * prec.activation_bytes, n * T * float(m.hidden) * 2.0)
+
+
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,
              M: np.ndarray, ms: Any) -> np.ndarray:
     """Forward memory-bound kernels of a layer at M tokens (step/elementwise.py), the layer's
@@ -442,7 +489,7 @@ def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, clus
     job = make_job(m, seq_len=1, global_batch_seqs=1,
                    precision="fp8" if prec.gemm_dtype == "fp8" else "bf16")
     one = np.ones_like(M)
-    cols = {"tp": lay.tp * one, "pp": lay.pp * one, "dp": one, "cp": one, "ep": lay.ep * one,
+    cols = {"tp": (1 if lay.attention_dp else lay.tp) * one, "pp": lay.pp * one, "dp": one, "cp": one, "ep": lay.ep * one,
             "zero": 0 * one, "vpp": one, "rc": 0 * one, "micro_batch": one, "microbatches": one}
     c = dataclasses.replace(candidates(job, cluster, cols), T=M, sp_div=one)
     width = float(m.top_k * ms.moe_ffn + ms.shared_ffn) if m.is_moe else float(ms.ffn)

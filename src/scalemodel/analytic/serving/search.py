@@ -61,15 +61,18 @@ class SearchResult:
 def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
             exact: bool) -> list[ServeLayout]:
     """Every (tp, pp, ep, dp) of at most (or, ``exact``, exactly) n_gpus GPUs."""
+    adp = bool(fixed.get("adp"))  # attention data parallelism: experts over ep = tp
     if fixed:  # a fixed key the model cannot run is said as such
-        check_layout(m, ServeLayout(fixed.get("tp", fixed.get("ep", 1)), fixed.get("pp", 1),
-                                    fixed.get("ep", 1), fixed.get("dp", 1)))
+        tp0 = fixed.get("tp", fixed.get("ep", 1))
+        check_layout(m, ServeLayout(tp0, fixed.get("pp", 1),
+                                    fixed.get("ep", tp0 if adp else 1), fixed.get("dp", 1),
+                                    attention_dp=adp))
     out = []
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8, 16) if t <= domain]
     pps = [fixed["pp"]] if "pp" in fixed else [1, 2, 4, 8]
     for tp in tps:
         for pp in pps:
-            eps = ([fixed["ep"]] if "ep" in fixed else
+            eps = ([fixed["ep"]] if "ep" in fixed else [tp] if adp else
                    ([e for e in (1, 2, 4, 8, 16) if e <= tp and tp % e == 0
                      and m.n_experts % e == 0] if m.is_moe else [1]))
             rep = tp * pp
@@ -81,7 +84,7 @@ def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
                 for dp in dps:
                     if exact and rep * dp != n_gpus:
                         continue
-                    lay = ServeLayout(tp, pp, ep, dp)
+                    lay = ServeLayout(tp, pp, ep, dp, attention_dp=adp)
                     try:
                         check_layout(m, lay)
                     except BadInput:
@@ -170,13 +173,14 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
     """Steady-state estimates; under SLAs each replica configuration stops at the fewest
     replicas whose estimate meets them."""
     models = _Models(m, gpu, eng, isl, osl)
-    reps: dict[tuple[int, int, int], list[int]] = {}
+    reps: dict[tuple[int, int, int, bool], list[int]] = {}
     for lay in lays:
-        reps.setdefault((lay.tp, lay.pp, lay.ep), []).append(lay.dp)
+        reps.setdefault((lay.tp, lay.pp, lay.ep, lay.attention_dp), []).append(lay.dp)
     out = []
     seen: set[tuple[Any, ...]] = set()
-    for (tp, pp, ep), dps in reps.items():
-        rep = ServeLayout(tp, pp, ep, 1)
+    for (tp, pp, ep, adp), dps in reps.items():
+        rep = ServeLayout(tp, pp, ep, 1, attention_dp=adp)
+        n_r = tp if adp else 1  # independent rank batches per replica (attention DP)
         for pn in precs:
             p = precision(pn)
             for kvd in kv_dtypes:
@@ -192,11 +196,13 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
                     seen.add(key)
                     for dp in _dp_probe(sorted(dps), rate, ttft_s, tpot_s, it, es, isl, osl,
                                         eng.reserve, decode_only):
-                        rr = None if rate is None else rate / dp
+                        rr = None if rate is None else rate / (dp * n_r)
                         o, ttft, tpot = _steady(it, es, isl, osl, eng.reserve, rr, decode_only,
-                                                concurrency / dp if concurrency else None)
+                                                concurrency / (dp * n_r) if concurrency
+                                                else None)
                         out.append(Candidate(replace(rep, dp=dp), p, kd, es.max_batch,
-                                             es.token_budget, o * dp, ttft, tpot, es, it))
+                                             es.token_budget, o * dp * n_r, ttft, tpot, es,
+                                             it))
     return out
 
 

@@ -55,7 +55,7 @@ class ServeResult:
 
     def to_dict(self) -> dict[str, Any]:
         best = {**self.layout.to_dict(), "disaggregated": self.disaggregated,
-                "max_batch": self.max_batch}
+                "max_batch": self.max_batch, "attention_dp": bool(self.layout.attention_dp)}
         return {
             "best": best, "gpus": self.gpus, "precision": self.precision,
             "kv_dtype": self.kv_dtype, "framework": self.engine,
@@ -133,14 +133,25 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     if not es.kv.fits:
         raise BadInput(f"--layout {_lay(lay)}: {es.kv.lacks}")
     it = iteration_model(m, gpu, lay, prec, kv_dtype, eng, es)
-    share = Stream(stream.kind, max(1, -(-stream.requests // lay.dp)),
-                   stream.rate_per_s / lay.dp, -(-stream.concurrency // lay.dp) if
+    # attention DP: the replica's tp ranks each run their own batch (their own KV pool and
+    # engine limits) on a 1/tp share of the replica's requests, in lock-step at each MoE
+    # layer; the iteration model prices a rank's MoE at the tp ranks' tokens together, so one
+    # simulated rank stands for each of them (ranks of equal share)
+    sh = _shares(lay)
+    share = Stream(stream.kind, max(1, -(-stream.requests // sh)),
+                   stream.rate_per_s / sh, -(-stream.concurrency // sh) if
                    stream.concurrency else 0, stream.dist, stream.spread, stream.seed)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = SchedulerPolicy(es.max_batch, es.token_budget, es.chunked_prefill, eng.reserve,
                           es.kv.block_size, es.kv.blocks)
     r = simulate(it, pol, a, i, o, concurrency=share.concurrency)
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+
+
+def _shares(lay: ServeLayout) -> int:
+    """Independent batches the stream is split over: dp replicas, times the tp attention ranks
+    of each replica under attention data parallelism."""
+    return lay.dp * (lay.tp if lay.attention_dp else 1)
 
 
 def _lay(lay: ServeLayout) -> str:
@@ -151,13 +162,14 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
             es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
             ) -> ServeResult:
     span = r.makespan_s
-    out = float(r.osl.sum()) / span * lay.dp
-    tot = float((r.isl + r.osl).sum()) / span * lay.dp
+    sh = _shares(lay)
+    out = float(r.osl.sum()) / span * sh
+    tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv
     return ServeResult(
         layout=lay, disaggregated=False, precision=prec.name, kv_dtype=kv_dtype, engine=eng.id,
         max_batch=es.max_batch, token_budget=es.token_budget, output_tokens_per_s=out,
-        total_tokens_per_s=tot, requests_per_s=r.isl.size / span * lay.dp,
+        total_tokens_per_s=tot, requests_per_s=r.isl.size / span * sh,
         ttft_p50_s=_pct(r.ttft_s, 0.5), ttft_p99_s=_pct(r.ttft_s, 0.99),
         tpot_p50_s=_pct(r.tpot_s, 0.5), tpot_p99_s=_pct(r.tpot_s, 0.99),
         kv_capacity_tokens=int(kv.max_tokens),

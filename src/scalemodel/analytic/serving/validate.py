@@ -139,7 +139,9 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
             if kv_frac is not None:  # the fraction the published run set (a flag of that run)
                 eng = replace(eng, kv_fraction=kv_frac)
             prec = precision(row["precision"])
-            lay = ServeLayout(tp, pp, ep=ep, dp=dp)
+            lay = ServeLayout(tp, pp, ep=ep, dp=dp,
+                              attention_dp=str(row.get("attention_dp") or "").lower()
+                              in ("1", "true"))
             stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc)
             r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream, isl, osl,
                          max_batch=max_batch, token_budget=max_tokens)
