@@ -470,7 +470,9 @@ def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any
     """Bytes of one MoE layer's token exchange under attention data parallelism with T tokens
     on each of the n = tp ranks: the all-gather's gathered output (n T x h activations at the
     precision's activation bytes) and the reduce-scatter's input (n T x h 16-bit expert
-    outputs), nccl-tests' size conventions as collective_time takes them."""
+    outputs), nccl-tests' size conventions as collective_time takes them. The form (all-gather
+    then reduce-scatter, no all-to-all) is an assumption: no engine's source was read for it
+    (docs/serving.md "Attention data parallelism")."""
     n = float(lay.tp)
     T = np.asarray(T, dtype=np.float64)
     return (n * T * float(m.hidden) * prec.activation_bytes, n * T * float(m.hidden) * 2.0)
