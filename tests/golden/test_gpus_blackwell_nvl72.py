@@ -94,3 +94,25 @@ def test_specs_gpus_lists_the_new_parts(cli):
     assert rc == 0, err
     for gid in ("gb200", "b300", "gb300"):
         assert gid in out
+
+
+def test_gb200_and_b300_fp8_ratio_is_their_own_mamf_rows():
+    # ml-engineering compute/accelerator/README.md at 744d01e (2026-08-22), MAMF comparison table,
+    # each pair run with one torch: GB200 bf16 1822.0 TFLOP/s, fp8 3615.6 (2.10.0.dev20250916+cu130);
+    # B300 bf16 1769.0, fp8 3353.3 (2.9.1+cu130). Dense peaks (NVIDIA tables, as above): GB200 bf16
+    # 2500, fp8 5000; B300 bf16 2250, fp8 4500. Ratio = (fp8 MAMF / fp8 peak) / (bf16 MAMF / bf16 peak).
+    gb200, b300, gb300 = get_gpu("gb200"), get_gpu("b300"), get_gpu("gb300")
+    assert gb200.peak_flop_per_s("bf16") == 2500e12 and gb200.peak_flop_per_s("fp8") == 5000e12
+    assert b300.peak_flop_per_s("bf16") == 2250e12 and b300.peak_flop_per_s("fp8") == 4500e12
+    assert gb200.gemm_dtype_factor("fp8") == pytest.approx((3615.6 / 5000) / (1822.0 / 2500),
+                                                           abs=5e-4)  # 0.992
+    assert b300.gemm_dtype_factor("fp8") == pytest.approx((3353.3 / 4500) / (1769.0 / 2250),
+                                                          abs=5e-4)  # 0.948
+    for g in (gb200, b300):
+        assert "744d01e" in g.source_of("fp8_gemm_ratio")
+    # the table has no GB300 row: it takes B300's (same die) through extends, said in its notes
+    assert gb300.fp8_gemm_ratio == b300.fp8_gemm_ratio
+    assert "no GB300 row" in " ".join(gb300.notes.split())
+    # no part of the table has a sustained (MSMF) figure for these three: B200's 0.815 stays borrowed
+    for g in (gb200, b300, gb300):
+        assert g.sustained_gemm_ratio == get_gpu("b200").sustained_gemm_ratio == 0.815
