@@ -271,7 +271,7 @@ def test_logged_capacities():
     """validation/serving_kv.csv: every start/refusal right; most capacities within 3%. Known
     misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (about 0.7 GiB per GPU left
     unexplained once the sampler's sort and the held hidden states are counted; the TP group's
-    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+10%: 0.6 GiB of
+    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+9%: 0.6 GiB of
     the memory outside torch that 0.7.1 counts whole has no H100 log)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
     assert s["start_matches"] == s["row_count"] == len(results) >= 6
