@@ -33,7 +33,12 @@ def test_vllm_064_budget_by_hand():
     m = get_model(str(ROOT / "validation" / "models" / "llama-3.1-8b.json"))
     r = engine_kv_budget(m, get_gpu("h100-sxm"), engine_id="vllm-0.6.4", util=0.9,
                          max_model_len=20_000, total_bytes=23.58 * GIB)
-    weights = 8_030_261_248 * 2  # bf16 parameters of the config
+    # bf16 parameters of the config, plus the rotary cos/sin cache the model builds on the GPU
+    # (vLLM 0.6.4 rotary_embedding.py lines 96-98, 113: [max_position_embeddings, head_dim] in
+    # bf16, one per GPU via get_rope's cache, line 971): 131,072 x 128 x 2 B = 32 MiB. The issue's
+    # 'Loading model weights took 14.9888 GB' is 16,060,522,496 B + 33,554,432 B to the digit
+    weights = 8_030_261_248 * 2 + 131_072 * 128 * 2
+    assert round(weights / GIB, 4) == 14.9888
     # profile run: max_num_batched_tokens = max(max_model_len, 2048) = 20,000 tokens (no chunked
     # prefill below 32K); LlamaMLP keeps the residual, the normed input and the MLP output
     # (3 x 4096) and gate_up (2 x 14336) + SiLU-and-mul (14336) alive per token, in bf16
@@ -181,9 +186,10 @@ def test_vllm_v1_071_budget_by_hand():
     r = engine_kv_budget(m, g, engine_id="vllm-v1-0.7.1", util=0.98, max_model_len=2048)
     assert r.max_num_batched_tokens == 8192 and r.profile_tokens == 8192
     M = 85_060_141_711  # 79.22 GiB, the total vLLM logs on an H100 80GB (PR #12126)
-    # the weights, per module from the checkpoint config; vLLM logged 67.7229 GiB
+    # the weights, per module from the checkpoint config, plus the 32 MiB rotary cache
+    # (test_vllm_rotary_cache_is_counted_with_the_weights); vLLM logged 67.7229 GiB
     W = r.weights_bytes
-    assert pytest.approx(67.7229, rel=0.003) == W / GIB
+    assert pytest.approx(67.7229, rel=0.0003) == W / GIB
     T, h, f, V = 8192, 8192, 28_672, 128_256
     layer_peak = T * (3 * h + 3 * f) * 2  # LlamaMLP's live set, below the logits step
     logits_step = T * V * 2 + T * h * 2  # bf16 logits of every token + the held hidden states
@@ -239,11 +245,33 @@ def test_vllm_v092_does_not_count_the_inputs_embeds_buffer():
     assert b.profile_activation_bytes == T * V * 2 + T * h * 2 + T * h * 2
 
 
+def test_vllm_rotary_cache_is_counted_with_the_weights():
+    """vLLM builds one rotary cos/sin cache per GPU on the device while the model is made:
+    rotary_embedding.py RotaryEmbedding.__init__ (0.7.1 lines 95-98 and 113; 0.9.2 lines 115-117
+    and 132) registers a [max_position_embeddings, rotary_dim] buffer in the model dtype, and
+    get_rope returns the cached instance to every layer (0.7.1 lines 1004-1005; 0.9.2 line
+    1896). It is device memory made during load_model, so 0.7.1's allocated peak and 0.9.2's
+    DeviceMemoryProfiler load figure count it with the weights. SGLang's profile does not."""
+    m70 = get_model(str(MODELS / "llama-3.1-70b-instruct-w8a8.json"))
+    g = get_gpu("h100-sxm")
+    r = engine_kv_budget(m70, g, engine_id="vllm-v1-0.7.1", util=0.98, max_model_len=2048)
+    rope70 = 131_072 * 128 * 2  # Llama 3.1: max_position_embeddings 131072, head_dim 128, bf16
+    assert r.derivation["B_rope"] == rope70
+    assert r.weights_bytes == r.derivation["W_m"] + rope70
+    # PR #12569 logged 'Loading model weights took 67.7229 GB': 13 MiB left once it is counted
+    assert abs(r.weights_bytes / GIB - 67.7229) < 0.015
+    q = get_model(str(MODELS / "qwen3-235b-a22b-fp8.json"))
+    r = engine_kv_budget(q, g, engine_id="vllm-v1", tp=4, max_model_len=40_960)
+    assert r.derivation["B_rope"] == 40_960 * 128 * 2  # replicated on each TP rank: 10 MiB
+    s = engine_kv_budget(q, g, engine_id="sglang", tp=4, max_model_len=40_960)
+    assert "B_rope" not in s.derivation.env
+
+
 def test_logged_capacities():
     """validation/serving_kv.csv: every start/refusal right; most capacities within 3%. Known
     misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (about 0.7 GiB per GPU left
     unexplained once the sampler's sort and the held hidden states are counted; the TP group's
-    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+10%: 0.6 GiB of
+    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+9%: 0.6 GiB of
     the memory outside torch that 0.7.1 counts whole has no H100 log)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
     assert s["start_matches"] == s["row_count"] == len(results) >= 6

@@ -133,7 +133,29 @@ def _widest_mlp(m: ModelSpec) -> int:
 
 
 def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int,
-                     pp: int, attention_dp: bool = False) -> float:
+                     pp: int, attention_dp: bool = False, fw: Framework | None = None) -> float:
+    """Weight bytes on one GPU as the engine's load figure counts them: the modules
+    (:func:`_module_weights_per_gpu`) plus, where the profile says so, the rotary cos/sin cache
+    buffer the model allocates on the device while it is built."""
+    rope = (fw is not None and fw.values.get("rope_cache_in_weights") and m.rope
+            and m.attention != "mla")
+    if not rope:
+        return _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W")
+    _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W_m")
+    assert fw is not None
+    d.given("positions of the rotary cos/sin cache (max_position_embeddings)", "P_rope",
+            m.max_context, "token", m.source)
+    d.given("rotary width per head (head_dim)", "d_rot", m.head_dim, "1", m.source)
+    d.given(f"bytes per cache element (model dtype, {name})", "e_r", e_w, "B")
+    d.calc("rotary cos/sin cache, one per GPU (shared by all layers)", "B_rope",
+           "P_rope * d_rot * e_r", "B", source=cite(fw.sources["rope_cache_in_weights"]),
+           note=fw.notes.get("rope_cache_in_weights", ""))
+    return float(d.calc("weight bytes per GPU as loaded, rotary cache included", "W",
+                        "W_m + B_rope", "B"))
+
+
+def _module_weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int,
+                            pp: int, attention_dp: bool, sym: str) -> float:
     """Weight bytes on one GPU. Under attention data parallelism every one of the tp ranks
     holds the attention, dense MLP, shared-expert, embedding and head weights whole and a
     1/tp share of the routed experts (expert parallelism over the tp ranks)."""
@@ -145,11 +167,11 @@ def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int
         d.given(f"parameters on one GPU (heaviest of {pp} stage(s), {how})", "P_gpu",
                 shard_params(pc, tp_d, pp, ep_x).total, "1", src)
         d.given(f"bytes per {name} weight", "e_w", e_w, "B")
-        return float(d.calc("weight bytes per GPU", "W", "P_gpu * e_w", "B"))
+        return float(d.calc("weight bytes per GPU", sym, "P_gpu * e_w", "B"))
     wb = weight_bytes(m, e_w)
     return float(d.given(
         f"weight bytes on one GPU, each module as stored ({m.quant.label}; modules the "
-        f"quantization_config leaves out at {name})", "W",
+        f"quantization_config leaves out at {name})", sym,
         shard_params(wb, tp_d, pp, ep_x).total, "B",
         src, note=f"{how}; quantized linear weights with their scales; embeddings, norms, routers and "
                   "ignored modules in the unquantized dtype"))
@@ -227,7 +249,7 @@ def engine_kv_budget(
     else:
         u = util
         d.given("memory fraction (--util)", "u", u, "1", "--util")
-    W = _weights_per_gpu(d, m, ew.bytes, ew.name, tp, pp, attention_dp)
+    W = _weights_per_gpu(d, m, ew.bytes, ew.name, tp, pp, attention_dp, fw)
 
     budget_src = cite(fw.sources["token_budget_default"])
     if max_num_batched_tokens is None:

@@ -338,6 +338,7 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "profile_held_hidden_tokens": (_num(0), "a number >= 0"),
     "profile_held_hidden_rows": (_num(0), "a number >= 0"),
     "inputs_embeds_in_peak": (lambda v: isinstance(v, bool), "true or false"),
+    "rope_cache_in_weights": (lambda v: isinstance(v, bool), "true or false"),
     "non_torch_bytes": (_num(0), "bytes >= 0"),
     "non_torch_tp_bytes": (_num(0), "bytes >= 0"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),
