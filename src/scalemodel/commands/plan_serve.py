@@ -71,8 +71,11 @@ def register(sp: Any) -> None:
                    default=None, metavar="C", help="C requests in flight (closed loop)")
     s.add_argument("--requests", type=at_most(positive_int, MAX_REQUESTS, "a simulation bound"),
                    default=3000, help="requests in the stream (default 3000)")
-    s.add_argument("--length-dist", choices=["fixed", "normal", "uniform", "exponential"],
-                   default="fixed", help="input/output lengths: fixed (default) or drawn")
+    s.add_argument("--length-dist", choices=["fixed", "normal", "uniform", "exponential",
+                                             "sharegpt"],
+                   default="fixed", help="input/output lengths: fixed (default), drawn from a "
+                   "form about --isl/--osl, or sharegpt: (input, output) pairs of ShareGPT's "
+                   "first rounds (the vLLM paper's lengths, bundled), scaled to --isl/--osl")
     s.add_argument("--length-spread", type=finite_float, default=0.25,
                    help="relative spread of drawn lengths (default 0.25)")
     s.add_argument("--ttft-ms", type=positive_float, default=None, help="TTFT SLA, p99 (ms)")

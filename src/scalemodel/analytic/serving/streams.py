@@ -1,16 +1,24 @@
 """Request streams: every request queued at once (max load, as ``trtllm-bench throughput`` and
 vLLM's offline benchmark run), Poisson arrivals at a rate, or a fixed number of requests in
-flight (a closed loop of clients); input and output lengths fixed or drawn."""
+flight (a closed loop of clients); input and output lengths fixed, drawn from a parametric
+form about the means, or drawn as (input, output) pairs from a bundled per-request table (serving.toml
+``length_tables``: a dataset's measured lengths, scaled to the means)."""
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 from ...errors import BadInput
+from ...specs.sources import data_path, load_toml
 
-LENGTH_DISTS = ("fixed", "normal", "uniform", "exponential")
+FORMS = ("fixed", "normal", "uniform", "exponential")
+# the per-request tables of serving.toml [length_tables] (kept in step with it by a test)
+TABLES = ("sharegpt",)
+LENGTH_DISTS = FORMS + TABLES
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,34 @@ def lengths(mean: int, n: int, dist: str, spread: float, rng: np.random.Generato
     return np.clip(np.round(x), 1, limit).astype(np.int64)
 
 
+@cache
+def length_table(name: str) -> np.ndarray:
+    """The bundled (input, output) token pairs of ``name`` (serving.toml [length_tables]), one row
+    per request of the dataset, as an (n, 2) integer array in the file's order."""
+    t = load_toml("serving.toml").get("length_tables", {}).get(name)
+    if name not in TABLES or t is None:
+        raise BadInput(f"length distribution {name!r} is not one of {', '.join(LENGTH_DISTS)}")
+    with open(data_path(t["file"]), newline="") as f:
+        rows = [(int(r["input_tokens"]), int(r["output_tokens"])) for r in csv.DictReader(f)]
+    a = np.array(rows, dtype=np.int64)
+    a.setflags(write=False)
+    return a
+
+
+def table_lengths(name: str, isl: int, osl: int, n: int, rng: np.random.Generator,
+                  max_context: int) -> tuple[np.ndarray, np.ndarray]:
+    """n (input, output) lengths drawn as pairs from table ``name``: distinct rows while n fits
+    the table (as a benchmark samples distinct conversations), with replacement beyond; each axis
+    scaled by isl / (the table's mean input) and osl / (its mean output), rounded, and kept
+    within the context like the parametric forms."""
+    t = length_table(name)
+    idx = rng.choice(len(t), n, replace=n > len(t))
+    mi, mo = t.mean(axis=0)
+    i = np.clip(np.round(t[idx, 0] * (isl / mi)), 1, max_context - 1).astype(np.int64)
+    o = np.clip(np.round(t[idx, 1] * (osl / mo)), 1, max_context).astype(np.int64)
+    return i, o
+
+
 def draw(stream: Stream, isl: int, osl: int, max_context: int
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(arrival seconds, input lengths, output lengths) of the stream's requests. A fixed
@@ -56,8 +92,11 @@ def draw(stream: Stream, isl: int, osl: int, max_context: int
         raise BadInput(f"--requests: must be at least 1, got {stream.requests}")
     rng = np.random.default_rng(stream.seed)
     n = stream.requests
-    i = lengths(isl, n, stream.dist, stream.spread, rng, max_context - 1)
-    o = lengths(osl, n, stream.dist, stream.spread, rng, max_context)
+    if stream.dist in TABLES:
+        i, o = table_lengths(stream.dist, isl, osl, n, rng, max_context)
+    else:
+        i = lengths(isl, n, stream.dist, stream.spread, rng, max_context - 1)
+        o = lengths(osl, n, stream.dist, stream.spread, rng, max_context)
     o = np.minimum(o, max_context - i)
     if stream.kind == "rate":
         if not stream.rate_per_s > 0:

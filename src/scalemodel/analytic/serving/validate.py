@@ -46,6 +46,7 @@ class ServingRow:
     stream: str = "max-load"
     engine_version: str = ""
     url: str = ""
+    length_dist: str = "fixed"  # or the bundled table the lengths were drawn from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +79,23 @@ def _number(row: dict[str, str], key: str, kind: type = float, *, default: Any =
     return v
 
 
+def length_dist(row: dict[str, str]) -> str:
+    """The length distribution a row's ``length_basis`` names: ``dist:NAME`` at its start (NAME a
+    bundled per-request table, e.g. ``dist:sharegpt``) draws each request's (input, output)
+    lengths from that table scaled to the row's isl / osl means; anything else is fixed lengths.
+    An unknown NAME is bad input."""
+    from .streams import TABLES
+
+    basis = (row.get("length_basis") or "").strip()
+    if not basis.startswith("dist:"):
+        return "fixed"
+    name = basis[5:].split(None, 1)[0].rstrip(";,.:") if basis[5:].strip() else ""
+    if name not in TABLES:
+        raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: length_basis names "
+                       f"dist:{name!r}, not one of {', '.join('dist:' + t for t in TABLES)}")
+    return name
+
+
 def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                      required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
@@ -85,7 +103,8 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
     folder model paths are relative to. Optional columns: ep (experts over that many of the TP
     ranks), dp (replicas the figure covers),
     max_batch, kv_fraction and max_num_tokens (what the run set: batch limit, KV-pool fraction,
-    tokens per iteration), rate and concurrency (the stream's). A row
+    tokens per iteration), rate and concurrency (the stream's); a length_basis starting
+    ``dist:NAME`` draws the lengths from a bundled table (``length_dist``). A row
     whose isl or osl is empty (the source does not state it) is skipped with its
     length_basis; a malformed number is bad input."""
     from dataclasses import replace
@@ -123,6 +142,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                            f"in (0, 1], got {row.get('kv_fraction')!r}")
         rate = _number(row, "rate", default=0.0)
         conc = _number(row, "concurrency", int, default=0)
+        dist = length_dist(row)
         if not (row.get("isl") or "").strip() or not (row.get("osl") or "").strip():
             skipped.append((rid, "input or output length not stated by the source: "
                                  + (row.get("length_basis") or "no length_basis given")))
@@ -142,7 +162,8 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
             lay = ServeLayout(tp, pp, ep=ep, dp=dp,
                               attention_dp=str(row.get("attention_dp") or "").lower()
                               in ("1", "true"))
-            stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc)
+            stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc,
+                            dist=dist)
             r = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng, stream, isl, osl,
                          max_batch=max_batch, token_budget=max_tokens)
         except BadInput as e:
@@ -157,7 +178,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                               pred / meas - 1 if meas else float("inf"), r.max_batch,
                               r.token_budget, r.kv_capacity_tokens, dp=lay.dp,
                               stream=row["stream"], engine_version=row.get("engine_version", ""),
-                              url=row.get("url", "")))
+                              url=row.get("url", ""), length_dist=dist))
     return out, skipped
 
 
