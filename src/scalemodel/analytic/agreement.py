@@ -13,7 +13,12 @@ compared with the team's layout priced by the same step model (its unstated keys
 * ``speedup_predicted``: the search's best over the team's layout, in tokens per second, less 1;
 * the term that makes the difference: the term of the step breakdown (compute, exposed TP, CP,
   EP, PP or DP communication, bubble, optimizer, overlap slowdown) whose time the pick saves
-  most against the team's layout.
+  most against the team's layout;
+* ``keys_differ`` and ``layout_class``: the layout keys the pick changes and the class of the
+  disagreement, the first of :data:`CLASS_ORDER` whose keys are among them (recompute before
+  EP before TP / CP before PP before micro-batch before ZeRO before DP: the keys that change
+  what the step computes come before those that change only where it runs). The top level's
+  ``by_class`` counts the rows above 10% by class and by term.
 
 A search that beats a layout the best teams run by a wide margin is evidence of a mispriced term,
 not of a better layout; the row names the term to look at.
@@ -34,6 +39,37 @@ from .validate import read_rows, row_problem
 # the keys a source must state for its row to count as "states its layout"
 STATED_KEYS = ("tp", "pp")
 WITHIN = 0.10  # the issue's agreement threshold: the team's layout within 10% of the best
+# the layout keys compared, and the classes of a disagreement in the order they are assigned
+COMPARED_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch", "recompute",
+                 "recompute_modules", "recompute_layers")
+CLASS_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("recompute", ("recompute", "recompute_modules", "recompute_layers")),
+    ("ep", ("ep", "etp")),
+    ("tp_cp", ("tp", "cp")),
+    ("pp", ("pp", "vpp")),
+    ("micro_batch", ("micro_batch",)),
+    ("zero", ("zero",)),
+    ("dp", ("dp",)),
+)
+
+
+def keys_differ(published: dict[str, Any], pick: dict[str, Any]) -> tuple[str, ...]:
+    """The layout keys whose value the pick changes (a key absent on one side counts as its
+    default: 1, or none for the recompute keys)."""
+    def val(d: dict[str, Any], k: str) -> Any:
+        v = d.get(k)
+        if k.startswith("recompute"):
+            return v or ("none" if k == "recompute" else None)
+        return 1 if v is None else v
+    return tuple(k for k in COMPARED_KEYS if val(published, k) != val(pick, k))
+
+
+def layout_class(keys: tuple[str, ...]) -> str:
+    """The class of a disagreement: the first class of CLASS_ORDER among the changed keys."""
+    for name, ks in CLASS_ORDER:
+        if any(k in keys for k in ks):
+            return name
+    return "none"
 
 
 @dataclass(frozen=True)
@@ -58,6 +94,14 @@ class AgreementRow:
     best_step_time_s: float
 
     @property
+    def keys_differ(self) -> tuple[str, ...]:
+        return keys_differ(self.published_layout, self.search_best)
+
+    @property
+    def layout_class(self) -> str:
+        return layout_class(self.keys_differ)
+
+    @property
     def speedup_predicted(self) -> float:
         return self.best_tokens_per_s / self.published_tokens_per_s - 1
 
@@ -73,6 +117,7 @@ class AgreementRow:
                 "published_step_time_s": self.published_step_time_s,
                 "best_step_time_s": self.best_step_time_s,
                 "term": self.term, "term_saving_s": self.term_saving_s,
+                "keys_differ": list(self.keys_differ), "layout_class": self.layout_class,
                 "published_breakdown_s": self.published_breakdown_s,
                 "best_breakdown_s": self.best_breakdown_s}
 
@@ -129,8 +174,18 @@ class Agreement:
     def picks_published(self) -> int:
         return sum(r.rank_of_published == 1 for r in self.rows)
 
+    @property
+    def by_class(self) -> dict[str, dict[str, int]]:
+        """The rows whose pick is predicted more than 10% faster, counted by class and term."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.rows:
+            if r.speedup_predicted > WITHIN:
+                terms = out.setdefault(r.layout_class, {})
+                terms[r.term] = terms.get(r.term, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -sum(kv[1].values())))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": [r.to_dict() for r in self.rows],
+        return {"rows": [r.to_dict() for r in self.rows], "by_class": self.by_class,
                 "skipped": [{"id": i, "reason": why} for i, why in self.skipped],
                 "share_within_10pct": self.share_within_10pct,
                 "median_speedup_predicted": self.median_speedup,
