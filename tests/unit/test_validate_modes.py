@@ -137,6 +137,10 @@ def test_agreement_class_of_a_disagreement():
             "recompute": "none"}
     assert layout_class(keys_differ(nemo, dict(nemo, ep=8, vpp=3))) == "ep"
     assert layout_class(keys_differ(nemo, dict(nemo, vpp=3))) == "pp"
+    # a dense model's expert TP follows its TP (ep 1 on both sides): TP8 -> TP4 is a TP change
+    dense = dict(team, tp=8, etp=8, dp=4)
+    assert keys_differ(dense, dict(dense, tp=4, etp=4, dp=8)) == ("tp", "dp")
+    assert layout_class(("tp", "dp")) == "tp_cp"
     # an absent key reads as its default (1; no recompute), so the same layout differs nowhere
     assert keys_differ({"tp": 1, "recompute": None}, {"recompute": "none"}) == ()
     assert layout_class(()) == "none"

@@ -55,13 +55,16 @@ CLASS_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def keys_differ(published: dict[str, Any], pick: dict[str, Any]) -> tuple[str, ...]:
     """The layout keys whose value the pick changes (a key absent on one side counts as its
-    default: 1, or none for the recompute keys)."""
+    default: 1, or none for the recompute keys; expert TP only where either side has experts
+    split, ep > 1: without EP it is the TP degree again)."""
     def val(d: dict[str, Any], k: str) -> Any:
         v = d.get(k)
         if k.startswith("recompute"):
             return v or ("none" if k == "recompute" else None)
         return 1 if v is None else v
-    return tuple(k for k in COMPARED_KEYS if val(published, k) != val(pick, k))
+    moe = val(published, "ep") > 1 or val(pick, "ep") > 1
+    return tuple(k for k in COMPARED_KEYS
+                 if (moe or k != "etp") and val(published, k) != val(pick, k))
 
 
 def layout_class(keys: tuple[str, ...]) -> str:
