@@ -93,6 +93,13 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
     assert tp8["term"] in ("tp_exposed", "compute")
     assert tp8["search_best"]["tp"] < 8
     n = len(d["rows"])
+    # holding the stated recompute narrows the free grid, so its best is never faster
+    held = [r for r in d["rows"] if r["speedup_recompute_held"] is not None]
+    assert held and all(r["speedup_recompute_held"] <= r["speedup_predicted"] + 1e-9
+                        for r in held)
+    assert d["rows_stating_recompute"] == len(held)
+    assert d["share_within_10pct_recompute_held"] == pytest.approx(
+        sum(r["speedup_recompute_held"] <= 0.10 for r in held) / len(held))
     # by_class counts every row above 10% once
     assert sum(sum(t.values()) for t in d["by_class"].values()) == sum(
         r["speedup_predicted"] > 0.10 for r in d["rows"])

@@ -18,7 +18,12 @@ compared with the team's layout priced by the same step model (its unstated keys
   disagreement, the first of :data:`CLASS_ORDER` whose keys are among them (recompute before
   EP before TP / CP before PP before micro-batch before ZeRO before DP: the keys that change
   what the step computes come before those that change only where it runs). The top level's
-  ``by_class`` counts the rows above 10% by class and by term.
+  ``by_class`` counts the rows above 10% by class and by term;
+* ``speedup_recompute_held``: the same comparison with the recompute the source states held in
+  the free search too (None where the source states none). A diagnostic beside the share, not
+  in it: where a source runs recompute as its study's variable or its default, this says
+  whether the other keys agree. Top level: ``share_within_10pct_recompute_held`` over the rows
+  that state a recompute.
 
 A search that beats a layout the best teams run by a wide margin is evidence of a mispriced term,
 not of a better layout; the row names the term to look at.
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from .planner import breakdown, evaluate, layout_grid, search
+from .planner import RECOMPUTE_KEYS, breakdown, evaluate, layout_grid, search
 from .validate import read_rows, row_problem
 
 # the keys a source must state for its row to count as "states its layout"
@@ -95,6 +100,14 @@ class AgreementRow:
     best_breakdown_s: dict[str, float]
     published_step_time_s: float
     best_step_time_s: float
+    # the free search's best with the stated recompute held, tokens/s (None: none stated)
+    held_tokens_per_s: float | None = None
+
+    @property
+    def speedup_recompute_held(self) -> float | None:
+        if self.held_tokens_per_s is None:
+            return None
+        return self.held_tokens_per_s / self.published_tokens_per_s - 1
 
     @property
     def keys_differ(self) -> tuple[str, ...]:
@@ -121,6 +134,7 @@ class AgreementRow:
                 "best_step_time_s": self.best_step_time_s,
                 "term": self.term, "term_saving_s": self.term_saving_s,
                 "keys_differ": list(self.keys_differ), "layout_class": self.layout_class,
+                "speedup_recompute_held": self.speedup_recompute_held,
                 "published_breakdown_s": self.published_breakdown_s,
                 "best_breakdown_s": self.best_breakdown_s}
 
@@ -144,6 +158,14 @@ def agree_row(row: dict[str, str]) -> AgreementRow:
     res = evaluate(p.job, p.cluster, layout_grid(p.job, p.cluster, {}).cols)
     thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
     faster, fitting = int(np.count_nonzero(thr > pub_tps * (1 + 1e-9))), int(thr.size)
+    # the diagnostic: the same free search with the source's recompute held
+    held_keys = {k: v for k, v in p.stated.items() if k in ("recompute", *RECOMPUTE_KEYS)}
+    held = None
+    if "recompute" in held_keys:
+        try:
+            held = float(search(p.job, p.cluster, held_keys, top=0).best.values.tokens_per_s)
+        except BadInput:  # cannot happen where the team's layout fits; kept as "none stated"
+            held = None
     bp, bb = breakdown(pub.values), breakdown(best.values)
     saving = {k: bp[k] - bb[k] for k in bp}
     term = max(saving, key=lambda k: saving[k])
@@ -154,7 +176,7 @@ def agree_row(row: dict[str, str]) -> AgreementRow:
         dict(p.stated), pub.layout.as_dict(), best.layout.as_dict(), pub_tps,
         float(best.values.tokens_per_s), faster + 1, fitting, term,
         float(saving.get(term, 0.0)),
-        bp, bb, float(pub.values.step_time_s), float(best.values.step_time_s))
+        bp, bb, float(pub.values.step_time_s), float(best.values.step_time_s), held)
 
 
 @dataclass(frozen=True)
@@ -178,6 +200,11 @@ class Agreement:
         return sum(r.rank_of_published == 1 for r in self.rows)
 
     @property
+    def share_within_10pct_recompute_held(self) -> float:
+        held = [r.speedup_recompute_held for r in self.rows if r.speedup_recompute_held is not None]
+        return sum(x <= WITHIN for x in held) / len(held) if held else float("nan")
+
+    @property
     def by_class(self) -> dict[str, dict[str, int]]:
         """The rows whose pick is predicted more than 10% faster, counted by class and term."""
         out: dict[str, dict[str, int]] = {}
@@ -192,7 +219,10 @@ class Agreement:
                 "skipped": [{"id": i, "reason": why} for i, why in self.skipped],
                 "share_within_10pct": self.share_within_10pct,
                 "median_speedup_predicted": self.median_speedup,
-                "rows_ranked_first": self.picks_published, "row_count": len(self.rows)}
+                "rows_ranked_first": self.picks_published, "row_count": len(self.rows),
+                "share_within_10pct_recompute_held": self.share_within_10pct_recompute_held,
+                "rows_stating_recompute": sum(r.speedup_recompute_held is not None
+                                              for r in self.rows)}
 
 
 def agreement(text: str, ids: list[str] | None = None) -> Agreement:

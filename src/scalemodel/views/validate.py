@@ -113,6 +113,8 @@ def agreement_report(a: Any) -> Any:
                             100 * a.share_within_10pct, "%"),
                    Headline("median predicted speedup of the pick", 100 * a.median_speedup, "%"),
                    Headline("rows where the team's layout ranks first", a.picks_published, ""),
+                   Headline("diagnostic: within 10% with the stated recompute held",
+                            100 * a.share_within_10pct_recompute_held, "%"),
                    *(Headline(f"rows above 10%, class {c}", sum(t.values()), "")
                      for c, t in a.by_class.items())),
         tables=(Table("runs", ("id", "team's layout", "search's pick", "pick faster by",
