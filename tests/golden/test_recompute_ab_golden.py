@@ -2,9 +2,12 @@
 forward (docs/planner.md, "Layout agreement", the s13 table: 25 of the 36 rows above 10%). A
 measurement of exactly that term at one layout, the other keys held: Korthikanti et al. 2022
 (arXiv:2205.05198, abstract; source korthikanti-2022) train the 530B GPT (105 layers, h 20480,
-128 heads, sequence 2048; TP8 x PP35 as MT-NLG) on 2,240 A100 at 54.2% MFU with sequence
-parallelism and selective recompute and at 42.1% with full recompute: the same work in
-54.2 / 42.1 = 1.287 times the time. The step model prices both runs of that layout (micro-batch
+128 heads, sequence 2048) on 2,240 A100 at 54.2% MFU with sequence parallelism and selective
+recompute and at 42.1% with full recompute: the same work in 54.2 / 42.1 = 1.287 times the
+time. The abstract does not state the layout; TP8 x PP35 x DP8 is assumed: it is MT-NLG's, and
+with TP8 it is the only split of 2,240 GPUs whose stage count divides the 105 layers and whose
+weights and Adam states fit in 80 GB (PP5 or PP7 would hold 9.5-13 B parameters a GPU, over
+150 GB at 16 bytes each). The step model prices both runs of that layout (micro-batch
 1, DP8, plain data parallelism) with the megatron-core profile: selective recompute with SP as
 that paper's code introduced it, no TP overlap (userbuffers came later). The batch is not in the
 abstract: MT-NLG's 1920 and one sequence a GPU (2240) are both priced, and the ratio is the
