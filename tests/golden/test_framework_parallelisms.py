@@ -139,9 +139,9 @@ LAY = {"tp": 8, "pp": 8, "dp": 1, "cp": 1, "ep": 1, "zero": 0, "micro_batch": 1,
        "recompute": "full"}
 
 
-def _pp(fw, vpp, n=64, batch=64):
+def _pp(fw, vpp, n=64, batch=64, **lay):
     j = _job("llama-3-70b", fw, seq=4096, batch=batch)
-    return evaluate_one(j, make_cluster("h100-sxm", n), dict(LAY, vpp=vpp)).values
+    return evaluate_one(j, make_cluster("h100-sxm", n), dict(LAY, vpp=vpp, **lay)).values
 
 
 def test_interleaved_p2p_leaves_warmup_and_flush_exposed():
@@ -183,9 +183,11 @@ def test_deepspeed_pipeline_engine_pays_two_transfers_per_crossing():
     # RecvActivation then SendGrad, a backward step SendActivation then RecvGrad, and
     # runtime/pipe/p2p.py send / recv are blocking dist.send / dist.recv (async_op must be
     # False): where Megatron-LM's 1F1B posts a step's send and receive in one batch_isend_irecv
-    # (one transfer time), the PipelineEngine pays two in a row. The same layout and every other
-    # field of megatron-lm-2021: the P2P term doubles, the compute does not move.
-    ds, mg = _pp("megatron-deepspeed-2021", 1), _pp("megatron-lm-2021", 1)
+    # (one transfer time), the PipelineEngine pays two in a row. The same layout and split (80
+    # layers, 10 a stage: megatron-lm-2021 splits evenly only, DeepSpeed as balanced as it can)
+    # and every other field of megatron-lm-2021: the P2P term doubles, the compute does not move.
+    ds, mg = (_pp("megatron-deepspeed-2021", 1, stages=(10,) * 8),
+              _pp("megatron-lm-2021", 1, stages=(10,) * 8))
     assert ds.pp_s == pytest.approx(2 * mg.pp_s, rel=1e-12) and mg.pp_s > 0
     assert ds.pp_raw_s == pytest.approx(2 * mg.pp_raw_s, rel=1e-12)
     assert ds.compute_s == mg.compute_s and ds.bubble_s == mg.bubble_s
@@ -341,3 +343,31 @@ def test_torchtitan_2024_12_has_no_reshard_option():
     assert set(np.unique(c["zero"]).tolist()) <= {0, 3}
     assert set(np.unique(c["ep"]).tolist()) == {1}
     assert c["pp"].max() > 1 and c["vpp"].max() > 1 and c["cp"].max() > 1
+
+
+def test_megatron_lm_2021_splits_the_layers_evenly_only():
+    # Megatron-LM at 3d718bfc / 6985e589 (source megatron-lm-2021-even-split): ParallelTransformer
+    # asserts num_layers % pp == 0 and builds (num_layers // pp) // vpp layers a chunk, so a split
+    # where pp x vpp does not divide the layers cannot be built. SC21 Table 1's 76.1B GPT (60
+    # layers, h 10240, 80 heads) on 1,024 A100 with global batch 1792: the script's PP4 x v3 (5
+    # layers a chunk) is a split the code builds; PP16 x v3 (48 chunks of 60 layers), the free
+    # search's pick before this profile field, and PP16 without interleaving are not
+    from scalemodel.analytic.validate import row_model
+
+    m = row_model({"layers": "60", "hidden": "10240", "heads": "80", "kv_heads": "80",
+                   "ffn": "40960", "vocab": "51200", "positions": "learned", "gated": "0",
+                   "tied": "1", "params_b": "76.1", "seq_len": "2048", "id": "megatron-76.1b"})
+
+    def pairs(fw):
+        job = make_job(m, seq_len=2048, global_batch_seqs=1792, framework_id=fw)
+        c = layout_grid(job, make_cluster("a100-sxm-80gb", 1024)).cols
+        piped = c["pp"] > 1
+        return set(zip(c["pp"][piped].tolist(), c["vpp"][piped].tolist(), strict=True))
+
+    even = pairs("megatron-lm-2021")
+    assert (4, 3) in even and (4, 1) in even
+    assert (16, 3) not in even and (16, 1) not in even
+    assert all(60 % (p * v) == 0 for p, v in even)
+    # Megatron-DeepSpeed splits with DeepSpeed's partition_balanced (source
+    # deepspeed-pipe-partition-balanced: BLOOM ran 70 layers on 12 stages), so it keeps PP16
+    assert (16, 1) in pairs("megatron-deepspeed-2021")

@@ -74,7 +74,10 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
     assert "tensor parallelism" in skipped["mpt-7b-h100-tp8-foundry"]
     for r in rows.values():
         assert set(r) >= {"id", "published_layout", "search_best", "speedup_predicted",
-                          "rank_of_published"}
+                          "rank_of_published", "keys_differ", "layout_class"}
+        # the keys named are exactly those whose value differs between the two layouts
+        assert all(r["published_layout"].get(k) != r["search_best"].get(k)
+                   for k in r["keys_differ"])
         # the team's stated keys are kept in the layout priced for it
         assert all(r["published_layout"][k] == v for k, v in r["stated"].items())
         # rank 1 exactly when nothing in the free search is faster than the team's layout
@@ -90,6 +93,16 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
     assert tp8["term"] in ("tp_exposed", "compute")
     assert tp8["search_best"]["tp"] < 8
     n = len(d["rows"])
+    # holding the stated recompute narrows the free grid, so its best is never faster
+    held = [r for r in d["rows"] if r["speedup_recompute_held"] is not None]
+    assert held and all(r["speedup_recompute_held"] <= r["speedup_predicted"] + 1e-9
+                        for r in held)
+    assert d["rows_stating_recompute"] == len(held)
+    assert d["share_within_10pct_recompute_held"] == pytest.approx(
+        sum(r["speedup_recompute_held"] <= 0.10 for r in held) / len(held))
+    # by_class counts every row above 10% once
+    assert sum(sum(t.values()) for t in d["by_class"].values()) == sum(
+        r["speedup_predicted"] > 0.10 for r in d["rows"])
     assert d["share_within_10pct"] == pytest.approx(
         sum(r["speedup_predicted"] <= 0.10 for r in d["rows"]) / n)
 
@@ -114,3 +127,30 @@ def test_agreement_keeps_to_what_the_framework_offered(capsys, tmp_path):
 def test_modes_bad_input(capsys, argv, needle):
     rc, _, err = run(capsys, "validate", *argv)
     assert rc == 2 and needle in err
+
+
+def test_agreement_class_of_a_disagreement():
+    # the classes by hand, from two layouts of the SC21 1.7B row (examples/sc21/run_table_1.sh:
+    # DP32, micro-batch 16, uniform recompute) against a pick that drops the recompute at
+    # micro-batch 2: the keys changed are those two, and recompute comes first in the order
+    from scalemodel.analytic.agreement import CLASS_ORDER, keys_differ, layout_class
+    team = {"tp": 1, "pp": 1, "dp": 32, "cp": 1, "ep": 1, "etp": 1, "zero": 0, "vpp": 1,
+            "micro_batch": 16, "recompute": "full"}
+    pick = dict(team, micro_batch=2, recompute="none")
+    assert keys_differ(team, pick) == ("micro_batch", "recompute")
+    assert layout_class(keys_differ(team, pick)) == "recompute"
+    # Qwen3-235B on H100 as NeMo 25.09 ran it (TP2 PP8 EP32 v4) against EP8 v3: EP before PP
+    nemo = {"tp": 2, "pp": 8, "dp": 16, "ep": 32, "vpp": 4, "zero": 1, "micro_batch": 1,
+            "recompute": "none"}
+    assert layout_class(keys_differ(nemo, dict(nemo, ep=8, vpp=3))) == "ep"
+    assert layout_class(keys_differ(nemo, dict(nemo, vpp=3))) == "pp"
+    # a dense model's expert TP follows its TP (ep 1 on both sides): TP8 -> TP4 is a TP change
+    dense = dict(team, tp=8, etp=8, dp=4)
+    assert keys_differ(dense, dict(dense, tp=4, etp=4, dp=8)) == ("tp", "dp")
+    assert layout_class(("tp", "dp")) == "tp_cp"
+    # an absent key reads as its default (1; no recompute), so the same layout differs nowhere
+    assert keys_differ({"tp": 1, "recompute": None}, {"recompute": "none"}) == ()
+    assert layout_class(()) == "none"
+    # every compared key belongs to exactly one class
+    owned = [k for _, ks in CLASS_ORDER for k in ks]
+    assert len(owned) == len(set(owned))

@@ -105,15 +105,21 @@ def agreement_report(a: Any) -> Any:
     data = a.to_dict()
     rows = tuple((r.id, _layout(r.published_layout), _layout(r.search_best),
                   _pct(r.speedup_predicted), f"{r.rank_of_published} of {r.fitting_layouts}",
-                  r.term, f"{r.term_saving_s:.3g} s") for r in a.rows)
+                  r.term, f"{r.term_saving_s:.3g} s", " ".join(r.keys_differ) or "-")
+                 for r in a.rows)
     sec = Section(
         f"Layout agreement ({len(a.rows)} runs that state their layout)",
         headlines=(Headline("team's layout within 10% of the search's best",
                             100 * a.share_within_10pct, "%"),
                    Headline("median predicted speedup of the pick", 100 * a.median_speedup, "%"),
-                   Headline("rows where the team's layout ranks first", a.picks_published, "")),
+                   Headline("rows where the team's layout ranks first", a.picks_published, ""),
+                   Headline("diagnostic: within 10% with the stated recompute held",
+                            100 * a.share_within_10pct_recompute_held, "%"),
+                   *(Headline(f"rows above 10%, class {c}", sum(t.values()), "")
+                     for c, t in a.by_class.items())),
         tables=(Table("runs", ("id", "team's layout", "search's pick", "pick faster by",
-                               "team's rank", "term that differs most", "saved per step"),
+                               "team's rank", "term that differs most", "saved per step",
+                               "keys the pick changes"),
                       rows),),
         text="Only the question is fixed (model, GPUs, batch, sequence, precision, framework "
              "profile, and the options the profile offers); the team's layout keeps its stated "
