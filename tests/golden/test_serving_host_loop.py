@@ -11,6 +11,12 @@ H > G. A loop that waits for the GPU before its host work (vLLM V1 without --asy
 EngineCore.step schedules, executes, applies the output in turn; TensorRT-LLM 0.5's
 gptSessionBenchmark with its shouldStopSync after every step) takes G + H.
 
+vLLM 0.6.0's V0 loop with --num-scheduler-steps n (the v0.6.0 post ran n = 10; wheel
+vllm-0.6.0, commit 32e7db25: engine/llm_engine.py 1500-1504 calls Scheduler.schedule only when
+the cached schedule has no steps left, worker/multi_step_model_runner.py 380-391 advances the
+inputs on the GPU for the other steps) does one scheduler call and its input preparation per n
+iterations: with that work H not overlapped, an iteration takes G + H / n on average.
+
 The stream below: 8 requests of 100 prompt tokens and 5 output tokens, all queued at once, a
 4096-token budget: iteration 1 prefills the 8 prompts together (each emits its first token),
 then 4 decode iterations of the 8 sequences, 5 iterations in all, each with 8 sequences
@@ -114,12 +120,54 @@ def test_steady_state_search_takes_the_same_host_loop(gpu_one_second):
     assert _steady(it, es, 100, 50, "full", None, decode_only=True)[2] == pytest.approx(G)
 
 
+def test_multi_step_spreads_one_scheduler_calls_host_work(gpu_one_second):
+    # one call's H = 0.25 + 0.05 x 8 = 0.65 s over n = 5 iterations, not overlapped:
+    # G + H / 5 = 1 + 0.13 = 1.13 s per iteration, first tokens at 1.13 s, done at 5.65 s
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
+                             host_overlap=False, host_iters_per_schedule=5)
+    r = run(it)
+    assert np.allclose(r.ttft_s, 1.13)
+    assert r.makespan_s == pytest.approx(5 * 1.13)
+    # overlapped, H / 5 = 0.37 s < G is hidden: 1 s per iteration (s_seq 0.2: H = 1.85 s)
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.2,
+                             host_overlap=True, host_iters_per_schedule=5)
+    assert run(it).makespan_s == pytest.approx(5 * G)
+
+
+def test_vllm_profiles_state_their_scheduler_steps():
+    from scalemodel.analytic.serving.engine import get_serving_engine
+
+    # EngineArgs.num_scheduler_steps = 1 (0.6.5 engine/arg_utils.py line 158): one call a step
+    assert get_serving_engine("vllm-v0").host_iters_per_schedule == 1
+    # the post's --num-scheduler-steps 10
+    e = get_serving_engine("vllm-0.6.0-multistep")
+    assert e.host_iters_per_schedule == 10
+    assert e.sources["host_iters_per_schedule"] == "vllm-v060-engine-loop"
+    assert e.version == "0.6.0"
+
+
+def test_bad_host_iters_per_schedule_in_a_user_profile(tmp_path):
+    from scalemodel.errors import BadInput
+    from scalemodel.specs.frameworks import load_frameworks_file
+
+    f = tmp_path / "fw.toml"
+    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
+                 'source = "scalemodel-serving-assumption"\nhost_iters_per_schedule = 0\n'
+                 'host_iters_per_schedule_source = "scalemodel-serving-assumption"\n')
+    with pytest.raises(BadInput) as e:
+        load_frameworks_file(str(f))
+    assert "host_iters_per_schedule" in str(e.value) and "integer >= 1" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("fid,overlap,source", [
     ("trtllm-0.20", True, "trtllm-020-py-executor-overlap"),
     ("trtllm-1.0", True, "trtllm-overlap-scheduler-docs"),
     ("sglang", True, "sglang-v04-overlap-scheduler"),
     ("vllm-v1", False, "vllm-pr-19970-async-scheduling"),
     ("trtllm-0.5", False, "trtllm-050-benchmarks"),
+    ("vllm-v0", False, "vllm-v065-engine-loop"),
+    ("vllm-0.6.0-multistep", False, "vllm-v060-engine-loop"),
 ])
 def test_engine_profiles_say_how_their_loop_overlaps(fid, overlap, source):
     from scalemodel.analytic.serving.engine import get_serving_engine

@@ -373,6 +373,9 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "host_s_per_iter": (_num(0), "seconds >= 0"),
     "host_s_per_seq": (_num(0), "seconds >= 0"),
     "host_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    # iterations the loop runs per scheduler call (vLLM V0's multi-step scheduling): the host
+    # seconds above are one call's work, spread over that many iterations
+    "host_iters_per_schedule": (_num(1, whole=True), "an integer >= 1"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
     # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"

@@ -46,6 +46,8 @@ class Engine:
     host_s_per_iter: float = 0.0
     host_s_per_seq: float = 0.0
     host_overlap: bool = False
+    # iterations per scheduler call (vLLM multi-step scheduling): the host seconds are one call's
+    host_iters_per_schedule: int = 1
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
@@ -93,7 +95,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor", "logits_gather", *SERVING_HOST_FIELDS)
+            "unchunked_budget_floor", "logits_gather", *SERVING_HOST_FIELDS,
+            "host_iters_per_schedule")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -109,7 +112,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"),
         host_s_per_iter=float(v.get("host_s_per_iter") or 0.0),
         host_s_per_seq=float(v.get("host_s_per_seq") or 0.0),
-        host_overlap=bool(v.get("host_overlap", False)))
+        host_overlap=bool(v.get("host_overlap", False)),
+        host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -30,7 +30,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   ``host_s_per_seq`` per sequence that emits a token. An engine whose loop prepares iteration
   n + 1 while the GPU runs n (``host_overlap``: TensorRT-LLM's PyTorch overlap scheduler,
   SGLang's overlap scheduler) takes max(GPU, host) per iteration; a loop that waits for the GPU
-  before it does its host work takes their sum. ``overhead_s`` is host time the GPU always waits
+  before it does its host work takes their sum. A loop that schedules once for several
+  iterations (``host_iters_per_schedule``: vLLM's multi-step scheduling, ``--num-scheduler-steps``)
+  spreads that host work over them. ``overhead_s`` is host time the GPU always waits
   for, added on top (the profiles' former single field, kept as that: a profile that sets only
   it prices as before).
 
@@ -210,11 +212,16 @@ class IterationModel:
     host_s_per_iter: float = 0.0
     host_s_per_seq: float = 0.0
     host_overlap: bool = False
+    # iterations the loop runs per scheduler call: the host seconds above are one call's work,
+    # spread over that many iterations
+    host_iters_per_schedule: int = 1
 
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
-        sampling sequences, overlapped (max) or not (sum), plus ``overhead_s``."""
-        host = self.host_s_per_iter + self.host_s_per_seq * np.asarray(n_logits, dtype=np.float64)
+        sampling sequences (one scheduler call's, over ``host_iters_per_schedule`` iterations),
+        overlapped (max) or not (sum), plus ``overhead_s``."""
+        host = (self.host_s_per_iter + self.host_s_per_seq * np.asarray(n_logits, dtype=np.float64)
+                ) / self.host_iters_per_schedule
         t = np.maximum(gpu_s, host) if self.host_overlap else gpu_s + host
         return t + self.overhead_s
 
@@ -300,7 +307,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           cluster: Any, decode_kv_reads: str = "kv_head",
           moe_gemm_kernel: str | None = None, logits_gather: str = "none",
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
-          host_overlap: bool = False) -> IterationModel:
+          host_overlap: bool = False, host_iters_per_schedule: int = 1) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -462,7 +469,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
         eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
-        host_overlap=bool(host_overlap))
+        host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule))
 
 
 def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any

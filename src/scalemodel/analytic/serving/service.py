@@ -83,7 +83,8 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads,
                  logits_gather=eng.logits_gather,
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
-                 host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap)
+                 host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
+                 host_iters_per_schedule=eng.host_iters_per_schedule)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
