@@ -46,6 +46,21 @@ class Engine:
     host_s_per_iter: float = 0.0
     host_s_per_seq: float = 0.0
     host_overlap: bool = False
+    # attention data parallelism (frameworks.toml attention_dp): whether the engine has it and
+    # how each MoE layer exchanges the ranks' tokens; empty: not recorded (no attention DP)
+    attention_dp: dict[str, Any] = field(default_factory=dict)
+
+    def adp_exchange(self) -> dict[str, Any]:
+        """The attention-DP exchange this engine runs, or one line where it has none or its
+        exchange was not read."""
+        a = self.attention_dp
+        if not a.get("supported"):
+            raise BadInput(f"--layout adp=1: {self.id} has no attention data parallelism "
+                           "(frameworks.toml attention_dp)")
+        if a.get("exchange") == "unread":
+            raise BadInput(f"--layout adp=1: {self.id}'s attention-DP exchange was not read "
+                           "(frameworks.toml attention_dp exchange = unread); it is not priced")
+        return a
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
@@ -93,7 +108,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor", "logits_gather", *SERVING_HOST_FIELDS)
+            "unchunked_budget_floor", "logits_gather", "attention_dp", *SERVING_HOST_FIELDS)
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -109,7 +124,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         unchunked_budget_floor=str(v.get("unchunked_budget_floor") or "none"),
         host_s_per_iter=float(v.get("host_s_per_iter") or 0.0),
         host_s_per_seq=float(v.get("host_s_per_seq") or 0.0),
-        host_overlap=bool(v.get("host_overlap", False)))
+        host_overlap=bool(v.get("host_overlap", False)),
+        attention_dp=dict(v.get("attention_dp") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
@@ -161,6 +177,8 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     from ...specs import dtype
     from ..serving_memory import engine_kv_budget, engine_token_budget
 
+    if lay.attention_dp:
+        eng.adp_exchange()
     if prec.gemm_dtype not in gpu.flop_per_s:
         raise BadInput(f"--precision {prec.name}: {gpu.id} has no {prec.gemm_dtype} tensor-core "
                        f"path (its spec lists {', '.join(gpu.flop_per_s)})")

@@ -83,7 +83,8 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads,
                  logits_gather=eng.logits_gather,
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
-                 host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap)
+                 host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
+                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
