@@ -316,7 +316,9 @@ ADP_PRICED = ("route_bytes_per_expert", "output_bytes", "dispatch_16bit")
 
 
 def _adp_ok(v: dict[str, Any]) -> bool:
-    num = (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0)
+    def num(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+
     if not isinstance(v.get("supported"), bool) or v.get("exchange") not in ADP_EXCHANGES:
         return False
     if v["exchange"] == "unread" or not v["supported"]:
