@@ -34,7 +34,7 @@ class ServeResult:
     ttft_p99_s: float
     tpot_p50_s: float
     tpot_p99_s: float
-    kv_capacity_tokens: int  # per replica
+    kv_capacity_tokens: int  # per replica (per attention-DP rank under attention DP)
     max_concurrency: float  # requests of the workload's length the KV pool holds at once
     memory_per_gpu_bytes: float
     gpus: int
