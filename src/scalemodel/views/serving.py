@@ -144,7 +144,8 @@ def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
     from ..derive import Headline, Section, Table
     from .validate import _pct
 
-    table = tuple((r.id, r.source, r.engine, r.model, f"{r.dp} x {r.tp} x {r.gpu}",
+    table = tuple((r.id, r.source, r.engine, r.model,
+                   f"{r.dp} x {'DEP' if r.attention_dp else ''}{r.tp} x {r.gpu}",
                    r.precision, f"{r.isl}/{r.osl}", r.stream, r.max_batch, r.metric,
                    f"{r.measured:,.6g}", f"{r.predicted:,.6g}", _pct(r.error)) for r in rows)
     heads = ((Headline("mean absolute error", 100 * s["mape"], "%"),

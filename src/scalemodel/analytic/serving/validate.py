@@ -46,6 +46,7 @@ class ServingRow:
     stream: str = "max-load"
     engine_version: str = ""
     url: str = ""
+    attention_dp: bool = False  # the run's layout was attention data parallel (DEPtp)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,7 +158,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                               pred / meas - 1 if meas else float("inf"), r.max_batch,
                               r.token_budget, r.kv_capacity_tokens, dp=lay.dp,
                               stream=row["stream"], engine_version=row.get("engine_version", ""),
-                              url=row.get("url", "")))
+                              url=row.get("url", ""), attention_dp=lay.attention_dp))
     return out, skipped
 
 
