@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BadInput
-from ...specs import GPUSpec, ModelSpec
+from ...specs import GPUSpec, ModelSpec, dtype
 from ...specs.sources import load_toml
 
 
@@ -490,7 +490,8 @@ def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,
     T = np.asarray(T, dtype=np.float64)
     block_fp8 = (prec.name == "fp8" and m.quant is not None and m.quant.method == "fp8"
                  and m.quant.strategy == "block")
-    e_d = 2.0 if block_fp8 and "fp8_block" in exchange["dispatch_16bit"] else prec.activation_bytes
+    e_d = (dtype("bf16").bytes if block_fp8 and "fp8_block" in exchange["dispatch_16bit"]
+           else prec.activation_bytes)
     per_tok = float(m.hidden) * e_d + float(m.top_k) * float(exchange["route_bytes_per_expert"])
     return (n * T * per_tok, n * T * float(m.hidden) * float(exchange["output_bytes"]))
 
