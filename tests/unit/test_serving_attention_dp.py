@@ -130,3 +130,22 @@ def test_attention_dp_rank_memory_by_hand():
     assert kv.weights_bytes == pytest.approx(2 * params, rel=1e-4)
     # the KV per token on a rank is every KV head's: 2 x 94 x 4 x 128 x 2 B = 192,512 B
     assert kv.bytes_per_token == pytest.approx(2 * 94 * 4 * 128 * 2)
+
+
+@pytest.mark.parametrize("table, ok", [
+    ({"supported": True, "exchange": "allgather_reducescatter", "route_bytes_per_expert": 8,
+      "output_bytes": 2, "dispatch_16bit": ["fp8_block"]}, True),
+    ({"supported": True, "exchange": "unread"}, True),
+    ({"supported": False, "exchange": "unread"}, True),
+    # an exchange the iteration model does not price, a read form missing its bytes, a bad kind
+    ({"supported": True, "exchange": "alltoall"}, False),
+    ({"supported": True, "exchange": "allgather_reducescatter"}, False),
+    ({"supported": True, "exchange": "allgather_reducescatter", "route_bytes_per_expert": 8,
+      "output_bytes": 2, "dispatch_16bit": ["int4"]}, False),
+    ({"exchange": "unread"}, False),
+])
+def test_profile_field_is_checked(table, ok):
+    from scalemodel.specs.frameworks import SERVING_FIELDS
+
+    check, _ = SERVING_FIELDS["attention_dp"]
+    assert check(table) is ok
