@@ -76,10 +76,33 @@ def test_v10_table_size_and_cells():
         assert int(r["requests"]) == V10_REQUESTS[(int(r["isl"]), int(r["osl"]))]
 
 
+# the DEPn cells of the developer-guide edition (attention data parallel, experts over n):
+# (model, gpu, n, isl, osl) -> output tokens per second per GPU
+DEP_CELLS = {
+    ("dsr1", "h200", 8, 1024, 1024): 1620,
+    ("dsr1", "h200", 8, 1024, 32768): 438,
+    ("maverick", "b200", 4, 32768, 1024): 859,
+    ("maverick", "h200", 8, 8192, 1024): 1276,
+    ("qwen3-235b", "b200", 4, 1024, 32768): 1255,
+    ("qwen3-235b", "h200", 4, 32768, 1024): 134,
+    ("qwen3-235b", "h100", 8, 1024, 8192): 873,
+}
+
+
 def test_dev_table_size_and_cells():
     rows = _rows(DEV)
+    dep = {k: r for k, r in rows.items() if "-dep" in k}
+    rows = {k: r for k, r in rows.items() if k not in dep}
     # Llama 3.3 70B: B200 TP1 5, H200 TP2 5, H100 TP2 2 cells; Qwen3-30B-A3B B200 TP1 6
     assert len(rows) == 5 + 5 + 2 + 6
+    # DEPn: DeepSeek R1 0528 H200 DEP8 4 (its B200 FP4 column is left out: no NVFP4 config),
+    # Maverick B200 DEP4 6 and H200 DEP8 5, Qwen3-235B-A22B B200 DEP4 6, H200 DEP4 5, H100 DEP8 3
+    assert len(dep) == 4 + 6 + 5 + 6 + 5 + 3
+    for (m, g, n, i, o), v in DEP_CELLS.items():
+        r = dep[f"trtllmdev-{m}-{g}-dep{n}-{i}-{o}"]
+        assert float(r["measured"]) == pytest.approx(v)
+        assert (int(r["tp"]), int(r["ep"]), r["attention_dp"]) == (n, n, "1")
+        assert int(r["requests"]) == DEV_REQUESTS[(i, o)]
     for (m, g, tp, i, o), v in DEV_CELLS.items():
         r = rows[f"trtllmdev-{m}-{g}-tp{tp}-{i}-{o}"]
         assert float(r["measured"]) == pytest.approx(v)
@@ -131,8 +154,18 @@ def test_unchunked_floor_on_a_32k_prompt():
 
 
 def test_rows_priced():
-    ids = set(_rows(V10)) | set(_rows(DEV))
+    ids = {k for k in set(_rows(V10)) | set(_rows(DEV)) if "-dep" not in k}
     priced, skipped = validate_published(CSV.read_text(), ROOT, ids)
     assert not skipped and {r.id for r in priced} == ids
     for r in priced:
         assert r.engine == "trtllm-1.0-bench" and r.predicted > 0
+
+
+def test_dep_row_priced_with_attention_dp():
+    # one DEPn row read through the CSV's attention_dp column: priced (not skipped) on one
+    # attention-DP rank of the DEP4 replica, the deployment's figure per GPU
+    rid = "trtllmdev-qwen3-235b-h200-dep4-32768-1024"
+    priced, skipped = validate_published(CSV.read_text(), ROOT, {rid})
+    assert not skipped
+    (r,) = priced
+    assert (r.tp, r.dp, r.engine) == (4, 1, "trtllm-1.0-bench") and r.predicted > 0

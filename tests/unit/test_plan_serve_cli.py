@@ -79,6 +79,10 @@ def test_disaggregated_pools(capsys):
     (["--ttft-ms", "100"], "--rate"),
     (["--layout", "tp=3"], "tp"),
     (["--layout", "tp=2,adp=1"], "dense"),
+    (["--model", "qwen3-30b-a3b", "--layout", "tp=4,ep=2,adp=1"], "ep must equal tp"),
+    (["--model", "qwen3-30b-a3b", "--layout", "tp=4,adp=1"], "no attention data parallelism"),
+    (["--model", "qwen3-30b-a3b", "--layout", "tp=4,adp=1", "--framework", "sglang"],
+     "was not read"),
     (["--gpu", "h100-sxm", "--precision", "fp4", "--requests", "50"], "fp4 tensor-core path"),
     (["--rate", "500", "--tpot-ms", "1", "--gpus", "2", "--requests", "100"], "closest"),
 ])

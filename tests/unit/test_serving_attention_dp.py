@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from scalemodel.analytic.planner import make_cluster
+from scalemodel.analytic.serving.engine import get_serving_engine
 from scalemodel.analytic.serving.iteration import (
     ServeLayout,
     build,
@@ -14,24 +15,80 @@ from scalemodel.analytic.serving.iteration import (
     exchange_bytes,
     precision,
 )
+from scalemodel.analytic.serving.search import layouts
 from scalemodel.errors import BadInput
 from scalemodel.specs import get_gpu, get_model
+
+
+def _adp(engine="trtllm-1.0"):
+    return get_serving_engine(engine).attention_dp
 
 
 def _it(model, lay, prec="fp8", kv="fp8", gpu="h200"):
     m, g = get_model(model), get_gpu(gpu)
     return build(m, g, lay, precision(prec), kv, max_tokens=2048, max_seqs=256,
-                 attention_kind="flash", overhead_s=0.0, cluster=make_cluster(g, lay.tp))
+                 attention_kind="flash", overhead_s=0.0, cluster=make_cluster(g, lay.tp),
+                 adp_exchange=_adp() if lay.attention_dp else None)
 
 
-def test_exchange_bytes_by_hand():
-    # DeepSeek-V3 DEP8, 32 tokens on each of the 8 ranks, hidden 7168 (its config.json):
-    # all-gather output 8 x 32 x 7168 x 1 B (FP8 activations) = 1,835,008 B; reduce-scatter
-    # input 8 x 32 x 7168 x 2 B (16-bit expert outputs) = 3,670,016 B
+# The exchange as TensorRT-LLM 1.0.0rc4 runs it (tensorrt_llm/_torch/modules/fused_moe/
+# fused_moe_cutlass.py at commit 000a01de, CutlassFusedMoE.forward_chunk): each rank routes its
+# own T tokens (k int32 expert ids and k float32 weights per token, asserted at lines 213-214),
+# quantizes the hidden states first for FP8 per-tensor (line 230) or NVFP4 (lines 248-253, one
+# 1-byte scale per 16 values), not for DeepSeek's FP8 block scales (line 233), all-gathers
+# [x, x_sf, ids, weights] over the n ranks (line 269) and reduce-scatters the 16-bit fused-MoE
+# output back (line 183). Shapes from the models' config.json files.
+@pytest.mark.parametrize("model, prec, per_token", [
+    # DeepSeek-V3 / R1 (hidden 7168, top 8, FP8 128 x 128 block scales): 7168 x 2 B unquantized
+    # + 8 x (4 + 4) B = 14,400 B
+    ("deepseek-v3", "fp8", 7168 * 2 + 8 * 8),
+    # DeepSeek NVFP4: 7168 x 0.5 B + 7168 / 16 x 1 B scales + 64 B = 4,096 B
+    ("deepseek-v3", "fp4", 7168 // 2 + 7168 // 16 + 8 * 8),
+    # Qwen3-235B-A22B (hidden 4096, top 8), a 16-bit checkpoint ModelOpt quantizes per tensor:
+    # 4096 x 1 B + 64 B = 4,160 B
+    ("qwen3-235b-a22b", "fp8", 4096 + 8 * 8),
+])
+def test_exchange_bytes_by_hand(model, prec, per_token):
+    # DEP8, 32 tokens on each of the 8 ranks: the all-gather's output holds all 8 x 32 tokens;
+    # the reduce-scatter's input is 8 x 32 x hidden 16-bit outputs
+    m = get_model(model)
     lay = ServeLayout(tp=8, ep=8, attention_dp=True)
-    ag, rs = exchange_bytes(get_model("deepseek-v3"), precision("fp8"), lay, 32)
-    assert float(ag) == 1_835_008
-    assert float(rs) == 3_670_016
+    ag, rs = exchange_bytes(m, precision(prec), lay, 32, _adp())
+    assert float(ag) == 8 * 32 * per_token
+    assert float(rs) == 8 * 32 * m.hidden * 2
+    if model == "deepseek-v3" and prec == "fp8":
+        assert float(ag) == 3_686_400 and float(rs) == 3_670_016
+
+
+def test_exchange_is_the_engines_data():
+    # the profile field is what prices it: TensorRT-LLM 1.0 reads the form above; 0.17's
+    # TensorRT path has none; SGLang's exchange was not read, so it is refused, not borrowed
+    a = _adp("trtllm-1.0")
+    assert (a["exchange"], a["route_bytes_per_expert"], a["output_bytes"]) == (
+        "allgather_reducescatter", 8, 2)
+    assert _adp("trtllm-1.0-bench") == a
+    for eng, needle in [("trtllm-0.17", "has no attention data parallelism"),
+                        ("vllm-v1", "has no attention data parallelism"),
+                        ("sglang", "was not read")]:
+        with pytest.raises(BadInput, match=needle):
+            get_serving_engine(eng).adp_exchange()
+    assert _adp("sglang")["supported"] is True
+
+
+def test_search_offers_attention_dp_where_the_engine_runs_it():
+    m = get_model("qwen3-235b-a22b")
+    on = layouts(m, 8, 8, {}, exact=True, adp_ok=True)
+    off = layouts(m, 8, 8, {}, exact=True, adp_ok=False)
+    assert ServeLayout(8, 1, 8, 1, attention_dp=True) in on
+    assert ServeLayout(4, 1, 4, 2, attention_dp=True) in on
+    assert not any(x.attention_dp for x in off)
+    assert set(off) <= set(on) and len(on) > len(off)
+    # never at tp 1 (nothing to split), never for a dense model, and adp=0 turns it off
+    assert not any(x.attention_dp and x.tp == 1 for x in on)
+    assert not any(x.attention_dp for x in layouts(get_model("llama-3-8b"), 8, 8, {},
+                                                    exact=True, adp_ok=True))
+    assert not any(x.attention_dp for x in layouts(m, 8, 8, {"adp": 0}, exact=True,
+                                                    adp_ok=True))
 
 
 def test_attention_dp_rank_holds_every_kv_head_and_pays_no_all_reduce():
@@ -73,3 +130,22 @@ def test_attention_dp_rank_memory_by_hand():
     assert kv.weights_bytes == pytest.approx(2 * params, rel=1e-4)
     # the KV per token on a rank is every KV head's: 2 x 94 x 4 x 128 x 2 B = 192,512 B
     assert kv.bytes_per_token == pytest.approx(2 * 94 * 4 * 128 * 2)
+
+
+@pytest.mark.parametrize("table, ok", [
+    ({"supported": True, "exchange": "allgather_reducescatter", "route_bytes_per_expert": 8,
+      "output_bytes": 2, "dispatch_16bit": ["fp8_block"]}, True),
+    ({"supported": True, "exchange": "unread"}, True),
+    ({"supported": False, "exchange": "unread"}, True),
+    # an exchange the iteration model does not price, a read form missing its bytes, a bad kind
+    ({"supported": True, "exchange": "alltoall"}, False),
+    ({"supported": True, "exchange": "allgather_reducescatter"}, False),
+    ({"supported": True, "exchange": "allgather_reducescatter", "route_bytes_per_expert": 8,
+      "output_bytes": 2, "dispatch_16bit": ["int4"]}, False),
+    ({"exchange": "unread"}, False),
+])
+def test_profile_field_is_checked(table, ok):
+    from scalemodel.specs.frameworks import SERVING_FIELDS
+
+    check, _ = SERVING_FIELDS["attention_dp"]
+    assert check(table) is ok

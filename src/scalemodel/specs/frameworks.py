@@ -311,6 +311,24 @@ KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free
 # once per KV head (a GQA-aware kernel: XQA, FlashAttention's grouped decode, FlashInfer) or once
 # per query head (a kernel with one thread block per query head, e.g. TensorRT-LLM 0.5's masked MHA)
 DECODE_KV_READS = ("kv_head", "query_head")
+ADP_EXCHANGES = ("allgather_reducescatter", "unread")
+ADP_PRICED = ("route_bytes_per_expert", "output_bytes", "dispatch_16bit")
+
+
+def _adp_ok(v: dict[str, Any]) -> bool:
+    def num(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+
+    if not isinstance(v.get("supported"), bool) or v.get("exchange") not in ADP_EXCHANGES:
+        return False
+    if v["exchange"] == "unread" or not v["supported"]:
+        return set(v) <= {"supported", "exchange", *ADP_PRICED}
+    return (set(v) == {"supported", "exchange", *ADP_PRICED}
+            and num(v["route_bytes_per_expert"]) and num(v["output_bytes"])
+            and isinstance(v["dispatch_16bit"], list)
+            and all(x in ("fp8_block",) for x in v["dispatch_16bit"]))
+
+
 SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_pool": (lambda v: v in KV_POOLS, " | ".join(KV_POOLS)),
     "util_default": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
@@ -385,6 +403,19 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # kernels.toml [grouped_gemm] benchmark measured (its per-launch cost is charged per expert)
     "moe_gemm": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
                  "a table of GPU architecture = a kernels.toml [grouped_gemm] kernel name"),
+    # attention data parallelism (TensorRT-LLM enable_attention_dp, SGLang
+    # --enable-dp-attention): whether the engine has it (supported), how each MoE layer moves
+    # the ranks' tokens to the experts and back (exchange: ADP_EXCHANGES; "unread" where the
+    # engine's code for it was not read, which plan serve then refuses to price), and for a
+    # read exchange the bytes each token carries beside its hidden vector per routed expert
+    # (route_bytes_per_expert: its expert id and weight), the bytes per element of the expert
+    # outputs sent back (output_bytes), and the checkpoint kinds whose tokens go out unquantized
+    # at 16 bits (dispatch_16bit: "fp8_block")
+    "attention_dp": (lambda v: isinstance(v, dict) and _adp_ok(v),
+                     "a table supported = true | false, exchange = "
+                     + " | ".join(ADP_EXCHANGES) + " and, for a read exchange, "
+                     "route_bytes_per_expert, output_bytes (numbers >= 0) and dispatch_16bit "
+                     "(a list of fp8_block)"),
 }
 # what plan serve needs of a serving profile beyond its pool sizing
 SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv")

@@ -63,11 +63,14 @@ def serve_report(res: Any, m: Any, gpu: Any, eng: Any, stream: Any, args: Any) -
              Headline("requests/s", b.requests_per_s, "1/s"),
              Headline("TTFT p50 / p99 (ms)", f"{_ms(b.ttft_p50_s):.0f} / {_ms(b.ttft_p99_s):.0f}"),
              Headline("TPOT p50 / p99 (ms)", f"{_ms(b.tpot_p50_s):.1f} / {_ms(b.tpot_p99_s):.1f}"),
-             Headline("KV capacity per replica", b.kv_capacity_tokens, "token"),
+             Headline("KV capacity per attention-DP rank" if b.layout.attention_dp else
+                      "KV capacity per replica", b.kv_capacity_tokens, "token"),
              Headline("memory per GPU", b.memory_per_gpu_bytes, "B"))
     lay = b.layout
     what = ("disaggregated: " + _row(b)[0]) if b.disaggregated else (
-        f"TP{lay.tp} PP{lay.pp} EP{lay.ep} x {lay.dp} replicas")
+        f"TP{lay.tp} PP{lay.pp} EP{lay.ep}"
+        + (f" with attention data parallelism (DEP{lay.tp})" if lay.attention_dp else "")
+        + f" x {lay.dp} replicas")
     s1 = Section(
         f"Best: {what}, {b.precision}, max batch {b.max_batch}, token budget {b.token_budget} "
         f"({eng.id})",
@@ -141,7 +144,8 @@ def _published_section(rows: Any, skipped: Any, s: dict[str, Any]) -> Any:
     from ..derive import Headline, Section, Table
     from .validate import _pct
 
-    table = tuple((r.id, r.source, r.engine, r.model, f"{r.dp} x {r.tp} x {r.gpu}",
+    table = tuple((r.id, r.source, r.engine, r.model,
+                   f"{r.dp} x {'DEP' if r.attention_dp else ''}{r.tp} x {r.gpu}",
                    r.precision, f"{r.isl}/{r.osl}", r.stream, r.max_batch, r.metric,
                    f"{r.measured:,.6g}", f"{r.predicted:,.6g}", _pct(r.error)) for r in rows)
     heads = ((Headline("mean absolute error", 100 * s["mape"], "%"),

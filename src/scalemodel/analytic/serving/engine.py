@@ -48,6 +48,21 @@ class Engine:
     host_overlap: bool = False
     # iterations per scheduler call (vLLM multi-step scheduling): the host seconds are one call's
     host_iters_per_schedule: int = 1
+    # attention data parallelism (frameworks.toml attention_dp): whether the engine has it and
+    # how each MoE layer exchanges the ranks' tokens; empty: not recorded (no attention DP)
+    attention_dp: dict[str, Any] = field(default_factory=dict)
+
+    def adp_exchange(self) -> dict[str, Any]:
+        """The attention-DP exchange this engine runs, or one line where it has none or its
+        exchange was not read."""
+        a = self.attention_dp
+        if not a.get("supported"):
+            raise BadInput(f"--layout adp=1: {self.id} has no attention data parallelism "
+                           "(frameworks.toml attention_dp)")
+        if a.get("exchange") == "unread":
+            raise BadInput(f"--layout adp=1: {self.id}'s attention-DP exchange was not read "
+                           "(frameworks.toml attention_dp exchange = unread); it is not priced")
+        return a
 
     def default_kv_dtype(self, prec: Precision) -> str:
         """The KV dtype this engine uses for a checkpoint of this precision: an FP8 or NVFP4
@@ -95,7 +110,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor", "logits_gather", *SERVING_HOST_FIELDS,
+            "unchunked_budget_floor", "logits_gather", "attention_dp", *SERVING_HOST_FIELDS,
             "host_iters_per_schedule")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
@@ -113,7 +128,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         host_s_per_iter=float(v.get("host_s_per_iter") or 0.0),
         host_s_per_seq=float(v.get("host_s_per_seq") or 0.0),
         host_overlap=bool(v.get("host_overlap", False)),
-        host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1))
+        host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1),
+        attention_dp=dict(v.get("attention_dp") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
@@ -165,6 +181,8 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     from ...specs import dtype
     from ..serving_memory import engine_kv_budget, engine_token_budget
 
+    if lay.attention_dp:
+        eng.adp_exchange()
     if prec.gemm_dtype not in gpu.flop_per_s:
         raise BadInput(f"--precision {prec.name}: {gpu.id} has no {prec.gemm_dtype} tensor-core "
                        f"path (its spec lists {', '.join(gpu.flop_per_s)})")

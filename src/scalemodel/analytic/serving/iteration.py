@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BadInput
-from ...specs import GPUSpec, ModelSpec
+from ...specs import GPUSpec, ModelSpec, dtype
 from ...specs.sources import load_toml
 
 
@@ -104,7 +104,8 @@ class ServeLayout:
     # SGLang --enable-dp-attention): each of the tp ranks runs attention, the dense layers, the
     # shared experts and the head on its own batch with full (replicated) weights, no TP
     # all-reduce; the routed experts are split over ep = tp ranks and each MoE layer gathers
-    # every rank's tokens and reduce-scatters the expert outputs back
+    # every rank's tokens and reduce-scatters the expert outputs back (the engine's
+    # attention_dp exchange, read in TensorRT-LLM 1.0.0rc4)
     attention_dp: bool = False
 
     @property
@@ -307,20 +308,26 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           cluster: Any, decode_kv_reads: str = "kv_head",
           moe_gemm_kernel: str | None = None, logits_gather: str = "none",
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
-          host_overlap: bool = False, host_iters_per_schedule: int = 1) -> IterationModel:
+          host_overlap: bool = False, host_iters_per_schedule: int = 1,
+          adp_exchange: dict[str, Any] | None = None) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
     per-expert cost beyond its shape's price (step/gemm.py ``grouped_overhead``).
     ``logits_gather`` "all_gather" (the engine's profile): the head's vocab / tp logits of every
     sampling sequence are all-gathered in 16 bits and every TP rank samples the full row. The
-    host fields are the engine's host loop (:meth:`IterationModel.with_host`)."""
+    host fields are the engine's host loop (:meth:`IterationModel.with_host`).
+    ``adp_exchange``: the engine's attention-DP exchange (frameworks.toml attention_dp), needed
+    when the layout runs attention data-parallel."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
     from ..step.shapes import model_shapes
 
     check_layout(m, lay)
+    if lay.attention_dp and not adp_exchange:
+        raise BadInput("--layout adp=1: the engine's attention-DP exchange is not given "
+                       "(frameworks.toml attention_dp)")
     ms = model_shapes(m)
     tp, ep = float(lay.tp), float(lay.ep)
     dt = prec.gemm_dtype
@@ -388,11 +395,11 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
     act = grid * h * 2.0  # 16-bit activations between layers
     if adp:
-        # no all-reduce in attention; each MoE layer all-gathers the n ranks' tokens (the
-        # gathered n T x h output, nccl-tests size convention) at the activation precision and
-        # reduce-scatters the n T x h 16-bit expert outputs back (exchange_bytes); charged on
-        # every layer's table as the all-reduces are, so dense layers carry it only where MoE
-        ag_b, rs_b = exchange_bytes(m, prec, lay, grid)
+        # no all-reduce in attention; each MoE layer all-gathers the n ranks' tokens with
+        # their routing (the gathered output, nccl-tests size convention) and reduce-scatters
+        # the expert outputs back, as the engine's profile says (exchange_bytes); charged on
+        # the MoE layers' table only
+        ag_b, rs_b = exchange_bytes(m, prec, lay, grid, adp_exchange or {})
         rpn = ranks_per_node(1, lay.tp, dom)
         ex_g = (np.asarray(collective_time("all_gather", ag_b, tp, rpn, cluster))
                 + np.asarray(collective_time("reduce_scatter", rs_b, tp, rpn, cluster)))
@@ -472,17 +479,28 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule))
 
 
-def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any
-                   ) -> tuple[Any, Any]:
+def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,
+                   exchange: dict[str, Any]) -> tuple[Any, Any]:
     """Bytes of one MoE layer's token exchange under attention data parallelism with T tokens
-    on each of the n = tp ranks: the all-gather's gathered output (n T x h activations at the
-    precision's activation bytes) and the reduce-scatter's input (n T x h 16-bit expert
-    outputs), nccl-tests' size conventions as collective_time takes them. The form (all-gather
-    then reduce-scatter, no all-to-all) is an assumption: no engine's source was read for it
-    (docs/serving.md "Attention data parallelism")."""
+    on each of the n = tp ranks, in the engine's form (frameworks.toml attention_dp; TensorRT-LLM
+    1.0.0rc4's CutlassFusedMoE: all-gather, then reduce-scatter): the all-gather's gathered
+    output, n T tokens each of h elements at the dispatch precision plus k routed experts'
+    ``route_bytes_per_expert`` (expert id and weight), and the reduce-scatter's input, n T x h
+    expert outputs of ``output_bytes`` each (nccl-tests' size conventions, as collective_time
+    takes them). The dispatch precision is the checkpoint's activation precision (FP8
+    per-tensor: 1 B; NVFP4: 0.5 B and one 1-byte scale per 16), or 16 bits where the engine
+    sends that checkpoint kind unquantized (``dispatch_16bit``: "fp8_block", DeepSeek's FP8
+    block scales, quantized inside the fused MoE op after the exchange)."""
+    if exchange.get("exchange") != "allgather_reducescatter":
+        raise BadInput(f"attention-DP exchange {exchange.get('exchange')!r} is not priced")
     n = float(lay.tp)
     T = np.asarray(T, dtype=np.float64)
-    return (n * T * float(m.hidden) * prec.activation_bytes, n * T * float(m.hidden) * 2.0)
+    block_fp8 = (prec.name == "fp8" and m.quant is not None and m.quant.method == "fp8"
+                 and m.quant.strategy == "block")
+    e_d = (dtype("bf16").bytes if block_fp8 and "fp8_block" in exchange["dispatch_16bit"]
+           else prec.activation_bytes)
+    per_tok = float(m.hidden) * e_d + float(m.top_k) * float(exchange["route_bytes_per_expert"])
+    return (n * T * per_tok, n * T * float(m.hidden) * float(exchange["output_bytes"]))
 
 
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,

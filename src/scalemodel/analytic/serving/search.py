@@ -59,8 +59,11 @@ class SearchResult:
 
 
 def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
-            exact: bool) -> list[ServeLayout]:
-    """Every (tp, pp, ep, dp) of at most (or, ``exact``, exactly) n_gpus GPUs."""
+            exact: bool, adp_ok: bool = False) -> list[ServeLayout]:
+    """Every (tp, pp, ep, dp) of at most (or, ``exact``, exactly) n_gpus GPUs; with
+    ``adp_ok`` (the engine runs attention data parallelism and its exchange is priced) an MoE
+    model also gets, for each tp > 1, the attention-DP layout with the experts over ep = tp,
+    unless ``fixed`` says adp (1: only those, 0: none)."""
     adp = bool(fixed.get("adp"))  # attention data parallelism: experts over ep = tp
     if fixed:  # a fixed key the model cannot run is said as such
         tp0 = fixed.get("tp", fixed.get("ep", 1))
@@ -80,15 +83,19 @@ def layouts(m: ModelSpec, n_gpus: int, domain: int, fixed: dict[str, int],
                 continue
             dps = ([fixed["dp"]] if "dp" in fixed else
                    ([n_gpus // rep] if exact else list(range(1, n_gpus // rep + 1))))
-            for ep in eps:
+            # the attention-DP variant the search may offer beside the plain layouts
+            extra = (adp_ok and "adp" not in fixed and m.is_moe and tp > 1
+                     and fixed.get("ep", tp) == tp)
+            variants = [(ep, adp) for ep in eps] + ([(tp, True)] if extra else [])
+            for ep, a in variants:
                 for dp in dps:
                     if exact and rep * dp != n_gpus:
                         continue
-                    lay = ServeLayout(tp, pp, ep, dp, attention_dp=adp)
+                    lay = ServeLayout(tp, pp, ep, dp, attention_dp=a)
                     try:
                         check_layout(m, lay)
                     except BadInput:
-                        if fixed:
+                        if fixed and a == adp:
                             raise
                         continue
                     out.append(lay)
@@ -273,7 +280,11 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
     if sla and stream.kind == "max-load":
         raise BadInput("--ttft-ms / --tpot-ms need a target load: give --rate R (requests/s) or "
                        "--concurrency C; under --max-load every request waits in one queue")
-    lays = layouts(m, n_gpus, domain, fixed, exact=not sla)
+    adp_ok = (bool(eng.attention_dp.get("supported"))
+              and eng.attention_dp.get("exchange") != "unread")
+    lays = layouts(m, n_gpus, domain, fixed, exact=not sla, adp_ok=adp_ok)
+    if fixed.get("adp"):
+        eng.adp_exchange()  # asked for: the engine must run it (one line otherwise)
     if not lays:
         raise BadInput(f"--gpus {n_gpus}: no TP x PP x DP layout of {m.id} uses that many GPUs "
                        "(TP must divide the attention heads)")
@@ -347,7 +358,8 @@ def _excess(ttft: float, tpot: float, ttft_s: float | None, tpot_s: float | None
 
 
 def _label(lay: ServeLayout) -> str:
-    return f"tp{lay.tp} pp{lay.pp}" + (f" ep{lay.ep}" if lay.ep > 1 else "") + f" dp{lay.dp}"
+    return (f"tp{lay.tp} pp{lay.pp}" + (f" ep{lay.ep}" if lay.ep > 1 else "")
+            + (" adp" if lay.attention_dp else "") + f" dp{lay.dp}")
 
 
 __all__ = ["Candidate", "SearchResult", "layouts", "pareto", "screen", "search",

@@ -34,7 +34,7 @@ class ServeResult:
     ttft_p99_s: float
     tpot_p50_s: float
     tpot_p99_s: float
-    kv_capacity_tokens: int  # per replica
+    kv_capacity_tokens: int  # per replica (per attention-DP rank under attention DP)
     max_concurrency: float  # requests of the workload's length the KV pool holds at once
     memory_per_gpu_bytes: float
     gpus: int
@@ -84,7 +84,8 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  logits_gather=eng.logits_gather,
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
                  host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
-                 host_iters_per_schedule=eng.host_iters_per_schedule)
+                 host_iters_per_schedule=eng.host_iters_per_schedule,
+                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:

@@ -47,6 +47,7 @@ class ServingRow:
     engine_version: str = ""
     url: str = ""
     length_dist: str = "fixed"  # or the bundled table the lengths were drawn from
+    attention_dp: bool = False  # the run's layout was attention data parallel (DEPtp)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,7 +179,8 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                               pred / meas - 1 if meas else float("inf"), r.max_batch,
                               r.token_budget, r.kv_capacity_tokens, dp=lay.dp,
                               stream=row["stream"], engine_version=row.get("engine_version", ""),
-                              url=row.get("url", ""), length_dist=dist))
+                              url=row.get("url", ""), length_dist=dist,
+                              attention_dp=lay.attention_dp))
     return out, skipped
 
 
