@@ -165,6 +165,41 @@ def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
     assert wire < 0.6 * want
 
 
+def test_nvlink_stage_at_the_kernels_measured_rate():
+    # Hybrid-EP README, GB200 table (source hybrid-ep-readme-gb200-bandwidth): 8 ranks of one
+    # NVL72 domain, 32 SMs (the perf scripts' moe_hybridep_num_sms), torch API: BF16 dispatch
+    # 545.71 GB/s, combine 568.94 GB/s of received rows (own rank's copy included, tests/
+    # test_hybrid_ep.py). Qwen3-30B-A3B on 8 GB200, EP8, NeMo 26.02's Hybrid-EP recipe: a rank
+    # receives 4096 x 8 (1 - C(112,8)/C(128,8)) rows of 2 x 2048 bytes (16 experts a GPU); one
+    # dispatch lasts those bytes / 545.71e9 s, one combine / 568.94e9 s, where the collectives
+    # engine's NVLink all-to-all alone is about 1.5x faster. No network stage in one domain.
+    from scalemodel.analytic.planner import make_cluster, make_job
+    from scalemodel.analytic.step.candidates import candidates
+    from scalemodel.analytic.step.comm import _dedup_dispatch, kernel_rate
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings("nemo-26.02", "gb200", model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=512, precision="bf16", **s)
+    cl = make_cluster("gb200", 8)
+    cols = {"tp": [1], "pp": [1], "dp": [8], "cp": [1], "ep": [8], "etp": [1], "zero": [1],
+            "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
+    c = candidates(job, cl, cols)
+    rows = 4096 * 8 * (1 - comb(112, 8) / comb(128, 8))
+    buf = rows * 2.0 * 2048
+    want = 0.5 * (buf / 545.71e9 + buf / 568.94e9)
+    assert float(_dedup_dispatch(c, np.float64(8.0))[0]) == pytest.approx(want, rel=1e-9)
+    wire = float(collective_time("all_to_all", buf, 8.0, 8.0, cl))
+    assert 1.3 < want / wire < 1.7
+    # the fraction of the 900 GB/s NVLink 5 per direction, by the ranks of the domain: held
+    # beyond the 36 measured (479.02 / 900 for the dispatch)
+    assert float(kernel_rate("hybridep", "dispatch", 64.0, "nvlink")) == pytest.approx(
+        479.02e9 / 900e9)
+    # DeepEP, intranode EP8 on H800 (source deepep-v1-normal-kernels): 153 / 158 GB/s of the
+    # H800's 200 GB/s per direction, the one measured size
+    assert float(kernel_rate("deepep", "dispatch", 8.0, "nvlink")) == pytest.approx(153 / 200)
+    assert float(kernel_rate("deepep", "combine", 4.0, "nvlink")) == pytest.approx(158 / 200)
+
+
 def test_combined_1f1b_passes_without_a_partner():
     from scalemodel.analytic.step.comm import ep_alone_share
 
