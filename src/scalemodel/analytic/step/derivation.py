@@ -169,9 +169,10 @@ def _dispatch_kernel_note(res: Any) -> str:
     if k is None:
         return ""
     name = {"deepep": "DeepEP's normal kernels'", "hybridep": "Hybrid-EP's"}[k]
-    return (f"; where the group spans nodes, one copy per node reached at no more than {name} "
-            "measured RDMA rate (bytes counted with the own node's copy, as its benchmark counts "
-            f"them; collectives.toml [ep_dispatch_kernel.{k}]), then one per GPU over NVLink")
+    return (f"; one copy per node reached across nodes and one per GPU reached over NVLink, "
+            f"each stage at no more than {name} measured rate (bytes counted with the own "
+            "node's / rank's copy, as its benchmarks count them; collectives.toml "
+            f"[ep_dispatch_kernel.{k}], [ep_dispatch_nvlink.{k}])")
 
 
 def _moe_memory_note(job: Any, gpu_id: str) -> str:
