@@ -104,9 +104,9 @@ def ep_dispatch(job: Any, gpu_id: str | None) -> str:
 
 def ep_dispatch_kernel(job: Any, gpu_id: str | None) -> str | None:
     """The kernel family of a per-destination dispatch (deepep or hybridep), whose measured
-    bandwidth prices its network stage: the recipe's flex backend (frameworks.toml moe_recipes),
-    else the profile's ep_dispatch_kernel; None for a per-expert dispatch or a profile that
-    names none (then the collectives engine alone prices the stage)."""
+    bandwidth prices its network and NVLink stages: the recipe's flex backend (frameworks.toml
+    moe_recipes), else the profile's ep_dispatch_kernel; None for a per-expert dispatch or a
+    profile that names none (then the collectives engine alone prices the stages)."""
     from ...specs.frameworks import DISPATCH_KERNEL
 
     if ep_dispatch(job, gpu_id) != "per_destination":
