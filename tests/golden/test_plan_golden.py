@@ -172,7 +172,10 @@ def test_validation_rows_all_predicted():
     llm-foundry's FSDP1 passes): 8.3% / 41.6%, the largest nemo-qwen3-30b-a3b-h100; the largest
     error is held to that plus about 2 points. Session 10 (B200 attention clocks, torchtitan 2024
     profiles, DeepSpeed's pipeline, the K-dependent GEMM tile cost): 7.8% / 40.8%, the same
-    largest row; the mean is held to the issue's 8% target plus about 1 point.
+    largest row; the mean is held to the issue's 8% target plus about 1 point. Session 13 (the
+    per-destination dispatch's network stage at DeepEP's / Hybrid-EP's measured rate, their
+    permutation of the received rows): 7.5% / 27.0%, the same largest row; the largest error is
+    held to that plus about 2 points.
     """
     from pathlib import Path
 
@@ -184,4 +187,4 @@ def test_validation_rows_all_predicted():
     s = summary(results)
     assert s["row_count"] == len(results)
     assert s["mape"] <= 0.09
-    assert s["max_ape"] < 0.43
+    assert s["max_ape"] < 0.29

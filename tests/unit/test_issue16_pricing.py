@@ -45,6 +45,33 @@ def test_permutation_bytes():
     assert np.isclose(float(f1), 301_989_888 / 1e12)
 
 
+def test_permutation_bytes_per_destination():
+    # Hybrid-EP (NeMo 26.06's Qwen3-30B-A3B H100 recipe), EP16: a rank sends its t = 4096 tokens
+    # as they are, one row per destination GPU, and receives u = t g rows, g = 16 (1 - C(120,8) /
+    # C(128,8)) the GPUs a token's 8 experts reach (8 experts a GPU); dispatch_with_permute's
+    # permute kernel reads them and writes the R = 8 t expert-ordered copies, the unpermute the
+    # reverse (DeepEP hybrid-ep extension/permute.cuh): forward 2 x 2 x 2048 x (u + R) bytes;
+    # backward the same plus the probabilities' gradient, 2 x 2048 x R. No sort, no source-side
+    # permute: less than the all-to-all dispatcher's 838,860,800 B forward.
+    from math import comb
+
+    from scalemodel.analytic.planner import make_job
+    from scalemodel.specs import get_gpu, get_model
+    from scalemodel.specs.frameworks import job_settings
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings("nemo-26.06", "h100-sxm", model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=1024, precision="bf16", **s)
+    c = SimpleNamespace(job=job, gpu=get_gpu("h100-sxm"), T=4096.0, sp_div=1.0, m=m,
+                        etp=1.0, ep=np.float64(16.0), h=2048.0, e_a=2.0, hbm=1e12)
+    u = 4096 * 16 * (1 - comb(120, 8) / comb(128, 8))
+    R = 8 * 4096
+    f, b = permute_time(c, 8.0)
+    assert np.isclose(float(f), 2 * 2 * 2048 * (u + R) / 1e12)
+    assert np.isclose(float(b), (2 * 2 * 2048 * (u + R) + 2 * 2048 * R) / 1e12)
+    assert float(f) < 838_860_800 / 1e12
+
+
 def test_release_attention_by_date():
     # TE 1.4 (NeMo 24.03.01) predates FlashAttention-3: FA2-class on Hopper; 25.09: cuDNN/FA3
     assert get_framework("nemo-24.03").attention_for("hopper")[0] == "flash"

@@ -105,20 +105,99 @@ def test_node_limited_routing_caps_the_nodes():
     assert 4 * (1 - comb(192, 8) / comb(256, 8)) > 3.5
 
 
-@pytest.mark.parametrize("nodes", [2, 4, 8])
-def test_network_stage_at_deepep_bandwidth(nodes):
-    # DeepEP V1 docs/legacy.md (source deepep-v1-readme): normal kernels on H800 with CX7 IB
-    # 400 Gb/s (50 GB/s a NIC), 4096 tokens of hidden 7168 per rank, top-8 experts of 4 groups:
-    # RDMA bottleneck bandwidth 43 / 58 / 51 GB/s at EP16 / 32 / 64 (dispatch; combine 43 / 57 /
-    # 50). The planner prices that stage as an all-to-all over one rank per node; what leaves a
-    # rank, (n - 1) / n of its buffer, over the time must land in the published band.
+@pytest.mark.parametrize("nodes,dispatch,combine", [(2, 43e9, 43e9), (4, 58e9, 57e9),
+                                                     (8, 51e9, 50e9)])
+def test_network_stage_at_deepep_bandwidth(nodes, dispatch, combine):
+    # DeepEP V1 docs/legacy.md (source deepep-v1-normal-kernels): normal kernels on H800 with CX7
+    # IB 400 Gb/s (50 GB/s a NIC), 4096 tokens of hidden 7168 per rank, top-4 groups, top-8
+    # experts: RDMA bandwidth 43 / 58 / 51 GB/s dispatch, 43 / 57 / 50 combine at EP16 / 32 / 64.
+    # Those GB/s count every node a token reaches, its own included (tests/test_internode.py:
+    # num_rdma_token_sent = distinct topk_idx // experts-per-node, source
+    # deepep-test-internode-rdma-bytes), so the call lasts counted bytes / rate. The wire alone
+    # (the collectives engine's all-to-all over one rank per node, which sends the (n - 1) / n of
+    # the buffer that leaves the node) is faster than that at every size, 2.2x at 2 nodes, so the
+    # kernel's rate sets the stage (step/comm.py network_stage_time).
     from scalemodel.analytic.planner import make_cluster
+    from scalemodel.analytic.step.comm import kernel_rate
 
     cl = make_cluster("h800", 8 * nodes, gpus_per_node=8, inter="ndr-400")
-    buf = 4096 * 7168 * 2.0 * min(4, nodes)
-    t = float(collective_time("all_to_all", buf, float(nodes), 1.0, cl))
-    rate = buf * (nodes - 1) / nodes / t
-    assert 43e9 * 0.95 < rate < 58e9
+    # nodes a token reaches in the test's routing (top-min(nodes, 4) nodes, then 8 of the 256
+    # experts inside them): 2 (1 - C(128,8)/C(256,8)), 4 (1 - C(192,8)/C(256,8)), 4 (1 - C(96,8)/C(128,8))
+    reach = {2: 2 * (1 - comb(128, 8) / comb(256, 8)), 4: 4 * (1 - comb(192, 8) / comb(256, 8)),
+             8: 4 * (1 - comb(96, 8) / comb(128, 8))}[nodes]
+    buf = 4096 * 7168 * 2.0 * reach
+    wire = float(collective_time("all_to_all", buf, float(nodes), 1.0, cl))
+    assert wire < buf / dispatch
+    if nodes == 2:
+        assert buf / dispatch / wire > 2.0
+    # the rate the stage is priced at: the published one over the 50 GB/s NIC it was measured on
+    assert float(kernel_rate("deepep", "dispatch", nodes)) == pytest.approx(dispatch / 50e9)
+    assert float(kernel_rate("deepep", "combine", nodes)) == pytest.approx(combine / 50e9)
+    # between measured node counts: interpolated in log nodes; beyond them: held
+    assert float(kernel_rate("deepep", "dispatch", 16.0)) == pytest.approx(51e9 / 50e9)
+    mid = (43e9 + 58e9) / 2 / 50e9  # 2.83 nodes is halfway between 2 and 4 in log nodes
+    assert float(kernel_rate("deepep", "dispatch", 2 ** 1.5)) == pytest.approx(mid)
+
+
+def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
+    # Hybrid-EP README, H100 table (source hybrid-ep-readme-h100-bandwidth): 16 ranks (2 nodes),
+    # 16 SMs, torch API: BF16 dispatch 54.47 GB/s, combine 53.35 GB/s of counted RDMA bytes
+    # (own node included, source deepep-test-internode-rdma-bytes). Qwen3-30B-A3B on 16 H100,
+    # EP16, NeMo 26.06's Hybrid-EP recipe: a rank's 4096 tokens of 2 x 2048 bytes reach
+    # 2 (1 - C(64,8)/C(128,8)) nodes, so one dispatch lasts 4096 x 4096 x 1.994 / 54.47e9 s
+    # (0.61 ms) and one combine the same bytes at 53.35 GB/s, where the wire alone would take
+    # about half as long; the NVLink stage (6.6 GPUs a token) is shorter than either.
+    from scalemodel.analytic.planner import make_cluster, make_job
+    from scalemodel.analytic.step.candidates import candidates
+    from scalemodel.analytic.step.comm import _dedup_dispatch
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings("nemo-26.06", "h100-sxm", model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=1024, precision="fp8", **s)
+    cl = make_cluster("h100-sxm", 16)
+    cols = {"tp": [1], "pp": [1], "dp": [16], "cp": [1], "ep": [16], "etp": [1], "zero": [1],
+            "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
+    c = candidates(job, cl, cols)
+    counted = 4096 * 2.0 * 2048 * 2 * (1 - comb(64, 8) / comb(128, 8))
+    want = 0.5 * (counted / 54.47e9 + counted / 53.35e9)
+    assert float(_dedup_dispatch(c, np.float64(8.0))[0]) == pytest.approx(want, rel=1e-9)
+    wire = float(collective_time("all_to_all", counted, 2.0, 1.0, cl))
+    assert wire < 0.6 * want
+
+
+def test_nvlink_stage_at_the_kernels_measured_rate():
+    # Hybrid-EP README, GB200 table (source hybrid-ep-readme-gb200-bandwidth): 8 ranks of one
+    # NVL72 domain, 32 SMs (the perf scripts' moe_hybridep_num_sms), torch API: BF16 dispatch
+    # 545.71 GB/s, combine 568.94 GB/s of received rows (own rank's copy included, tests/
+    # test_hybrid_ep.py). Qwen3-30B-A3B on 8 GB200, EP8, NeMo 26.02's Hybrid-EP recipe: a rank
+    # receives 4096 x 8 (1 - C(112,8)/C(128,8)) rows of 2 x 2048 bytes (16 experts a GPU); one
+    # dispatch lasts those bytes / 545.71e9 s, one combine / 568.94e9 s, where the collectives
+    # engine's NVLink all-to-all alone is about 1.5x faster. No network stage in one domain.
+    from scalemodel.analytic.planner import make_cluster, make_job
+    from scalemodel.analytic.step.candidates import candidates
+    from scalemodel.analytic.step.comm import _dedup_dispatch, kernel_rate
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings("nemo-26.02", "gb200", model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=512, precision="bf16", **s)
+    cl = make_cluster("gb200", 8)
+    cols = {"tp": [1], "pp": [1], "dp": [8], "cp": [1], "ep": [8], "etp": [1], "zero": [1],
+            "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
+    c = candidates(job, cl, cols)
+    rows = 4096 * 8 * (1 - comb(112, 8) / comb(128, 8))
+    buf = rows * 2.0 * 2048
+    want = 0.5 * (buf / 545.71e9 + buf / 568.94e9)
+    assert float(_dedup_dispatch(c, np.float64(8.0))[0]) == pytest.approx(want, rel=1e-9)
+    wire = float(collective_time("all_to_all", buf, 8.0, 8.0, cl))
+    assert 1.3 < want / wire < 1.7
+    # the fraction of the 900 GB/s NVLink 5 per direction, by the ranks of the domain: held
+    # beyond the 36 measured (479.02 / 900 for the dispatch)
+    assert float(kernel_rate("hybridep", "dispatch", 64.0, "nvlink")) == pytest.approx(
+        479.02e9 / 900e9)
+    # DeepEP, intranode EP8 on H800 (source deepep-v1-normal-kernels): 153 / 158 GB/s of the
+    # H800's 200 GB/s per direction, the one measured size
+    assert float(kernel_rate("deepep", "dispatch", 8.0, "nvlink")) == pytest.approx(153 / 200)
+    assert float(kernel_rate("deepep", "combine", 4.0, "nvlink")) == pytest.approx(158 / 200)
 
 
 def test_combined_1f1b_passes_without_a_partner():

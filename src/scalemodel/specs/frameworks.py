@@ -83,6 +83,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "moe_dispatcher": (lambda v: isinstance(v, str), "text"),
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),
+    "ep_dispatch_kernel": (lambda v: v in ("deepep", "hybridep"), "deepep or hybridep"),
     "cp_impl": (lambda v: isinstance(v, str), "text"),
     "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
                     "ring, all_gather or all_to_all"),
@@ -165,6 +166,9 @@ HEADER = ("kind", "name", "version", "source", "extends")
 # copy per destination GPU, across nodes once per node and forwarded over NVLink.
 MOE_DISPATCH = {"alltoall": "per_expert", "flex-deepep": "per_destination",
                 "flex-hybridep": "per_destination"}
+# the kernel family of each per-destination dispatcher, whose measured bandwidth prices the
+# dispatch's network stage (collectives.toml [ep_dispatch_kernel.<family>])
+DISPATCH_KERNEL = {"flex-deepep": "deepep", "flex-hybridep": "hybridep"}
 _RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs"}
 # Megatron-Core's --cuda-graph-scope values under --cuda-graph-impl transformer_engine (Megatron-LM
 # PR 1917): attn, mlp (a dense layer's MLP), moe (an MoE layer's whole MLP), moe_router (up to

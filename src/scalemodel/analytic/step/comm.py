@@ -16,6 +16,7 @@ from .config import (
     TP_FWD_COLLECTIVES,
     constants,
     ep_dispatch,
+    ep_dispatch_kernel,
     moe_dispatcher,
     profile_value,
     tp_bwd_collectives,
@@ -175,17 +176,72 @@ def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
     return t_bytes * nodes, n_nodes, t_bytes * gpus
 
 
+def kernel_rate(kernel: str, call: str, size: Any, stage: str = "network") -> Any:
+    """A per-destination dispatch kernel's measured bandwidth (``call`` dispatch or combine) as a
+    fraction of the bandwidth it was measured on, at ``size``: for the network stage
+    (collectives.toml [ep_dispatch_kernel.<kernel>]) the nodes the group spans, over the
+    measuring NIC's line rate; for the NVLink stage ([ep_dispatch_nvlink.<kernel>]) the ranks of
+    one domain, over the measuring GPU's scale-up bandwidth per direction (gpus.toml).
+    Interpolated in log size between the measured sizes and held at the ends. In the kernels'
+    own byte count (:func:`dedup_buffers`' buffers: the own node's, or own rank's, copy
+    included)."""
+    from ...specs import get_gpu
+    from ..collectives import _consts
+
+    if stage == "network":
+        e = _consts()["ep_dispatch_kernel"][kernel]
+        xs, ref = e["nodes"], float(e["nic_bytes_per_s"])
+    else:
+        e = _consts()["ep_dispatch_nvlink"][kernel]
+        xs, ref = e["ranks"], float(get_gpu(e["gpu"]).scale_up_bytes_per_s)
+    rate = np.asarray(e[f"{call}_bytes_per_s"], dtype=np.float64) / ref
+    n = np.log(np.maximum(np.asarray(size, dtype=np.float64), 1.0))
+    return np.interp(n, np.log(np.asarray(xs, dtype=np.float64)), rate)
+
+
+def network_stage_time(c: Candidates, rdma_buf: Any, n_nodes: Any, call: str) -> Any:
+    """Seconds of a per-destination dispatch's (or combine's) network stage: the wire as the
+    collectives engine prices an all-to-all of ``rdma_buf`` over one rank per node, and no less
+    than the dispatcher kernel's own measured rate at that many nodes allows (:func:`kernel_rate`
+    x the job's scale-out bandwidth per GPU, over the same counted bytes, the own node's copy
+    included as the kernels' benchmarks count it). One node: no network stage."""
+    wire = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
+    kernel = ep_dispatch_kernel(c.job, c.gpu.id)
+    if kernel is None:
+        return wire
+    nic = c.cl.inter.bytes_per_s_per_direction * c.cl.nics_per_gpu
+    measured = rdma_buf / (kernel_rate(kernel, call, n_nodes) * nic)
+    return np.where(np.asarray(n_nodes) > 1, np.maximum(wire, measured), wire)
+
+
+def nvlink_stage_time(c: Candidates, nvl_buf: Any, r_ep: Any, call: str) -> Any:
+    """Seconds of a per-destination dispatch's (or combine's) NVLink stage: the wire as the
+    collectives engine prices an all-to-all of ``nvl_buf`` over the r ranks of a domain, and no
+    less than the kernel's measured NVLink rate at r ranks allows (:func:`kernel_rate` x the
+    GPU's scale-up bandwidth per direction, over the rows a rank receives, its own included,
+    as the kernels' tests count them). A GPU without a scale-up link keeps the wire."""
+    wire = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
+    kernel = ep_dispatch_kernel(c.job, c.gpu.id)
+    up = c.gpu.scale_up_bytes_per_s
+    if kernel is None or not up:
+        return wire
+    measured = nvl_buf / (kernel_rate(kernel, call, r_ep, "nvlink") * float(up))
+    return np.where(np.asarray(r_ep) > 1, np.maximum(wire, measured), wire)
+
+
 def _dedup_dispatch(c: Candidates, r_ep: Any, straggle: Any = 1.0) -> Any:
-    """One dispatch as DeepEP-class kernels send it (:func:`dedup_buffers`): the network stage
-    and the NVLink stage pipeline, so the longer sets the time. Each stage is priced as an
-    all-to-all by the collectives engine: over the n = ep / r nodes with one rank per node, and
-    over the r ranks of a node. ``straggle`` (1 + v) scales both buffers to the slowest EP rank's
+    """One all-to-all of a per-destination dispatcher (the mean of its dispatch and its combine,
+    which move the same rows; :func:`dedup_buffers`): the network stage
+    (:func:`network_stage_time`) and the NVLink stage (:func:`nvlink_stage_time`) pipeline, so
+    the longer sets the time. ``straggle`` (1 + v) scales both buffers to the slowest EP rank's
     (an upper bound: a node's rows aggregate its ranks' loads, which spread less)."""
     rdma_buf, n_nodes, nvl_buf = dedup_buffers(c, r_ep)
     rdma_buf, nvl_buf = rdma_buf * straggle, nvl_buf * straggle
-    rdma = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
-    nvl = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
-    return np.maximum(rdma, nvl)
+    d = np.maximum(network_stage_time(c, rdma_buf, n_nodes, "dispatch"),
+                   nvlink_stage_time(c, nvl_buf, r_ep, "dispatch"))
+    k = np.maximum(network_stage_time(c, rdma_buf, n_nodes, "combine"),
+                   nvlink_stage_time(c, nvl_buf, r_ep, "combine"))
+    return 0.5 * (d + k)
 
 
 def dispatch_metadata(c: Candidates, r_ep: Any) -> Any:

@@ -102,6 +102,22 @@ def ep_dispatch(job: Any, gpu_id: str | None) -> str:
     return str(vals.get("ep_dispatch") or "per_expert")
 
 
+def ep_dispatch_kernel(job: Any, gpu_id: str | None) -> str | None:
+    """The kernel family of a per-destination dispatch (deepep or hybridep), whose measured
+    bandwidth prices its network and NVLink stages: the recipe's flex backend (frameworks.toml
+    moe_recipes), else the profile's ep_dispatch_kernel; None for a per-expert dispatch or a
+    profile that names none (then the collectives engine alone prices the stages)."""
+    from ...specs.frameworks import DISPATCH_KERNEL
+
+    if ep_dispatch(job, gpu_id) != "per_destination":
+        return None
+    kind = moe_dispatcher(job, gpu_id)
+    if kind is not None:
+        return DISPATCH_KERNEL.get(kind)
+    v = _profile_values(getattr(job, "framework_id", None)).get("ep_dispatch_kernel")
+    return None if v is None else str(v)
+
+
 def moe_dispatcher(job: Any, gpu_id: str | None) -> str | None:
     """The token dispatcher of the profile's recipe for this model on this GPU (frameworks.toml
     moe_recipes: alltoall, flex-deepep or flex-hybridep), None where the profile records none."""

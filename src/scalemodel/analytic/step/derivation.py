@@ -160,13 +160,33 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=a["cp_note"])
 
 
+def _dispatch_kernel_note(res: Any) -> str:
+    """Where a per-destination dispatch's network stage is priced at its kernel's measured rate
+    (step/comm.py network_stage_time; collectives.toml [ep_dispatch_kernel])."""
+    from .config import ep_dispatch_kernel
+
+    k = ep_dispatch_kernel(res.job, res.cluster.gpu.id)
+    if k is None:
+        return ""
+    name = {"deepep": "DeepEP's normal kernels'", "hybridep": "Hybrid-EP's"}[k]
+    return (f"; one copy per node reached across nodes and one per GPU reached over NVLink, "
+            f"each stage at no more than {name} measured rate (bytes counted with the own "
+            "node's / rank's copy, as its benchmarks count them; collectives.toml "
+            f"[ep_dispatch_kernel.{k}], [ep_dispatch_nvlink.{k}])")
+
+
 def _moe_memory_note(job: Any, gpu_id: str) -> str:
     """What an MoE layer adds to the memory-bound kernels: the token permutation, and under fp8
     Megatron's quantisation padding around the grouped GEMMs (layers.fp8_padding_bytes)."""
     pad = (job.precision == "fp8"
            and profile_value(job, "moe_fp8_padding", "none") == "grouped_mlp"
            and moe_dispatcher(job, gpu_id) != "flex-hybridep")
-    return ("; the MoE token permutation (permute, sort by expert, unpermute)"
+    from .config import ep_dispatch
+
+    perm = ("; the MoE token permutation (the received rows expanded to one per local expert and "
+            "merged back)" if ep_dispatch(job, gpu_id) == "per_destination" else
+            "; the MoE token permutation (permute, sort by expert, unpermute)")
+    return (perm
             + (" and TEGroupedMLP's fp8 padding of the expert rows and unpadding of their output "
                "(frameworks.toml moe_fp8_padding)" if pad else ""))
 
@@ -271,7 +291,7 @@ def layer_comm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                       if folded else
                       f"experts split over the {lay['tp']} TP ranks (etp = tp): dispatch and "
                       "combine, then the tokens gathered over the TP group")
-                + _straggler_note(res, lay)
+                + _straggler_note(res, lay) + _dispatch_kernel_note(res)
                 if lay["ep"] > 1 else "")
     else:
         d.given("MoE all-to-all per micro-batch (dense model)", "t_ep", 0.0, "s")

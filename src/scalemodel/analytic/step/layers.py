@@ -10,7 +10,7 @@ import numpy as np
 
 from .attention import AttentionTerms
 from .candidates import Candidates
-from .config import moe_dispatcher, profile_value
+from .config import ep_dispatch, moe_dispatcher, profile_value
 from .elementwise import nongemm_time
 from .gemm import expert_mlp, gemm3, gemm3_of, mlp
 from .imbalance import ep_straggler
@@ -147,26 +147,48 @@ def fp8_padding_bytes(c: Candidates) -> tuple[Any, Any]:
 
 def permute_time(c: Candidates, n_local: Any) -> tuple[Any, Any]:
     """(forward, backward) seconds of the token permutation around the experts, as HBM traffic
-    of 16-bit rows h wide (Megatron-Core 0.16 moe_utils.permute / unpermute, fused in Transformer
-    Engine, and the all-to-all dispatcher's sort_chunks_by_idxs):
+    of 16-bit rows h wide, as the job's dispatcher runs it.
+
+    The all-to-all dispatcher (Megatron-Core 0.16 moe_utils.permute / unpermute, fused in
+    Transformer Engine, and sort_chunks_by_idxs):
 
     * permute: read each of the t tokens a rank dispatches, write its C = t top_k copies:
       2h (t + C) bytes; unpermute: read the C expert outputs, write the t merged tokens (the
       routing probabilities applied on the way): 2h (C + t);
     * with more than one local expert the R copies a rank receives (R = C etp after the
       expert-TP gather) are sorted by expert after the dispatch and back before the combine:
-      read and write 2h each, twice, 4h R;
-    * backward: each pass's mirror (the same bytes), and the probabilities' gradient reads the
-      C permuted copies once more: 2h C;
-    * under fp8, the quantisation padding around the grouped GEMMs (:func:`fp8_padding_bytes`).
+      read and write 2h each, twice, 4h R.
 
-    t = T / sp_div tokens (sequence parallel)."""
+    A per-destination dispatcher (frameworks.toml ep_dispatch per_destination: DeepEP,
+    Hybrid-EP) sends the t tokens themselves, one row per destination GPU, so nothing is
+    permuted before the send. The rank receives u = t g etp rows (g the GPUs a token reaches,
+    comm.reached; by symmetry what a rank sends over NVLink is what it receives; etp after the
+    expert-TP gather) and expands them into its R expert-ordered copies: Hybrid-EP's
+    dispatch_with_permute runs the dispatch kernel, then a permute kernel that reads the
+    received chunks and writes the permuted tokens (DeepEP hybrid-ep
+    csrc/hybrid_ep/extension/permute.cuh, tests/test_hybrid_ep.py); Megatron-Core's DeepEP
+    manager permutes the received tokens by local expert with the fused permute. So
+    2h (u + R), and back before the combine (unpermute, R rows merged to u) 2h (R + u); no
+    source-side permute and no separate sort.
+
+    Either way the backward is each pass's mirror (the same bytes), and the probabilities'
+    gradient reads the C permuted copies once more: 2h C; under fp8, the quantisation padding
+    around the grouped GEMMs (:func:`fp8_padding_bytes`). t = T / sp_div tokens (sequence
+    parallel)."""
     t = c.T / c.sp_div
     C = t * c.m.top_k
     h, e = c.h, c.e_a
-    sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C * c.etp, 0.0)
     pad_f, pad_b = fp8_padding_bytes(c)
-    fwd = 2 * e * h * (t + C) + sort
+    job = getattr(c, "job", None)  # a bare namespace (unit tests) is the all-to-all dispatcher
+    if job is not None and ep_dispatch(job, c.gpu.id) == "per_destination":
+        from .comm import reached
+
+        R = C * c.etp
+        u = t * reached(float(c.m.n_experts), float(c.m.top_k), c.ep) * c.etp
+        fwd = 2 * e * h * (u + R)
+    else:
+        sort = np.where(np.asarray(n_local) > 1, 2 * 2 * e * h * C * c.etp, 0.0)
+        fwd = 2 * e * h * (t + C) + sort
     return (fwd + pad_f) / c.hbm, (fwd + e * h * C + pad_b) / c.hbm
 
 
