@@ -7,6 +7,7 @@ written in each test."""
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from scalemodel.analytic.planner import make_cluster, make_job, search
 from scalemodel.analytic.step.comm import dispatch_metadata
@@ -73,14 +74,24 @@ def test_overlap_saving_against_the_nsight_profile():
     # included, is most of the profile's communication time (the rest: the metadata
     # preprocessing kernels, of which only the gather is priced)
     assert 0.6 < float(res[False].ep_s) / comm < 1.0
-    # what is still open (docs/planner.md): the combined-1F1B phase model (comm._ep_overlapped)
-    # hides nearly all of it, about twice the 3.96 s the profile shows concurrent with compute,
-    # so the planner saves more than the measured 3.72 s. The 36.55% is not made the overlap's
+
+
+@pytest.mark.xfail(strict=True, reason="open (docs/planner.md): with the dispatch at Hybrid-EP's "
+                   "measured rate the combined-1F1B phase model (comm._ep_overlapped) hides about "
+                   "twice the 3.96 s the profile shows concurrent with compute")
+def test_overlap_hides_what_the_nsight_profile_shows():
+    # the same profile: 3.958997 s of communication concurrent with compute, and a measured
+    # saving of 24.7138 - 20.9920 = 3.72 s a step. The 36.55% is not made the overlap's
     # efficiency: it is one profile of one shape, an end-to-end share, not a component figure.
+    cl = make_cluster("h100-sxm", 16)
+    res = {}
+    for ov in (False, True):
+        m, job = _qwen30b(ep_overlap=ov)
+        res[ov] = search(job, cl, _LAYOUT, top=0).best.values
     hidden = float(res[False].ep_s) - float(res[True].ep_s)
     saved = float(res[False].step_time_s) - float(res[True].step_time_s)
-    assert hidden > 1.5 * 3.958997
-    assert saved > 24.7138 - 20.9920
+    assert abs(hidden / 3.958997 - 1) < 0.25
+    assert abs(saved / (24.7138 - 20.9920) - 1) < 0.10
 
 
 def test_full_recompute_refuses_the_overlap_in_megatron():
