@@ -18,14 +18,17 @@ def test_deepgemm_rate_at_k16384_by_hand():
     # M 4096 x N 7168 x K 16384 on the H800 (132 SMs, 128 x 128 x 64 tiles): 32 x 56 = 1792
     # output tiles in ceil(1792 / 132) = 14 waves, 1792 / (14 x 132) = 0.96970 of the SM slots
     # busy, no padding (every size a multiple of its tile). The per-tensor fp8 model's burst
-    # rate: 1978.9 TF x eta_0 x 0.96970 x k_fp8 0.882 (gpus.toml fp8_gemm_ratio); compute-bound
+    # rate: 1978.9 TF x eta_0 x 0.96970 x k_fp8 0.882 (gpus.toml fp8_gemm_ratio), eta_0 the H800's
+    # burst ceiling (gpus.toml gemm_burst_efficiency: the H100 SXM's MAMF row, 794.5 of 989.4
+    # TF = 0.803, the same die); compute-bound
     # (214 MB of 1-byte operands and output against 0.70 ms of MMA at 1.38 PF/s). The per-tile
     # fixed cost (kernels.toml [gemm.hopper] k_overhead 160, relative to the 8192-deep anchor):
     # 16384 / (16384 + 160) x (8192 + 160) / 8192.
     g = get_gpu("h800")
     assert g.sm_count == 132
     kf = 16384 / (16384 + 160) * (8192 + 160) / 8192
-    model_tf = g.peak_flop_per_s("fp8") / 1e12 * gemm_ceiling() * 1792 / (14 * 132) * 0.882 * kf
+    assert gemm_ceiling(g) == pytest.approx(794.5 / 989.4, abs=5e-4)
+    model_tf = g.peak_flop_per_s("fp8") / 1e12 * gemm_ceiling(g) * 1792 / (14 * 132) * 0.882 * kf
     by_hand = 1358 / model_tf
     ks, rs = block_gemm_rates("deepgemm", "hopper")
     assert ks == (512.0, 1536.0, 2048.0, 7168.0, 16384.0)

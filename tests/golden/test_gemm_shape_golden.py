@@ -50,16 +50,21 @@ def test_k_overhead_derived_from_the_xla_k_sweep():
 def test_h100_gemm_model_tracks_the_xla_table():
     g = get_gpu("h100-sxm")
     ratios = [_burst(g, *row[:4]) / row[4] for row in XLA_SM90]
-    assert all(0.94 < x < 1.05 for x in ratios), ratios
-    assert abs(np.mean(ratios) - 1.0) < 0.02
+    # The model's H100 ceiling is the MAMF table's H100 SXM row (794.5 of 989.4 TF, 0.803,
+    # gpus.toml gemm_burst_efficiency); XLA's table, another burst benchmark of the same part,
+    # tops that "maximum" (808.7 TF at 4 x 4096 x 2048 x 4096, 0.817): the two sources disagree
+    # by 1.8%, and the model sits 2.4% under XLA's rows on average (it met them within 1% at
+    # the earlier 8192^3 anchor ceiling, 0.815)
+    assert all(0.93 < x < 1.03 for x in ratios), ratios
+    assert -0.03 < np.mean(ratios) - 1.0 < -0.015
     # without the per-tile cost (tile padding and waves alone) the K = 1024 rows come out
-    # 13-15% fast: the shape effect the term adds
-    ceil = gemm_ceiling()
+    # 11-13% fast at the MAMF ceiling: the shape effect the term adds
+    ceil = gemm_ceiling(g)
     peak = g.peak_flop_per_s("bf16") / 1e12
     for b, m, n, k, tf in XLA_SM90:
         if k == 1024:
             old = ceil * float(_shape_factor(m, n, k, g.sm_count, b, tiles(g.arch))) * peak
-            assert old / tf > 1.12
+            assert old / tf > 1.10
 
 
 def test_k_overhead_is_one_at_the_anchor_and_absent_on_ampere():

@@ -35,11 +35,17 @@ def test_batched_gemm_shares_its_waves():
     # One head's score GEMM of a 2048-token sequence, head dim 96 (Megatron's 1.7B model):
     # 2048 x 2048 output = 16 x 16 = 256 tiles of 128 x 128 on 108 SMs -> 3 waves, 256 / 324 of
     # the slots busy. Run as one bmm over 16 sequences x 24 heads = 384 products: 98,304 tiles,
-    # 911 waves, 98,304 / 98,388 busy. K = 96 pads to 128 in both cases (0.75).
+    # 911 waves, 98,304 / 98,388 busy. K = 96 pads to 128 in both cases (0.75). At the A100's
+    # ceiling (0.869, its MAMF row) the single product's MMA time, 805 MFLOP / (312 TF x 0.869
+    # x 0.926 x 0.75 x 256 / 324) = 5.4 us, is under its HBM time, 9.18 MB / (2.039 TB/s x 0.8)
+    # = 5.6 us: one product is memory-bound, the batched launch compute-bound.
     g = get_gpu("a100-sxm-80gb")
     one = float(gemm_efficiency(np.float64(2048), np.float64(2048), np.float64(96), g))
-    eta = gemm_ceiling() * g.sustained_fraction * 0.75
-    assert one == pytest.approx(eta * 256 / 324, rel=1e-9)
+    eta = gemm_ceiling(g) * g.sustained_fraction * 0.75
+    t1_memory = 2 * (2048 * 96 + 96 * 2048 + 2048 * 2048) / (g.hbm_bytes_per_s * 0.8)
+    t1_compute = 2 * 2048 * 2048 * 96 / (312e12 * eta * 256 / 324)
+    assert t1_compute < t1_memory
+    assert one == pytest.approx(2 * 2048 * 2048 * 96 / (t1_memory * 312e12), rel=1e-9)
     from scalemodel.analytic.planner import gemm_time
 
     peak = g.peak_flop_per_s("bf16")
@@ -51,7 +57,8 @@ def test_batched_gemm_shares_its_waves():
 
 
 def test_gemms_run_at_the_rate_a_long_run_sustains():
-    # The GEMM ceiling eta_0 comes from short runs (a burst). A training step is one long,
+    # The GEMM ceiling eta_0 (each GPU's, gpus.toml gemm_burst_efficiency) comes from short runs
+    # (a burst). A training step is one long,
     # power-saturated run, so each GPU keeps only its sustained share:
     # - A100 (gpus.toml): the dense peak is quoted at the 1.41 GHz boost; it holds 1.305 GHz
     #   under dense math at 400 W (NVIDIA's HPL convention, glennklockwood.com/garden/peak-FLOPS).
@@ -65,14 +72,18 @@ def test_gemms_run_at_the_rate_a_long_run_sustains():
     assert h200.sustained_fraction == h100.sustained_fraction
     assert h100.sustained_basis == "gemm"
     assert b200.sustained_fraction == pytest.approx(1426.4 / 1751.2, abs=5e-4)
-    # a shape that fills whole waves on both GPUs: 108 x 132 tiles, K a multiple of 64
+    # a shape that fills whole waves on both GPUs: 108 x 132 tiles, K a multiple of 64. Each
+    # GPU's burst ceiling is its own MAMF row (ml-engineering table at 744d01e): A100 SXM 271.2
+    # of 312 TF = 0.869, H100 SXM 794.5 of 989.4 = 0.803
     M, N, K = np.float64(108 * 128), np.float64(132 * 128), np.float64(8192)
-    assert float(gemm_efficiency(M, N, K, a100)) == pytest.approx(gemm_ceiling() * 1.305 / 1.41)
-    assert float(gemm_efficiency(M, N, K, h100)) == pytest.approx(gemm_ceiling() * 0.848)
-    # the H100 runs such a GEMM 989.4 x 0.848 / (312 x 0.9255) = 2.9x faster than the A100
+    assert gemm_ceiling(a100) == pytest.approx(271.2 / 312, abs=5e-4)
+    assert gemm_ceiling(h100) == pytest.approx(794.5 / 989.4, abs=5e-4)
+    assert float(gemm_efficiency(M, N, K, a100)) == pytest.approx(gemm_ceiling(a100) * 1.305 / 1.41)
+    assert float(gemm_efficiency(M, N, K, h100)) == pytest.approx(gemm_ceiling(h100) * 0.848)
+    # the H100 runs such a GEMM 989.4 x 0.803 x 0.848 / (312 x 0.869 x 0.9255) = 2.7x faster
     r = (float(gemm_efficiency(M, N, K, h100)) * 989.4e12) / (
         float(gemm_efficiency(M, N, K, a100)) * 312e12)
-    assert r == pytest.approx(989.4 * 0.848 / (312 * 1.305 / 1.41), rel=1e-9)
+    assert r == pytest.approx(989.4 * 0.803 * 0.848 / (312 * 0.869 * 1.305 / 1.41), rel=1e-9)
 
 
 def test_fp8_gemms_take_the_measured_fp8_over_bf16_efficiency():

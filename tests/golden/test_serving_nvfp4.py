@@ -87,9 +87,9 @@ def test_fp4_gemm_at_the_datasheet_rate_times_the_measured_ratio():
     read = (h * (h + 2 * kv) + h * h + 2 * h * ffn + ffn * h) / (7.7e12 * 0.8)
     assert it8.tables.dense[1] == pytest.approx(read, rel=0.01)
     # at FP4 the reads bound it from below; at the measured FP4 rate the tile-padded compute
-    # side of the thinnest GEMM (one 128-row tile over the SMs) now comes a few percent above
-    # its 0.5625 B read
-    assert read * 0.5625 <= it4.tables.dense[1] <= 1.03 * read * 0.5625
+    # side of the thinnest GEMM (one 128-row tile over the SMs) comes a few percent above its
+    # 0.5625 B read (3.3% at B200's own burst ceiling, gemm_burst_efficiency 0.776)
+    assert read * 0.5625 <= it4.tables.dense[1] <= 1.05 * read * 0.5625
 
 
 def test_blackwell_decode_attention_reads_the_kv_at_hbm_speed():

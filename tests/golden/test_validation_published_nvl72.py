@@ -85,11 +85,16 @@ def test_dense_rows_are_predicted_and_the_error_does_not_regress():
     "NVL72 rows"). The five 405B GB200 MXFP8 rows at PP16 VP8 were not priced then; with
     Megatron-Bridge's 405B split flags read as recipe data (branch s11-pipesplit) all 50 rows
     are: 12.8% mean, 43.9% max, the five at +11.6% to +15.2% (EDGE_SPLIT_ROWS), no other dense
-    row moved. Limits: those figures plus about 2 points (unchanged: the mean stays under them)."""
+    row moved. Limits: those figures plus about 2 points (unchanged: the mean stays under them).
+    Session 13 (each GPU's own burst GEMM ceiling from ml-engineering's MAMF table, gpus.toml
+    gemm_burst_efficiency: GB200 0.729 and B300 / GB300 0.786 where the H200 anchor gave 0.815):
+    the GB200 rows drop 6-10 points (nearer), the GB300 rows 2-2.5 points (further under);
+    the largest, the same GB300 row, -46.6%; the largest error is held to that plus about 2
+    points."""
     results, skipped = validate(_dense_text())
     assert not skipped
     assert len(results) == 50
     assert {r.id for r in results} >= EDGE_SPLIT_ROWS
     s = summary(results)
     assert s["mape"] < 0.147
-    assert s["max_ape"] < 0.46
+    assert s["max_ape"] < 0.49

@@ -95,7 +95,8 @@ def test_user_gpu_toml(tmp_path):
     g = specs.get_gpu(str(p))
     assert (g.sustained_fraction, g.gemm_dtype_factor("fp8"), g.gemm_dtype_factor("fp4")) == (
         0.9, 0.8, 0.7)
-    for bad in ("sustained_gemm_ratio = 1.5", "fp8_gemm_ratio = 0", "fp4_gemm_ratio = 2"):
+    for bad in ("sustained_gemm_ratio = 1.5", "fp8_gemm_ratio = 0", "fp4_gemm_ratio = 2",
+                "gemm_burst_efficiency = 1.2"):
         p.write_text(base.format(extra=bad))
         with pytest.raises(BadInput, match=bad.split(" ")[0]):
             specs.get_gpu(str(p))

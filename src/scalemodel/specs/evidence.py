@@ -35,7 +35,8 @@ _BY_REGISTRY_KIND = {"datasheet": "datasheet", "assumption": "assumption",
                      "vendor-doc": "framework source", "documentation": "framework source"}
 # the gpus.toml and links.toml fields the step model reads
 GPU_FIELDS = ("flop_per_s.bf16", "flop_per_s.fp8", "hbm_bytes", "hbm_bytes_per_s", "sm_count",
-              "peak_clock_hz", "sustained_clock_hz", "sustained_gemm_ratio", "fp8_gemm_ratio",
+              "peak_clock_hz", "sustained_clock_hz", "sustained_gemm_ratio", "gemm_burst_efficiency",
+              "fp8_gemm_ratio",
               "fp4_gemm_ratio", "interconnect.scale_up_bytes_per_s_per_direction",
               "interconnect.host_bytes_per_s_per_direction")
 LINK_FIELDS = ("bytes_per_s_per_direction", "latency_s")

@@ -38,6 +38,10 @@ class GPUSpec:
     # sustained / short-burst throughput of large dense GEMMs, measured by one tool on this GPU or
     # one of the same die (0 = not measured; the clock ratio above is used instead)
     sustained_gemm_ratio: float = 0.0
+    # short-burst bf16 GEMM rate over the dense bf16 peak at the best shape of a shape search
+    # (the shape-free GEMM ceiling), measured on this GPU or one of the same die (0 = not
+    # measured: planner.toml [gemm]'s anchor ceiling is used)
+    gemm_burst_efficiency: float = 0.0
     # fp8 GEMM efficiency over bf16 GEMM efficiency (each as a fraction of its own dense peak),
     # measured by one tool on this GPU or one of the same die (0 = not measured: 1 assumed)
     fp8_gemm_ratio: float = 0.0
@@ -120,6 +124,7 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         if k in t and not (isinstance(t[k], int | float) and t[k] > 0):
             raise BadInput(f"GPU {gid!r} ({origin}): field {k!r} must be a positive number")
     for k, what in (("sustained_gemm_ratio", "sustained over short-burst GEMM throughput"),
+                    ("gemm_burst_efficiency", "burst bf16 GEMM rate over the dense bf16 peak"),
                     ("fp8_gemm_ratio", "fp8 over bf16 GEMM efficiency"),
                     ("fp4_gemm_ratio", "fp4 over bf16 GEMM efficiency")):
         r = t.get(k, 0.0)
@@ -165,6 +170,7 @@ def _build_gpu(gid: str, t: Mapping[str, Any], origin: str) -> GPUSpec:
         peak_clock_hz=float(t.get("peak_clock_hz", 0.0)),
         sustained_clock_hz=float(t.get("sustained_clock_hz", 0.0)),
         sustained_gemm_ratio=float(t.get("sustained_gemm_ratio", 0.0)),
+        gemm_burst_efficiency=float(t.get("gemm_burst_efficiency", 0.0)),
         fp8_gemm_ratio=float(t.get("fp8_gemm_ratio", 0.0)),
         fp4_gemm_ratio=float(t.get("fp4_gemm_ratio", 0.0)),
         l2_bytes=float(t.get("l2_bytes", 0.0)),

@@ -25,6 +25,7 @@ def specs_report(k: str, one: str | None = None) -> Any:
                  "sm_count": g.sm_count, "boost_clock_hz": g.boost_clock_hz,
                  "peak_clock_hz": g.peak_clock_hz, "sustained_clock_hz": g.sustained_clock_hz,
                  "sustained_gemm_ratio": g.sustained_gemm_ratio,
+                 "gemm_burst_efficiency": g.gemm_burst_efficiency,
                  "sustained_fraction": g.sustained_fraction,
                  "sustained_basis": g.sustained_basis, "fp8_gemm_ratio": g.fp8_gemm_ratio,
                  "sm": dict(g.sm), "interconnect": dict(g.interconnect),

@@ -106,8 +106,15 @@ def gemm_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     e_mlp = float(gemm_efficiency(np.float64(T), np.float64(model_shapes(m).up_k * m.ffn
                                                             / lay["tp"]),
                                   np.float64(m.hidden), gpu, job.precision, rate))
-    d.given("GEMM ceiling (shape-free)", "eta_0", gemm_ceiling(), "1", cite(g["anchor_source"]),
-            note=g["anchor_note"])
+    if gpu.gemm_burst_efficiency:
+        d.given(f"{gpu.id}: GEMM ceiling (shape-free, burst)", "eta_0", gemm_ceiling(gpu), "1",
+                gpu.source_of("gemm_burst_efficiency"),
+                note="gpus.toml gemm_burst_efficiency: best bf16 matmul of a shape search (short "
+                     "runs) over the dense bf16 peak")
+    else:
+        d.given("GEMM ceiling (shape-free, burst)", "eta_0", gemm_ceiling(gpu), "1",
+                cite(g["anchor_source"]),
+                note=f"{gpu.id} has no measured gemm_burst_efficiency: " + g["anchor_note"])
     _sustained(d, gpu)
     k8 = gpu.gemm_dtype_factor(job.precision)
     if k8 != 1.0:

@@ -1,5 +1,6 @@
-"""GEMM time by shape: a ceiling measured on one large GEMM, tile padding and wave quantization
-over the SMs (first principles), the HBM roofline for thin GEMMs."""
+"""GEMM time by shape: a per-GPU ceiling measured on large GEMMs (a shape search's best, else one
+anchor GEMM), tile padding and wave quantization over the SMs (first principles), the HBM roofline
+for thin GEMMs."""
 
 from __future__ import annotations
 
@@ -53,13 +54,24 @@ def _shape_factor(M: Any, N: Any, K: Any, sms: int, batch: Any = 1.0,
 
 
 @cache
-def gemm_ceiling() -> float:
-    """The shape-free ceiling that makes the anchor shape come out at its measured efficiency."""
+def anchor_ceiling() -> float:
+    """The shape-free ceiling that makes planner.toml [gemm]'s anchor shape come out at its
+    measured efficiency on the anchor GPU: the ceiling of a GPU with no burst measurement."""
     g = constants()["gemm"]
     anchor = get_gpu(g["anchor_gpu"])
     f = float(_shape_factor(np.float64(g["anchor_m"]), np.float64(g["anchor_n"]),
                             np.float64(g["anchor_k"]), anchor.sm_count, tile=tiles(anchor.arch)))
     return g["anchor_efficiency"] / f
+
+
+def gemm_ceiling(gpu: GPUSpec | None = None) -> float:
+    """A GPU's shape-free burst GEMM ceiling, a fraction of its dense bf16 peak: its measured
+    ``gemm_burst_efficiency`` (gpus.toml: a shape search's best bf16 matmul, short runs), read as
+    the rate of a shape that loses nothing to tiles, waves or per-tile cost; else (or with no GPU)
+    :func:`anchor_ceiling`."""
+    if gpu is not None and gpu.gemm_burst_efficiency:
+        return gpu.gemm_burst_efficiency
+    return anchor_ceiling()
 
 
 PER_TENSOR = ("delayed", "current")  # fp8 recipes whose GEMM is the per-tensor-scaled kernel
@@ -142,9 +154,10 @@ def gemm_time(M: Any, N: Any, K: Any, gpu: GPUSpec, peak: float, elem_bytes: flo
     if not gpu.sm_count:
         raise BadInput(f"GPU {gpu.id}: sm_count is missing; the GEMM model (tiles in waves over "
                        "the SMs) needs it: add sm_count = N to the GPU's TOML")
-    # the ceiling is a short-run (burst) fraction of the dense peak; a training step keeps the
-    # GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio (gpus.toml)
-    eff = (gemm_ceiling() * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch),
+    # the ceiling is the GPU's short-run (burst) fraction of the dense peak; a training step
+    # keeps the GPU's sustained share of it, and an fp8 GEMM its measured fp8/bf16 ratio
+    # (gpus.toml)
+    eff = (gemm_ceiling(gpu) * _shape_factor(M, N, K, gpu.sm_count, batch, tiles(gpu.arch),
                                           k_overhead(gpu.arch))
            * gpu.sustained_fraction
            * gpu.gemm_dtype_factor(dtype_name) * rate)
