@@ -87,6 +87,35 @@ def test_mlperf_server_latency_rows_read_and_priced(priced, base):
         assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
 
 
+# Little's law on each Server summary's own figures (Mean latency, Mean Time to Output Token, in ns;
+# replicas = 8 GPUs / tp): requests in flight per replica = completed QPS x mean latency /
+# replicas, and each in-flight request gains a token per engine step of about the mean TPOT, so
+# the replica's generated tokens/s = in flight / TPOT must give back the summary's Completed
+# tokens per second. By hand, H100 (TP2 x 4): 74.42 x 44.955 s / 4 = 836 in flight, 836 / 0.15496 s
+# x 4 = 21,590 tokens/s (summary: 21,605.79); H200 (TP1 x 8): 100.35 x 35.855 s / 8 = 450,
+# 450 / 0.12326 s x 8 = 29,200 (summary: 29,228.22). The runs sat at ~836 and ~450 sequences a
+# step: the batch the priced latency rows have to reproduce (docs/serving.md, MLPerf Server)
+LITTLE = {"mlperf41-llama2-70b-server-h100-sxm-x8": (44954547225, 154960329, 4),
+          "mlperf41-llama2-70b-server-h200-x8": (35854894885, 123263268, 8)}
+
+
+@pytest.mark.parametrize("base", sorted(SERVER))
+def test_mlperf_server_result_row_and_littles_law(priced, base):
+    qps, tps, sps, issued, _ = SERVER[base]
+    mean_ns, tpot_ns, replicas = LITTLE[base]
+    in_flight = sps * mean_ns * 1e-9 / replicas
+    assert in_flight == pytest.approx(836 if replicas == 4 else 450, rel=0.01)
+    assert in_flight / (tpot_ns * 1e-9) * replicas == pytest.approx(tps, rel=0.01)
+    row = _rows()[f"{base}-qps"]
+    # MLPerf Server's result: Completed samples per second, valid within mlperf.conf's
+    # llama2-70b.Server.ttft_latency = 2000 ms and tpot_latency = 200 ms at the 99th percentile
+    assert (row["metric"], float(row["measured"])) == ("slo_requests_per_s", sps)
+    assert (float(row["slo_ttft_p99_s"]), float(row["slo_tpot_p99_s"])) == (2.0, 0.2)
+    assert (row["stream"], float(row["rate"]), int(row["requests"])) == ("rate", qps, issued)
+    r = priced[0][f"{base}-qps"]
+    assert r.predicted > 0 and r.error == pytest.approx(r.predicted / sps - 1)
+
+
 def test_mlperf_fp4_priced_and_unstated_lengths_skipped_with_why(priced):
     skipped = priced[1]
     # B200 preview, Offline: Tokens per second 11,264.4, Samples per second 41.1075,

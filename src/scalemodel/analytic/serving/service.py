@@ -3,7 +3,7 @@ scheduler simulation, and the figures the CLI's JSON keys name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -187,3 +187,73 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
                "chunked_prefill": es.chunked_prefill, "reserve": eng.reserve,
                "batch_limits": es.why_batch, "max_model_len": es.max_model_len},
         ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[r.osl > 1]))
+
+
+@dataclass(frozen=True)
+class SLORate:
+    """The highest Poisson rate whose simulated run meets the p99 TTFT and TPOT limits (MLPerf
+    Server's rule), with that run's figures; ``runs``: the simulations the search took."""
+
+    rate_per_s: float
+    result: ServeResult
+    runs: int
+
+
+def meets_p99(r: ServeResult, ttft_p99_s: float, tpot_p99_s: float) -> bool:
+    """LoadGen's Server constraints (results.cc PerfConstraintsMet with use_token_latencies):
+    the 99th percentile first-token latency within ``ttft_p99_s`` and the 99th percentile time
+    per output token within ``tpot_p99_s``."""
+    return bool(r.ttft_p99_s <= ttft_p99_s and r.tpot_p99_s <= tpot_p99_s)
+
+
+def slo_rate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str,
+             eng: Engine, stream: Stream, isl: int, osl: int, *, ttft_p99_s: float,
+             tpot_p99_s: float, max_batch: int | None = None, token_budget: int | None = None,
+             rel_tol: float = 0.01) -> SLORate:
+    """The MLPerf Server result as the planner prices it: bisect the Poisson rate of
+    ``stream`` (its requests and seed; the rate it names is only the first guess) for the highest
+    one whose run meets both p99 limits, to ``rel_tol`` of the rate. The figures returned are
+    that run's (``requests_per_s`` is its completed requests over its span, as LoadGen's
+    Completed samples per second). Seeded arrivals scale as 1 / rate, so the runs differ only by
+    the rate."""
+    if not (ttft_p99_s > 0 and tpot_p99_s > 0):
+        raise BadInput(f"SLO limits must be positive, got TTFT {ttft_p99_s} s, TPOT "
+                       f"{tpot_p99_s} s")
+    if not stream.rate_per_s > 0:
+        raise BadInput(f"--rate: the first guess must be positive, got {stream.rate_per_s}")
+    runs = 0
+    seen: dict[float, ServeResult] = {}
+
+    def run(rate: float) -> ServeResult:
+        nonlocal runs
+        if rate not in seen:
+            runs += 1
+            seen[rate] = evaluate(m, gpu, lay, prec, kv_dtype, eng,
+                                  replace(stream, rate_per_s=rate), isl, osl,
+                                  max_batch=max_batch, token_budget=token_budget)
+        return seen[rate]
+
+    lo = hi = float(stream.rate_per_s)
+    if meets_p99(run(lo), ttft_p99_s, tpot_p99_s):
+        for _ in range(40):
+            hi = lo * 1.25
+            if not meets_p99(run(hi), ttft_p99_s, tpot_p99_s):
+                break
+            lo = hi
+        else:
+            raise BadInput("the SLO rate search found no rate the limits reject")
+    else:
+        for _ in range(40):
+            lo = hi / 1.25
+            if meets_p99(run(lo), ttft_p99_s, tpot_p99_s):
+                break
+            hi = lo
+        else:
+            raise BadInput(f"no rate meets p99 TTFT {ttft_p99_s} s and TPOT {tpot_p99_s} s")
+    while (hi - lo) > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        if meets_p99(run(mid), ttft_p99_s, tpot_p99_s):
+            lo = mid
+        else:
+            hi = mid
+    return SLORate(lo, run(lo), runs)
