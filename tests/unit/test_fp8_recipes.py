@@ -44,6 +44,7 @@ EXPECTED = {
     "nemo-qwen3-235b-a22b-h100-2511": "current",
     "nemo-qwen3-30b-a3b-h100-260201": "current",
     "nemo-qwen3-30b-a3b-b200-2604": "mxfp8",
+    "nemo-qwen3-30b-a3b-b200-2602": "mxfp8",
     "nemo-qwen3-235b-a22b-b200-2604": "mxfp8",
     "nemo-deepseek-v3-b200-2604": "mxfp8",
 }

@@ -40,6 +40,15 @@ def test_recipe_sets_dispatcher_and_overlap():
     # and moe_a2a_overlap True
     job, s = _job("nemo-25.11", "qwen3-30b-a3b", "h100-sxm")
     assert (s["ep_overlap"], ep_dispatch(job, "h100-sxm")) == (True, "per_expert")
+    # v0.3.0 (26.02), scripts/performance/configs/qwen/qwen3_workload_base_configs.py lines
+    # 421-429: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 sets moe_flex_dispatcher_backend
+    # "deepep" and moe_a2a_overlap True (PP2 VP12); lines 397-405: the B200 FP8 presets set no
+    # backend (the provider's alltoall) and no overlap, with TE graphs of moe_router +
+    # moe_preprocess
+    job, s = _job("nemo-26.02", "qwen3-30b-a3b", "h100-sxm")
+    assert (s["ep_overlap"], ep_dispatch(job, "h100-sxm")) == (True, "per_destination")
+    job, s = _job("nemo-26.02", "qwen3-30b-a3b", "b200")
+    assert (s["ep_overlap"], ep_dispatch(job, "b200")) == (False, "per_expert")
 
 
 def test_a_flag_overrides_the_recipe_and_other_pairs_keep_the_profile():
