@@ -99,8 +99,14 @@ def test_profiles_give_the_policy():
                          kv=SimpleNamespace(block_size=16, blocks=1000))
     ms = policy(get_serving_engine("vllm-0.6.0-multistep"), es)
     assert ms.prefill_alone and ms.steps_per_schedule == 10
+    # V0 without multi-step: prefill steps alone (0.6.5 / 0.7.3 _schedule_default), one step
     v0 = policy(get_serving_engine("vllm-v0"), es)
-    assert not v0.prefill_alone and v0.steps_per_schedule == 1
+    assert v0.prefill_alone and v0.steps_per_schedule == 1
+    # with chunked prefill on (V0 above a 32K context) _schedule_chunked_prefill mixes them
+    ch = policy(get_serving_engine("vllm-v0"), SimpleNamespace(**{**vars(es),
+                                                                  "chunked_prefill": True}))
+    assert not ch.prefill_alone and ch.steps_per_schedule == 1
+    assert not policy(get_serving_engine("vllm-v1"), es).prefill_alone
     # the AMD MLPerf harness's num_scheduler_steps 11 spreads host time only (its scheduler
     # was not read)
     amd = policy(get_serving_engine("vllm-rocm-mlperf-v51"), es)

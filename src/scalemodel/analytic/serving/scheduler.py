@@ -49,14 +49,15 @@ class SchedulerPolicy:
 
 def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> SchedulerPolicy:
     """The scheduler policy of engine profile ``eng`` (engine.Engine) with its setup ``es``
-    (engine.EngineSetup): a profile with ``prefill_alone`` (vLLM V0's default scheduler) holds
-    each decode batch for its ``host_iters_per_schedule`` steps (multi-step scheduling); for
-    other profiles that figure only spreads the host seconds (iteration.py)."""
+    (engine.EngineSetup): a profile with ``prefill_alone`` (vLLM V0's default scheduler, taken
+    only without chunked prefill: V0 with chunking mixes decodes and prefill chunks) holds each
+    decode batch for its ``host_iters_per_schedule`` steps (multi-step scheduling); for other
+    profiles that figure only spreads the host seconds (iteration.py)."""
+    chunked = es.chunked_prefill if chunked_prefill is None else chunked_prefill
+    v0 = bool(eng.prefill_alone) and not chunked  # V0 with chunking mixes (decode first)
     return SchedulerPolicy(
-        es.max_batch, es.token_budget,
-        es.chunked_prefill if chunked_prefill is None else chunked_prefill, eng.reserve,
-        es.kv.block_size, es.kv.blocks, prefill_alone=bool(eng.prefill_alone),
-        steps_per_schedule=int(eng.host_iters_per_schedule) if eng.prefill_alone else 1)
+        es.max_batch, es.token_budget, chunked, eng.reserve, es.kv.block_size, es.kv.blocks,
+        prefill_alone=v0, steps_per_schedule=int(eng.host_iters_per_schedule) if v0 else 1)
 
 
 @dataclass(frozen=True)
