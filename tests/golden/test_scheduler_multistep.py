@@ -121,3 +121,21 @@ def test_chunked_prefill_with_v0_rules_is_refused(gpu_one_second):
                         steps_per_schedule=4)
     with pytest.raises(BadInput):
         simulate(gpu_one_second, p, np.zeros(1), np.full(1, 10), np.full(1, 2))
+
+
+def test_a_short_kv_pool_preempts_and_still_answers_every_request(gpu_one_second):
+    """Bookkeeping under recompute preemption: with 40 blocks of 16 tokens (640 tokens) for 40
+    requests of up to 300 + 200 tokens, decode schedules (10 slots a sequence each) run short and
+    preempt; every request must still get its first token, then its last, in that order, and
+    the run must end at the last answer."""
+    rng = np.random.default_rng(1)
+    n = 40
+    isl, osl = rng.integers(10, 300, n), rng.integers(1, 200, n)
+    p = SchedulerPolicy(max_batch=64, token_budget=2048, chunked_prefill=False,
+                        reserve="on_demand", block_tokens=16, kv_blocks=40,
+                        prefill_alone=True, steps_per_schedule=10)
+    r = simulate(gpu_one_second, p, np.sort(rng.uniform(0, 5, n)), isl, osl)
+    assert r.preemptions > 0
+    assert np.isfinite(r.first_token_s).all() and np.isfinite(r.finish_s).all()
+    assert (r.finish_s >= r.first_token_s).all()
+    assert r.makespan_s == pytest.approx(r.finish_s.max() - r.arrival_s.min())
