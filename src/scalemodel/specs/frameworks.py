@@ -398,6 +398,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # iterations the loop runs per scheduler call (vLLM V0's multi-step scheduling): the host
     # seconds above are one call's work, spread over that many iterations
     "host_iters_per_schedule": (_num(1, whole=True), "an integer >= 1"),
+    # whether a step that runs prefills runs no decodes (vLLM V0's _schedule_default without
+    # chunked prefill: prefills first, decodes only in a step with none); with
+    # host_iters_per_schedule n > 1 the decode batch is also held for n steps (scheduler.py)
+    "prefill_alone": (lambda v: isinstance(v, bool), "true or false"),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
     # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"

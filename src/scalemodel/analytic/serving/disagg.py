@@ -96,7 +96,7 @@ def plan(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, osl:
 
 def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream: Stream,
                   isl: int, osl: int, link: Link) -> ServeResult:
-    from .scheduler import SchedulerPolicy, simulate
+    from .scheduler import policy, simulate
 
     a, i, o = draw(stream, isl, osl, m.max_context)
     n = a.size
@@ -104,8 +104,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
     first = np.empty(n)
     for k in range(p.layout.dp):
         idx = np.arange(k, n, p.layout.dp)
-        pol = SchedulerPolicy(p.es.max_batch, p.es.token_budget, p.es.chunked_prefill,
-                              eng.reserve, p.es.kv.block_size, p.es.kv.blocks)
+        pol = policy(eng, p.es)
         r = simulate(p.it, pol, a[idx], i[idx], np.ones(idx.size, np.int64),
                      concurrency=0)
         first[idx] = r.first_token_s
@@ -115,8 +114,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
     iters = 0
     for k in range(d.layout.dp):
         idx = np.arange(k, n, d.layout.dp)
-        pol = SchedulerPolicy(d.es.max_batch, d.es.token_budget, True, eng.reserve,
-                              d.es.kv.block_size, d.es.kv.blocks)
+        pol = policy(eng, d.es, chunked_prefill=True)
         r = simulate(d.it, pol, ready[idx], i[idx], o[idx], prefilled=True)
         finish[idx] = r.finish_s
         f_dec[idx] = ready[idx]

@@ -48,6 +48,9 @@ class Engine:
     host_overlap: bool = False
     # iterations per scheduler call (vLLM multi-step scheduling): the host seconds are one call's
     host_iters_per_schedule: int = 1
+    # a step that runs prefills runs no decodes (vLLM V0's default scheduler); with
+    # host_iters_per_schedule n > 1 a decode batch is held n steps (scheduler.py)
+    prefill_alone: bool = False
     # attention data parallelism (frameworks.toml attention_dp): whether the engine has it and
     # how each MoE layer exchanges the ranks' tokens; empty: not recorded (no attention DP)
     attention_dp: dict[str, Any] = field(default_factory=dict)
@@ -111,7 +114,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", *SERVING_HOST_FIELDS,
-            "host_iters_per_schedule")
+            "host_iters_per_schedule", "prefill_alone")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -129,6 +132,7 @@ def get_serving_engine(fid: str | None) -> Engine:
         host_s_per_seq=float(v.get("host_s_per_seq") or 0.0),
         host_overlap=bool(v.get("host_overlap", False)),
         host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1),
+        prefill_alone=bool(v.get("prefill_alone", False)),
         attention_dp=dict(v.get("attention_dp") or {}))
 
 

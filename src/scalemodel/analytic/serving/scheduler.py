@@ -41,6 +41,23 @@ class SchedulerPolicy:
     reserve: str  # "full" (guaranteed no evict) or "on_demand" (preempt by recompute)
     block_tokens: int
     kv_blocks: int  # blocks in the replica's KV pool
+    # vLLM V0 (engine profile prefill_alone, host_iters_per_schedule): a step with prefills runs
+    # no decodes, and a decode batch, once scheduled, runs steps_per_schedule steps unchanged
+    prefill_alone: bool = False
+    steps_per_schedule: int = 1
+
+
+def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> SchedulerPolicy:
+    """The scheduler policy of engine profile ``eng`` (engine.Engine) with its setup ``es``
+    (engine.EngineSetup): a profile with ``prefill_alone`` (vLLM V0's default scheduler, taken
+    only without chunked prefill: V0 with chunking mixes decodes and prefill chunks) holds each
+    decode batch for its ``host_iters_per_schedule`` steps (multi-step scheduling); for other
+    profiles that figure only spreads the host seconds (iteration.py)."""
+    chunked = es.chunked_prefill if chunked_prefill is None else chunked_prefill
+    v0 = bool(eng.prefill_alone) and not chunked  # V0 with chunking mixes (decode first)
+    return SchedulerPolicy(
+        es.max_batch, es.token_budget, chunked, eng.reserve, es.kv.block_size, es.kv.blocks,
+        prefill_alone=v0, steps_per_schedule=int(eng.host_iters_per_schedule) if v0 else 1)
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,13 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
         raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
                        f"{pol.token_budget:,} and chunked prefill is off")
+    if pol.prefill_alone or pol.steps_per_schedule > 1:
+        if pol.chunked_prefill and not prefilled:
+            raise BadInput("a scheduler whose prefill steps run alone or whose decode batch is "
+                           "held for several steps (vLLM V0's default scheduler, multi-step) "
+                           "is simulated without chunked prefill only")
+        return _simulate_v0(it, pol, arrival_s, isl, osl, need_full, prefilled=prefilled,
+                            concurrency=concurrency, max_iterations=max_iterations)
     order = np.argsort(arrival_s, kind="stable")
     target = isl.copy()  # prompt tokens to (re)compute
     done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
@@ -283,3 +307,151 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0))
         k = max(1, min(k, int(gap // dt1) + 1))
     return k
+
+
+def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray,
+                 isl: np.ndarray, osl: np.ndarray, need_full: np.ndarray, *, prefilled: bool,
+                 concurrency: int, max_iterations: int) -> SimResult:
+    """vLLM V0's default scheduler (core/scheduler.py _schedule_default at 0.6.0) with
+    multi-step scheduling (n = ``steps_per_schedule``). At each scheduler call: waiting prompts
+    are admitted whole, first come first served, while the batch and the token budget allow and
+    their blocks are free; if any is, that step is a prefill step and runs alone, one step (each
+    prompt's last position samples its first token). Otherwise every running sequence decodes
+    for n steps as one frozen batch: a sequence that reaches its output length at step j < n is
+    answered then (its finish time), but it keeps its slot and is computed for the remaining
+    n - j steps, whose tokens are dropped; nothing joins before the n-th step ends. KV: whole
+    prompt blocks at admission; each decode batch appends n slots per sequence (one plus n - 1
+    lookahead), and on demand a shortfall preempts the newest sequence (recompute)."""
+    n = int(arrival_s.size)
+    ns = max(int(pol.steps_per_schedule), 1)
+    bs, cap = pol.block_tokens, pol.kv_blocks
+    order = np.argsort(arrival_s, kind="stable")
+    target = isl.copy()
+    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
+    blocks = np.zeros(n, np.int64)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    if prefilled:
+        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
+    waiting: deque[int] = deque()
+    run = np.zeros(0, np.int64)
+    nxt, t, free = 0, 0.0, cap
+    iters = pre = peak = finished = 0
+    seq_iters = t_dec = t_mix = 0.0
+    n_dec_it = n_mix_it = 0
+
+    def done(fin: np.ndarray, at: np.ndarray) -> None:
+        nonlocal finished
+        o = np.argsort(at, kind="stable")
+        fin, at = fin[o], at[o]
+        finish[fin] = at
+        if concurrency > 0:  # each answer lets one more client request in
+            j = np.arange(concurrency + finished, concurrency + finished + fin.size)
+            arrival_s[j[j < n]] = at[j < n]
+        finished += int(fin.size)
+
+    while finished < n:
+        while nxt < n and arrival_s[order[nxt]] <= t:
+            waiting.append(int(order[nxt]))
+            nxt += 1
+        if not run.size and not waiting:
+            if nxt >= n or not np.isfinite(arrival_s[order[nxt]]):
+                raise BadInput("the serving simulation did not finish (no progress)")
+            t = float(arrival_s[order[nxt]])
+            continue
+        if iters > max_iterations:
+            raise BadInput("the serving simulation did not finish (no progress); check the "
+                           "token budget and KV pool")
+        # the scheduler call: prefills first (whole prompts, FCFS, within the budget)
+        adm: list[int] = []
+        budget = pol.token_budget
+        while waiting and run.size + len(adm) < pol.max_batch:
+            r = waiting[0]
+            c = int(target[r] - kv[r])  # 0 for a prompt that arrived with its KV
+            if c > budget:
+                break
+            need = (int(need_full[r]) if pol.reserve == "full"
+                    else int(_blocks(max(int(target[r]), 1), bs)))
+            if need > free:
+                break
+            waiting.popleft()
+            blocks[r] = need
+            free -= need
+            budget -= c
+            adm.append(r)
+        if adm:
+            a = np.asarray(adm, dtype=np.int64)
+            run = np.concatenate([run, a])
+            a_p = a[kv[a] < target[a]]
+            if not a_p.size:
+                continue  # prompts that arrived with their KV join the next decode batch
+            clen = target[a_p] - kv[a_p]
+            dt = it.time(int(clen.sum()), int(a_p.size), 0.0, clen, np.zeros_like(clen))
+            t += dt
+            iters += 1
+            seq_iters += a_p.size
+            t_mix += dt
+            n_mix_it += 1
+            peak = max(peak, int(run.size))
+            kv[a_p] = target[a_p]
+            first[a_p[np.isnan(first[a_p])]] = t
+            gen[a_p] += 1
+            out = a_p[gen[a_p] >= osl[a_p]]
+            if out.size:
+                free += int(blocks[out].sum())
+                blocks[out] = 0
+                run = run[~np.isin(run, out)]
+                done(out, np.full(out.size, t))
+            continue
+        if not run.size:
+            if nxt < n and np.isfinite(arrival_s[order[nxt]]):
+                t = max(t, float(arrival_s[order[nxt]]))
+                continue
+            raise BadInput(f"the KV pool ({cap * bs:,} tokens) or the batch limits admit no "
+                           "waiting request")
+        # a decode batch: every running sequence appends ns slots; preempt the newest if short
+        if pol.reserve == "on_demand":
+            grow = np.maximum(_blocks(kv[run] + ns, bs) - blocks[run], 0)
+            while int(grow.sum()) > free and run.size:
+                v = int(run[-1])
+                run = run[:-1]
+                free += int(blocks[v])
+                blocks[v] = 0
+                target[v] = isl[v] + gen[v]
+                kv[v] = 0
+                waiting.appendleft(v)
+                pre += 1
+                grow = np.maximum(_blocks(kv[run] + ns, bs) - blocks[run], 0)
+            if not run.size:
+                continue
+            blocks[run] += grow
+            free -= int(grow.sum())
+        B = int(run.size)
+        s0 = float((kv[run] + 1).sum())
+        empty = np.zeros(0, np.int64)
+        step = np.array([it.time(B, B, s0 + B * j, empty, empty) for j in range(ns)])
+        ends = t + np.cumsum(step)
+        left = osl[run] - gen[run]
+        out = left <= ns
+        if out.any():
+            done(run[out], ends[left[out] - 1])
+        t = float(ends[-1])
+        iters += ns
+        seq_iters += ns * B
+        t_dec += float(step.sum())
+        n_dec_it += ns
+        peak = max(peak, B)
+        kv[run] += ns
+        gen[run] += np.minimum(left, ns)
+        if out.any():
+            fin = run[out]
+            free += int(blocks[fin].sum())
+            blocks[fin] = 0
+            run = run[~out]
+    # the run ends with the last answer: the dropped steps after it are not waited for
+    start = float(arrival_s.min()) if n else 0.0
+    end = float(finish.max()) if n else 0.0
+    return SimResult(arrival_s, first, finish, isl, osl, float(end - start), iters, pre, peak,
+                     seq_iters / max(iters, 1), t_dec / max(n_dec_it, 1),
+                     t_mix / max(n_mix_it, 1))

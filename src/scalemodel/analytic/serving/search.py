@@ -240,15 +240,14 @@ def _dp_probe(dps: list[int], rate: float | None, ttft_s: float | None, tpot_s: 
 
 def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, isl: int,
                        osl: int) -> ServeResult:
-    from .scheduler import SchedulerPolicy, simulate
+    from .scheduler import policy, simulate
 
     lay = c.layout
     share = Stream(stream.kind, max(1, -(-stream.requests // lay.dp)), stream.rate_per_s / lay.dp,
                    -(-stream.concurrency // lay.dp) if stream.concurrency else 0, stream.dist,
                    stream.spread, stream.seed)
     a, i, o = draw(share, isl, osl, m.max_context)
-    pol = SchedulerPolicy(c.es.max_batch, c.es.token_budget, c.es.chunked_prefill, eng.reserve,
-                          c.es.kv.block_size, c.es.kv.blocks)
+    pol = policy(eng, c.es)
     r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency)
     return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
 

@@ -12,7 +12,7 @@ from ...errors import BadInput
 from ...specs import GPUSpec, ModelSpec
 from .engine import Engine, EngineSetup, setup
 from .iteration import IterationModel, Precision, ServeLayout, build
-from .scheduler import SchedulerPolicy, SimResult, simulate
+from .scheduler import SimResult, policy, simulate
 from .streams import Stream, draw
 
 
@@ -144,8 +144,7 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
                    stream.rate_per_s / sh, -(-stream.concurrency // sh) if
                    stream.concurrency else 0, stream.dist, stream.spread, stream.seed)
     a, i, o = draw(share, isl, osl, m.max_context)
-    pol = SchedulerPolicy(es.max_batch, es.token_budget, es.chunked_prefill, eng.reserve,
-                          es.kv.block_size, es.kv.blocks)
+    pol = policy(eng, es)
     r = simulate(it, pol, a, i, o, concurrency=share.concurrency)
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
 
