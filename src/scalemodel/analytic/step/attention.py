@@ -255,7 +255,10 @@ def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
 def _unfused_core(c: Candidates) -> tuple[Any, Any]:
     """Unfused: two batched GEMMs per head over the whole s x s score matrix (their own roofline
     pays for writing scores and reading probabilities), plus the fused scale-mask-softmax and
-    dropout passes over the scores in HBM."""
+    dropout passes over the scores in HBM, at the rate those kernels were measured to reach
+    (planner.toml [nongemm] unfused_score_hbm_efficiency of the datasheet bandwidth:
+    Korthikanti et al. 2022 Table 4), not the memory-bound kernels' assumed [gemm]
+    hbm_efficiency."""
     m, ms, ng = c.m, c.ms, constants()["nongemm"]
     heads = m.n_heads / c.tp
     sl = c.S / c.cp
@@ -268,7 +271,8 @@ def _unfused_core(c: Candidates) -> tuple[Any, Any]:
     per_b = ng["unfused_bwd_bytes_per_score"] + (ng["unfused_dropout_bwd_bytes"]
                                                  if m.dropout else 0)
     scores = c.b * heads * sl * c.S
-    return qk_f + av_f + scores * per_f / c.hbm, qk_b + av_b + scores * per_b / c.hbm
+    rate = c.gpu.hbm_bytes_per_s * float(ng["unfused_score_hbm_efficiency"])
+    return qk_f + av_f + scores * per_f / rate, qk_b + av_b + scores * per_b / rate
 
 
 def attention_terms(c: Candidates) -> AttentionTerms:
