@@ -184,3 +184,20 @@ def test_real_model_equal_ranks_at_max_load_match_one_rank():
     one = simulate(it, pol, np.zeros(16), np.full(16, 512), np.full(16, 16))
     assert four.makespan_s == pytest.approx(one.makespan_s, rel=1e-12)
     assert four.iterations == one.iterations
+
+
+def test_decode_pool_ranks(it_ab):
+    # a disaggregated decode pool (prompts arrive with their KV, first token already out, so 2
+    # decode tokens each): requests of 100 cached and 3 output tokens at t = 0 and t = 2.5 ms
+    # on 2 ranks. #0 -> r0 and decodes from iteration 1 (r1 runs the dummy): A + B = 3 ms an
+    # iteration. #1 arrives during iteration 1 and goes to r1 (r0 is at the target of 1); as in
+    # the one-rank scheduler, a sequence admitted into a running iteration decodes from the
+    # next one. So iteration 2 decodes #0 (done at 6 ms), iterations 3 and 4 decode #1 (r0
+    # runs the dummy): done at 12 ms.
+    r = simulate(it_ab, _pol(), np.array([0.0, 0.0025]), np.full(2, 100), np.full(2, 3),
+                 prefilled=True, ranks=2)
+    assert r.finish_s == pytest.approx([2 * (A + B), 4 * (A + B)])
+    # the same two requests on one rank alone: the same rule, the same times
+    one = simulate(it_ab, _pol(), np.array([0.0, 0.0025]), np.full(2, 100), np.full(2, 3),
+                   prefilled=True)
+    assert one.finish_s == pytest.approx([2 * (A + B), 4 * (A + B)])

@@ -85,10 +85,9 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     it). ``ranks`` n > 1: the n attention-DP ranks of one replica (:func:`simulate_lockstep`),
     ``pol`` being each rank's limits and KV pool."""
     if ranks > 1:
-        if prefilled:
-            raise BadInput("attention DP is not simulated on a disaggregated decode pool")
-        return simulate_lockstep(it, pol, ranks, arrival_s, isl, osl, concurrency=concurrency,
-                                 stretch=stretch, max_iterations=max_iterations)
+        return simulate_lockstep(it, pol, ranks, arrival_s, isl, osl, prefilled=prefilled,
+                                 concurrency=concurrency, stretch=stretch,
+                                 max_iterations=max_iterations)
     n = int(arrival_s.size)
     arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
     if concurrency > 0:
@@ -318,7 +317,7 @@ def adp_assign(active_n: list[int], active_tokens: list[int], new_isl: list[int]
 
 def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
                       arrival_s: np.ndarray, isl: np.ndarray, osl: np.ndarray, *,
-                      concurrency: int = 0, stretch: bool = True,
+                      prefilled: bool = False, concurrency: int = 0, stretch: bool = True,
                       max_iterations: int = 5_000_000) -> SimResult:
     """One replica under attention data parallelism: ``n_ranks`` ranks, each with its own batch,
     limits and KV pool (``pol``), all running every iteration together (each MoE layer waits
@@ -329,7 +328,8 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
     guaranteed-no-evict reserve (TensorRT-LLM's, the one engine priced with attention DP):
     decode tokens first, prompts in flight, then its assigned requests in order while its batch,
     budget and KV blocks allow. Stretches where no rank's batch can change are advanced in one
-    move, as in :func:`simulate`."""
+    move, as in :func:`simulate`; ``prefilled``: prompts arrive with their KV (a disaggregated
+    decode pool), as there."""
     if pol.reserve != "full":
         raise BadInput("attention DP is simulated with the guaranteed-no-evict reserve only "
                        f"(TensorRT-LLM's); got reserve {pol.reserve!r}")
@@ -346,16 +346,18 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
     if n and int(need_full.max()) > cap:
         raise BadInput(f"the KV pool ({cap * bs:,} tokens) cannot hold one request of "
                        f"{int((isl + osl).max()):,} tokens")
-    if not pol.chunked_prefill and n and int(isl.max()) > pol.token_budget:
+    if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
         raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
                        f"{pol.token_budget:,} and chunked prefill is off")
     order = np.argsort(arrival_s, kind="stable")
-    done_p = np.zeros(n, np.int64)
-    kv = np.zeros(n, np.int64)
-    gen = np.zeros(n, np.int64)
+    done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
     blocks = np.zeros(n, np.int64)
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
+    if prefilled:
+        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
     gwait: deque[int] = deque()  # the engine's waiting queue, shared by the ranks
     rwait: list[deque[int]] = [deque() for _ in range(R)]  # on a rank, not yet scheduled
     run = [np.zeros(0, np.int64) for _ in range(R)]
@@ -402,7 +404,7 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
                 budget -= c
             adm: list[int] = []
             w = rwait[r]
-            while w and rr.size + len(adm) < pol.max_batch and budget > 0:
+            while w and rr.size + len(adm) < pol.max_batch and (budget > 0 or prefilled):
                 q = w[0]
                 left = int(isl[q] - done_p[q])
                 c = min(left, budget) if pol.chunked_prefill else left
@@ -412,11 +414,12 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
                 blocks[q] = int(need_full[q])
                 free[r] -= int(need_full[q])
                 adm.append(q)
-                ch_i.append(q)
-                ch_l.append(c)
-                budget -= c
-                if c < left:
-                    prefilling[r].append(q)
+                if c > 0:
+                    ch_i.append(q)
+                    ch_l.append(c)
+                    budget -= c
+                    if c < left:
+                        prefilling[r].append(q)
             if adm:
                 run[r] = np.concatenate([rr, np.asarray(adm, dtype=np.int64)])
                 admitted_any = True
