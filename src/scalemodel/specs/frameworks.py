@@ -319,6 +319,9 @@ ADP_EXCHANGES = ("allgather_reducescatter", "unread")
 ADP_PRICED = ("route_bytes_per_expert", "output_bytes", "dispatch_16bit")
 
 
+ADP_ASSIGN = ("prompt_tokens_under_count",)
+
+
 def _adp_ok(v: dict[str, Any]) -> bool:
     def num(x: Any) -> bool:
         return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
@@ -419,6 +422,18 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # (route_bytes_per_expert: its expert id and weight), the bytes per element of the expert
     # outputs sent back (output_bytes), and the checkpoint kinds whose tokens go out unquantized
     # at 16 bits (dispatch_16bit: "fp8_block")
+    # how the engine's attention-DP ranks share the requests and meet at each MoE layer
+    # (analytic/serving/scheduler.py simulate_lockstep): assign "prompt_tokens_under_count" (a
+    # new request goes to the rank with the fewest unfinished prompt tokens among those under
+    # the count target ceil(unfinished / n)); idle "dummy_generation" (a rank with no request
+    # runs a one-token generation request); gather_padding false (the exchange and the experts
+    # take each rank's own tokens) or true (every rank padded to the largest rank's count)
+    "attention_dp_schedule": (
+        lambda v: (isinstance(v, dict) and set(v) == {"assign", "idle", "gather_padding"}
+                   and v["assign"] in ADP_ASSIGN and v["idle"] in ("dummy_generation",)
+                   and isinstance(v["gather_padding"], bool)),
+        "a table assign = " + " | ".join(ADP_ASSIGN) + ", idle = dummy_generation, "
+        "gather_padding = true | false"),
     "attention_dp": (lambda v: isinstance(v, dict) and _adp_ok(v),
                      "a table supported = true | false, exchange = "
                      + " | ".join(ADP_EXCHANGES) + " and, for a read exchange, "

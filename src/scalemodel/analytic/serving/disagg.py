@@ -97,6 +97,7 @@ def plan(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, osl:
 def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream: Stream,
                   isl: int, osl: int, link: Link) -> ServeResult:
     from .scheduler import policy, simulate
+    from .service import adp_ranks
 
     a, i, o = draw(stream, isl, osl, m.max_context)
     n = a.size
@@ -106,7 +107,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         idx = np.arange(k, n, p.layout.dp)
         pol = policy(eng, p.es)
         r = simulate(p.it, pol, a[idx], i[idx], np.ones(idx.size, np.int64),
-                     concurrency=0)
+                     concurrency=0, ranks=adp_ranks(p.layout))
         first[idx] = r.first_token_s
     ready = first + kv_transfer_s(m, p.kv_dtype, i, p.layout.tp, link)
     finish = np.empty(n)
@@ -115,7 +116,8 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
     for k in range(d.layout.dp):
         idx = np.arange(k, n, d.layout.dp)
         pol = policy(eng, d.es, chunked_prefill=True)
-        r = simulate(d.it, pol, ready[idx], i[idx], o[idx], prefilled=True)
+        r = simulate(d.it, pol, ready[idx], i[idx], o[idx], prefilled=True,
+                     ranks=adp_ranks(d.layout))
         finish[idx] = r.finish_s
         f_dec[idx] = ready[idx]
         iters += r.iterations

@@ -54,6 +54,9 @@ class Engine:
     # attention data parallelism (frameworks.toml attention_dp): whether the engine has it and
     # how each MoE layer exchanges the ranks' tokens; empty: not recorded (no attention DP)
     attention_dp: dict[str, Any] = field(default_factory=dict)
+    # how its attention-DP ranks share requests and meet at each MoE layer (frameworks.toml
+    # attention_dp_schedule); empty: not read
+    attention_dp_schedule: dict[str, Any] = field(default_factory=dict)
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -65,6 +68,15 @@ class Engine:
         if a.get("exchange") == "unread":
             raise BadInput(f"--layout adp=1: {self.id}'s attention-DP exchange was not read "
                            "(frameworks.toml attention_dp exchange = unread); it is not priced")
+        return a
+
+    def adp_schedule(self) -> dict[str, Any]:
+        """How this engine's attention-DP ranks take requests and meet at each MoE layer, or one
+        line where that was not read."""
+        a = self.attention_dp_schedule
+        if a.get("assign") != "prompt_tokens_under_count":
+            raise BadInput(f"--layout adp=1: {self.id}'s attention-DP request assignment was not "
+                           "read (frameworks.toml attention_dp_schedule); it is not priced")
         return a
 
     def default_kv_dtype(self, prec: Precision) -> str:
@@ -113,8 +125,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     fw = get_framework(fid)
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
-            "unchunked_budget_floor", "logits_gather", "attention_dp", *SERVING_HOST_FIELDS,
-            "host_iters_per_schedule", "prefill_alone")
+            "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
+            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -133,7 +145,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         host_overlap=bool(v.get("host_overlap", False)),
         host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1),
         prefill_alone=bool(v.get("prefill_alone", False)),
-        attention_dp=dict(v.get("attention_dp") or {}))
+        attention_dp=dict(v.get("attention_dp") or {}),
+        attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -158,6 +158,10 @@ class Tables:
     allreduce: np.ndarray  # the layer's TP all-reduces
     p2p: np.ndarray  # one activation send between pipeline stages
     head: np.ndarray  # output head + sampling, index = sequences that emit a token
+    # attention DP only: of ``moe``, the part every rank runs on the n ranks' tokens together
+    # (the routed experts and the exchange), index = a rank's tokens with all n ranks at that
+    # count; the rest of ``moe`` is the rank's own (attention, router, shared experts)
+    moe_shared: np.ndarray | None = None
 
 
 def _split_k(M: np.ndarray, N: float, K: float, gpu: GPUSpec) -> np.ndarray:
@@ -216,6 +220,8 @@ class IterationModel:
     # iterations the loop runs per scheduler call: the host seconds above are one call's work,
     # spread over that many iterations
     host_iters_per_schedule: int = 1
+    # attention DP: every rank's rows padded to the largest rank's before the exchange
+    adp_gather_padding: bool = False
 
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
@@ -270,6 +276,36 @@ class IterationModel:
                + self.prefill_attention(chunks, cached))
         return float(self.with_host(gpu, n_logits))
 
+    def time_lockstep(self, T: np.ndarray, n_logits: np.ndarray, decode_ctx_sum: np.ndarray,
+                      chunks: list[np.ndarray], cached: list[np.ndarray]) -> float:
+        """Seconds of one iteration of the n attention-DP ranks in lock-step, rank r with
+        ``T[r]`` tokens, ``n_logits[r]`` sampling sequences, ``decode_ctx_sum[r]`` decode KV
+        tokens and its own prefill chunks: every MoE layer waits for the slowest rank, so the
+        ranks' own work (attention, dense layers, router, shared experts, head: all they run on
+        their own tokens alone) counts as its maximum over the ranks, and the experts and the
+        exchange once, at the ranks' tokens together: n times their mean where the gather is
+        sized by each rank's own count (``all_rank_num_tokens``: CutlassFusedMoE without DP
+        padding), n times their largest where the engine pads (``adp_gather_padding``). A
+        rank with no work runs the engine's one-token dummy generation request. Host work as
+        :meth:`time`, for the rank with the most sampling sequences."""
+        tb = self.tables
+        if tb.moe_shared is None:
+            raise BadInput("time_lockstep: the layout is not attention data parallel")
+        pp = self.layout.pp
+        T = np.asarray(T, dtype=np.int64)
+        idle = T == 0
+        T = np.where(idle, 1, T)
+        n_logits = np.where(idle, 1, np.asarray(n_logits, dtype=np.int64))
+        ctx = np.where(idle, 1.0, np.asarray(decode_ctx_sum, dtype=np.float64))
+        i = np.minimum(-(-T // pp), tb.dense.size - 1)
+        own = (self.dense_part_v(T, n_logits) - self.n_moe * tb.moe_shared[i]
+               + self.dec_s_per_ctx_token * ctx
+               + np.asarray([self.prefill_attention(c, p) for c, p in zip(chunks, cached, strict=True)]
+                            + [0.0] * (T.size - len(chunks))))
+        x = float(i.max()) if self.adp_gather_padding else float(i.mean())
+        shared = self.n_moe * float(np.interp(x, np.arange(tb.moe_shared.size), tb.moe_shared))
+        return float(self.with_host(float(own.max()) + shared, int(n_logits.max())))
+
 
 def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
     """Busiest EP rank's routed copies over the mean, by the batch's routed copies (median draw
@@ -309,7 +345,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           moe_gemm_kernel: str | None = None, logits_gather: str = "none",
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
-          adp_exchange: dict[str, Any] | None = None) -> IterationModel:
+          adp_exchange: dict[str, Any] | None = None,
+          adp_gather_padding: bool = False) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -318,7 +355,10 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     sampling sequence are all-gathered in 16 bits and every TP rank samples the full row. The
     host fields are the engine's host loop (:meth:`IterationModel.with_host`).
     ``adp_exchange``: the engine's attention-DP exchange (frameworks.toml attention_dp), needed
-    when the layout runs attention data-parallel."""
+    when the layout runs attention data-parallel; ``adp_gather_padding``: the engine pads every
+    rank's rows to the largest rank's before the exchange (frameworks.toml
+    attention_dp_schedule gather_padding), so the lock-step's experts and exchange take n times
+    the largest rank's tokens (:meth:`IterationModel.time_lockstep`)."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -410,8 +450,11 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                    cluster)
         ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
         moe_x = np.zeros_like(M)
+    moe_shared = None
     if m.is_moe:
         moe = moe + moe_x
+        if adp:
+            moe_shared = eu + ed + moe_x
     if lay.pp > 1:
         p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
                                 cluster)
@@ -468,7 +511,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     eff_y = np.asarray(attention_efficiency(gpu, 2.0 ** eff_x, causal=True, kind=attention_kind,
                                             head_dim=ms.qk_dim / m.n_heads))
     tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
-                    head)
+                    head, moe_shared)
     return IterationModel(
         model=m, gpu=gpu, layout=lay, prec=prec, kv_dtype=kv_dtype, tables=tables,
         n_dense=m.n_layers - m.n_moe_layers, n_moe=m.n_moe_layers, dec_s_per_ctx_token=per_ctx,
@@ -476,7 +519,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
         eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
-        host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule))
+        host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule),
+        adp_gather_padding=bool(adp_gather_padding))
 
 
 def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,

@@ -23,6 +23,7 @@ the decode tokens read, so the stretch costs k times its mid-point iteration.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -93,12 +94,20 @@ def _blocks(tokens: np.ndarray | int, bs: int) -> Any:
 
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
-             stretch: bool = True, max_iterations: int = 5_000_000) -> SimResult:
+             stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1) -> SimResult:
     """Run every request through the scheduler; ``prefilled``: prompts arrive with their KV
     (a disaggregated decode pool), so only decode work is done; ``concurrency`` C > 0: a closed
     loop of C clients, request j >= C arriving when the (j - C + 1)-th request finishes;
     ``stretch`` False: step every iteration (the one-move stretches are then checked against
-    it)."""
+    it). ``ranks`` n > 1: the n attention-DP ranks of one replica (:func:`simulate_lockstep`),
+    ``pol`` being each rank's limits and KV pool."""
+    if ranks > 1:
+        if pol.prefill_alone or pol.steps_per_schedule > 1:
+            raise BadInput("attention DP is simulated with TensorRT-LLM's scheduler only, not "
+                           "with vLLM V0's prefill-alone or multi-step rules")
+        return simulate_lockstep(it, pol, ranks, arrival_s, isl, osl, prefilled=prefilled,
+                                 concurrency=concurrency, stretch=stretch,
+                                 max_iterations=max_iterations)
     n = int(arrival_s.size)
     arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
     if concurrency > 0:
@@ -455,3 +464,231 @@ def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray
     return SimResult(arrival_s, first, finish, isl, osl, float(end - start), iters, pre, peak,
                      seq_iters / max(iters, 1), t_dec / max(n_dec_it, 1),
                      t_mix / max(n_mix_it, 1))
+
+
+def adp_assign(active_n: list[int], active_tokens: list[int], new_isl: list[int]) -> list[int]:
+    """The rank each new request goes to under attention DP, by TensorRT-LLM's rule
+    (executor_request_queue.py ``_schedule_attention_dp_requests`` and
+    ``_balance_requests_across_ranks``): each rank's target is ``expected`` = max(ceil((active +
+    new) / n), the largest rank's active count); the new requests, longest prompt first (a
+    stable sort), each go to the rank with the fewest active prompt tokens (then the fewest
+    active requests, then the lowest rank) among the ranks still under the target.
+    ``active_n`` / ``active_tokens``: each rank's requests not yet finished and the sum of
+    their prompt lengths."""
+    n = len(active_n)
+    k = len(new_isl)
+    expected = max(-(-(sum(active_n) + k) // n), max(active_n))
+    heap = [(int(active_tokens[r]), int(active_n[r]), r) for r in range(n)
+            if active_n[r] < expected]
+    heapq.heapify(heap)
+    out = [0] * k
+    for j in sorted(range(k), key=lambda j: -int(new_isl[j])):
+        tok, cnt, r = heapq.heappop(heap)
+        out[j] = r
+        if cnt + 1 < expected:
+            heapq.heappush(heap, (tok + int(new_isl[j]), cnt + 1, r))
+    return out
+
+
+def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
+                      arrival_s: np.ndarray, isl: np.ndarray, osl: np.ndarray, *,
+                      prefilled: bool = False, concurrency: int = 0, stretch: bool = True,
+                      max_iterations: int = 5_000_000) -> SimResult:
+    """One replica under attention data parallelism: ``n_ranks`` ranks, each with its own batch,
+    limits and KV pool (``pol``), all running every iteration together (each MoE layer waits
+    for the slowest, :meth:`IterationModel.time_lockstep`). The engine keeps one waiting queue;
+    each iteration it hands waiting requests to ranks (:func:`adp_assign`) while the ranks hold
+    fewer than n x max_batch unfinished requests, and a request stays on its rank to the end.
+    Each rank then schedules its own requests by the rules of :func:`simulate` with the
+    guaranteed-no-evict reserve (TensorRT-LLM's, the one engine priced with attention DP):
+    decode tokens first, prompts in flight, then its assigned requests in order while its batch,
+    budget and KV blocks allow. Stretches where no rank's batch can change are advanced in one
+    move, as in :func:`simulate`; ``prefilled``: prompts arrive with their KV (a disaggregated
+    decode pool), as there."""
+    if pol.reserve != "full":
+        raise BadInput("attention DP is simulated with the guaranteed-no-evict reserve only "
+                       f"(TensorRT-LLM's); got reserve {pol.reserve!r}")
+    R = int(n_ranks)
+    n = int(arrival_s.size)
+    arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
+    if concurrency > 0:
+        arrival_s[concurrency:] = np.inf
+        arrival_s[:concurrency] = 0.0
+    isl = np.asarray(isl, dtype=np.int64)
+    osl = np.asarray(osl, dtype=np.int64)
+    bs, cap = pol.block_tokens, pol.kv_blocks
+    need_full = _blocks(isl + osl - 1, bs)
+    if n and int(need_full.max()) > cap:
+        raise BadInput(f"the KV pool ({cap * bs:,} tokens) cannot hold one request of "
+                       f"{int((isl + osl).max()):,} tokens")
+    if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
+        raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
+                       f"{pol.token_budget:,} and chunked prefill is off")
+    order = np.argsort(arrival_s, kind="stable")
+    done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
+    blocks = np.zeros(n, np.int64)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    if prefilled:
+        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
+    gwait: deque[int] = deque()  # the engine's waiting queue, shared by the ranks
+    rwait: list[deque[int]] = [deque() for _ in range(R)]  # on a rank, not yet scheduled
+    run = [np.zeros(0, np.int64) for _ in range(R)]
+    prefilling: list[list[int]] = [[] for _ in range(R)]
+    free = [cap] * R
+    act_n = [0] * R
+    act_tok = [0] * R
+    nxt, t = 0, 0.0
+    iters = peak = finished = 0
+    seq_iters = t_dec = t_mix = 0.0
+    n_dec_it = n_mix_it = 0
+    while finished < n:
+        while nxt < n and arrival_s[order[nxt]] <= t:
+            gwait.append(int(order[nxt]))
+            nxt += 1
+        if not gwait and not any(act_n):
+            t = float(arrival_s[order[nxt]])
+            continue
+        if iters > max_iterations:
+            raise BadInput("the serving simulation did not finish (no progress); check the "
+                           "token budget and KV pool")
+        room = R * pol.max_batch - sum(act_n)
+        if gwait and room > 0:
+            take = [gwait.popleft() for _ in range(min(room, len(gwait)))]
+            for q, r in zip(take, adp_assign(act_n, act_tok, [int(isl[q]) for q in take]),
+                            strict=True):
+                rwait[r].append(q)
+                act_n[r] += 1
+                act_tok[r] += int(isl[q])
+        decs, cids, clens, dones, comps = [], [], [], [], []
+        admitted_any = False
+        for r in range(R):
+            rr = run[r]
+            dec = rr[done_p[rr] >= isl[rr]]
+            budget = pol.token_budget - int(dec.size)
+            ch_i: list[int] = []
+            ch_l: list[int] = []
+            for q in prefilling[r]:
+                if budget <= 0:
+                    break
+                c = min(int(isl[q] - done_p[q]), budget)
+                ch_i.append(q)
+                ch_l.append(c)
+                budget -= c
+            adm: list[int] = []
+            w = rwait[r]
+            while w and rr.size + len(adm) < pol.max_batch and (budget > 0 or prefilled):
+                q = w[0]
+                left = int(isl[q] - done_p[q])
+                c = min(left, budget) if pol.chunked_prefill else left
+                if c > budget or int(need_full[q]) > free[r]:
+                    break
+                w.popleft()
+                blocks[q] = int(need_full[q])
+                free[r] -= int(need_full[q])
+                adm.append(q)
+                if c > 0:
+                    ch_i.append(q)
+                    ch_l.append(c)
+                    budget -= c
+                    if c < left:
+                        prefilling[r].append(q)
+            if adm:
+                run[r] = np.concatenate([rr, np.asarray(adm, dtype=np.int64)])
+                admitted_any = True
+            cid = np.asarray(ch_i, dtype=np.int64)
+            clen = np.asarray(ch_l, dtype=np.int64)
+            decs.append(dec)
+            cids.append(cid)
+            clens.append(clen)
+            dones.append(done_p[cid].copy())
+            comps.append(cid[done_p[cid] + clen >= isl[cid]] if cid.size else cid)
+        n_dec = sum(d.size for d in decs)
+        n_ch = sum(c.size for c in cids)
+        if n_dec == 0 and n_ch == 0:
+            if admitted_any:
+                continue
+            if nxt < n:
+                t = max(t, float(arrival_s[order[nxt]]))
+                continue
+            raise BadInput(f"the KV pool ({cap * bs:,} tokens) or the batch limits admit no "
+                           "waiting request")
+        T = np.asarray([d.size + int(c.sum()) for d, c in zip(decs, clens, strict=True)])
+        n_log = np.asarray([d.size + c.size for d, c in zip(decs, comps, strict=True)])
+        ctx = np.asarray([float((kv[d] + 1).sum()) if d.size else 0.0 for d in decs])
+        k = 1
+        if stretch and n_ch == 0 and not (gwait and R * pol.max_batch > sum(act_n)):
+            k = _stretch_lockstep(it, pol, decs, gen, osl, free, rwait, run, need_full, nxt, n,
+                                  arrival_s, order, t, T, n_log, ctx)
+        if k == 1:
+            dt = it.time_lockstep(T, n_log, ctx, clens, dones)
+        else:
+            mid = ctx + np.asarray([d.size for d in decs]) * (k - 1) / 2.0
+            dt = k * it.time_lockstep(T, n_log, mid, clens, dones)
+        t += dt
+        iters += k
+        seq_iters += k * (n_dec + n_ch) / R
+        peak = max(peak, max(int(x.size) for x in run))
+        if n_ch:
+            t_mix += dt
+            n_mix_it += k
+        else:
+            t_dec += dt
+            n_dec_it += k
+        for r in range(R):
+            dec, cid, clen = decs[r], cids[r], clens[r]
+            if dec.size:
+                kv[dec] += k
+                gen[dec] += k
+            if cid.size:
+                done_p[cid] += clen
+                kv[cid] += clen
+                cp = comps[r]
+                if cp.size:
+                    first[cp[np.isnan(first[cp])]] = t
+                    gen[cp] += 1
+                    for q in cp.tolist():
+                        if q in prefilling[r]:
+                            prefilling[r].remove(q)
+            rr = run[r]
+            out = gen[rr] >= osl[rr]
+            if out.any():
+                fin = rr[out]
+                finish[fin] = t
+                free[r] += int(blocks[fin].sum())
+                blocks[fin] = 0
+                run[r] = rr[~out]
+                act_n[r] -= int(fin.size)
+                act_tok[r] -= int(isl[fin].sum())
+                if concurrency > 0:
+                    j = np.arange(concurrency + finished, concurrency + finished + fin.size)
+                    arrival_s[j[j < n]] = t
+                finished += int(fin.size)
+    start = float(arrival_s.min()) if n else 0.0
+    return SimResult(arrival_s, first, finish, isl, osl, float(t - start), iters, 0, peak,
+                     seq_iters / max(iters, 1), t_dec / max(n_dec_it, 1),
+                     t_mix / max(n_mix_it, 1))
+
+
+def _stretch_lockstep(it: IterationModel, pol: SchedulerPolicy, decs: list[np.ndarray],
+                      gen: np.ndarray, osl: np.ndarray, free: list[int],
+                      rwait: list[deque[int]], run: list[np.ndarray], need_full: np.ndarray,
+                      nxt: int, n: int, arrival_s: np.ndarray, order: np.ndarray, t: float,
+                      T: np.ndarray, n_log: np.ndarray, ctx: np.ndarray) -> int:
+    """Decode-only lock-step iterations no rank's batch changes for (>= 1): to the first
+    finish on any rank, while no rank can admit its next assigned request, and before the
+    next arrival."""
+    ks = [int((osl[d] - gen[d]).min()) for d in decs if d.size]
+    k = min(ks) if ks else 1
+    if k <= 1:
+        return 1
+    for r, w in enumerate(rwait):
+        if w and run[r].size < pol.max_batch and int(need_full[w[0]]) <= free[r]:
+            return 1  # the next iteration admits it
+    gap = float(arrival_s[order[nxt]]) - t if nxt < n else float("inf")
+    if np.isfinite(gap):
+        dt1 = it.time_lockstep(T, n_log, ctx, [], [])
+        k = max(1, min(k, int(gap // dt1) + 1))
+    return k

@@ -27,7 +27,7 @@ from .iteration import (
     check_layout,
     precision,
 )
-from .service import ServeResult, _result, iteration_model
+from .service import ServeResult, _result, adp_ranks, iteration_model
 from .streams import Stream, draw
 
 BATCH_OPTIONS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -248,7 +248,7 @@ def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, 
                    stream.spread, stream.seed)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency)
+    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay))
     return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
 
 

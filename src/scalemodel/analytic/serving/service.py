@@ -85,7 +85,9 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
                  host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
                  host_iters_per_schedule=eng.host_iters_per_schedule,
-                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None)
+                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
+                 adp_gather_padding=(bool(eng.adp_schedule()["gather_padding"])
+                                     if lay.attention_dp else False))
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
@@ -136,23 +138,27 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
         raise BadInput(f"--layout {_lay(lay)}: {es.kv.lacks}")
     it = iteration_model(m, gpu, lay, prec, kv_dtype, eng, es)
     # attention DP: the replica's tp ranks each run their own batch (their own KV pool and
-    # engine limits) on a 1/tp share of the replica's requests, in lock-step at each MoE
-    # layer; the iteration model prices a rank's MoE at the tp ranks' tokens together, so one
-    # simulated rank stands for each of them (ranks of equal share)
+    # engine limits), in lock-step at each MoE layer; the scheduler simulates them together,
+    # handing requests to ranks by the engine's rule (scheduler.simulate_lockstep)
     sh = _shares(lay)
     share = Stream(stream.kind, max(1, -(-stream.requests // sh)),
                    stream.rate_per_s / sh, -(-stream.concurrency // sh) if
                    stream.concurrency else 0, stream.dist, stream.spread, stream.seed)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, es)
-    r = simulate(it, pol, a, i, o, concurrency=share.concurrency)
+    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay))
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
 
 
 def _shares(lay: ServeLayout) -> int:
-    """Independent batches the stream is split over: dp replicas, times the tp attention ranks
-    of each replica under attention data parallelism."""
-    return lay.dp * (lay.tp if lay.attention_dp else 1)
+    """Independent replicas the stream is split over (the tp attention-DP ranks of a replica
+    are simulated together, :func:`adp_ranks`)."""
+    return lay.dp
+
+
+def adp_ranks(lay: ServeLayout) -> int:
+    """Ranks of a replica that run batches of their own: tp under attention DP, else 1."""
+    return lay.tp if lay.attention_dp else 1
 
 
 def _lay(lay: ServeLayout) -> str:
