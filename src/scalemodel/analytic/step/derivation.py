@@ -358,6 +358,9 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     root_note = ("; the FSDP root group (embedding, final norm, output head) in place of the "
                  "last bucket: gathered first in the forward and kept for the backward, "
                  "reduce-scattered after the backward (frameworks.toml fsdp_root_group)"
+                 + (f", with {profile_value(job, 'fsdp_root_exposed_blocks', 0)} block(s) exposed "
+                    "beside it (frameworks.toml fsdp_root_exposed_blocks)"
+                    if profile_value(job, "fsdp_root_exposed_blocks", 0) else "")
                  if profile_value(job, "fsdp_root_group", False) and row.layout["pp"] == 1
                  and row.layout["zero"] >= 2 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
