@@ -32,15 +32,58 @@ def _values(framework):
     return evaluate_one(job, make_cluster("h100-sxm", 8), LAYOUT).values
 
 
+# FSDP1's root unit (source torch-210-fsdp1-root): Composer wraps the MPT model as the root and
+# each MPTBlock as its own unit (fsdp_wrap_fn), so the root's flat parameter holds what lies
+# outside the blocks: the tied wte (50,368 x 5,120), the learned wpe (max_seq_len 2,048 x 5,120)
+# and norm_f (weight and bias, 2 x 5,120).
+ROOT_PARAMS = 50_368 * 5_120 + 2_048 * 5_120 + 2 * 5_120
+# one MPTBlock: Wqkv, out_proj, up and down (12 d^2) with their biases (9 d) and two LayerNorms
+# with bias (4 d); 40 of them and the root give the table's NumParams exactly
+BLOCK_PARAMS = 12 * 5_120**2 + 13 * 5_120
+assert 40 * BLOCK_PARAMS + ROOT_PARAMS == NUM_PARAMS
+
+
 def test_composer_016_default_precision_reduces_in_bf16():
     # Composer v0.16.3 get_mixed_precision('DEFAULT'): param_dtype = buffer_dtype = bf16,
     # reduce_dtype left None; PyTorch FSDP (PR #90631, in 2.0 and 2.1) then infers
-    # reduce_dtype = param_dtype. FULL_SHARD per micro-batch and GPU: all-gather the bf16
-    # parameters for the forward and again for the backward, reduce-scatter the bf16 gradients:
-    # (n - 1) / n x (2 x 2 + 2) bytes per parameter = 7/8 x 6 x 12.854e9 = 67.48 GB on 8 GPUs.
+    # reduce_dtype = param_dtype. FULL_SHARD per micro-batch and GPU (torch 2.1.0
+    # _runtime_utils.py): _pre_forward_unshard all-gathers every unit in bf16 for the forward;
+    # _post_forward_reshard frees every unit but the root, so _pre_backward_hook gathers the
+    # blocks again and not the root; _post_backward_hook reduce-scatters every unit's bf16
+    # gradient (Composer uses no no_sync for FSDP). Bytes each GPU sends, (n - 1) / n of
+    # 2 x P (forward) + 2 x (P - R) (backward) + 2 x P (gradients):
+    # 7/8 x (6 x 12.854e9 - 2 x 268.4e6) = 67.01 GB on 8 GPUs.
     assert get_framework("llm-foundry").values["grad_reduce_bytes"] == 2
     v = _values("llm-foundry")
-    assert float(v.dp_bytes) == pytest.approx(7 / 8 * 6 * NUM_PARAMS, rel=2e-3)
+    assert float(v.dp_bytes) == pytest.approx(7 / 8 * (6 * NUM_PARAMS - 2 * ROOT_PARAMS),
+                                              rel=1e-3)
+
+
+def test_fsdp1_root_unit_exposed_per_micro_batch():
+    # The same source: the root is the first unit gathered in each forward (after
+    # _wait_for_computation_stream, nothing before it to hide it) and its reduce-scatter runs
+    # after the embedding's backward, the last of the backward, which
+    # _post_backward_final_callback then waits for. Block 0 sits beside it at both ends: its
+    # gather is issued right after the root's, with only the embedding lookup before its
+    # forward, and its reduce-scatter right before the root's. Every other block's gather and
+    # reduce-scatter is hidden here: the gather of block i overlaps block i-1's forward
+    # (forward_prefetch False, two gathers in flight), the backward gather of block i-1 and
+    # block i+1's reduce-scatter overlap block i's backward (BACKWARD_POST), each far shorter
+    # than that compute on 8 H100 NVLink at micro-batch 2. So the exposed traffic is the share
+    # e = (R + B) / P of one gather and one reduce-scatter of the whole model; the raw traffic
+    # is one full gather, a gather of all but the kept root (1 - f, f = R / P) and one
+    # reduce-scatter, each of the bf16 2-byte elements.
+    from scalemodel.analytic.step.comm import collective_time
+
+    f = ROOT_PARAMS / NUM_PARAMS
+    e = (ROOT_PARAMS + BLOCK_PARAMS) / NUM_PARAMS
+    assert f == pytest.approx(0.02088, abs=1e-5) and e == pytest.approx(0.04536, abs=1e-5)
+    cl = make_cluster("h100-sxm", 8)
+    ag = float(collective_time("all_gather", NUM_PARAMS * 2, 8, 8, cl))
+    rs = float(collective_time("reduce_scatter", NUM_PARAMS * 2, 8, 8, cl))
+    v = _values("llm-foundry")
+    assert float(v.dp_raw_s) == pytest.approx((2 - f) * ag + rs, rel=2e-3)
+    assert float(v.dp_s) == pytest.approx(e * (ag + rs), rel=2e-3)
 
 
 def test_composer_decoupled_adamw_runs_op_by_op():

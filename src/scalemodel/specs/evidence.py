@@ -58,6 +58,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "fp8_scaling_recipes", "model_recipes", "pp_ep_overlap_warmup", "pp_reshard_after_forward",
                     "pp_grad_accum_bytes", "ddp_bucket_bytes", "loss_logit_bytes", "loss_logit_bytes_tp",
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
+                    "fsdp_root_exposed_blocks",
                     "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "pp_p2p_calls",
                     "moe_layer_host", "activation_offload_recipes")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)

@@ -114,6 +114,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
                             and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "pp_reshard_after_forward": (lambda v: isinstance(v, bool), "true or false"),
     "fsdp_root_group": (lambda v: isinstance(v, bool), "true or false"),
+    "fsdp_root_exposed_blocks": (lambda v: isinstance(v, int) and not isinstance(v, bool)
+                                 and 0 <= v <= 2, "0, 1 or 2 (blocks exposed beside the root)"),
     "fsdp_copy_bytes": (lambda v: isinstance(v, dict) and set(v) == {"gather_out", "reduce_in"}
                         and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                 and x >= 0 for x in v.values()),

@@ -58,19 +58,25 @@ class DPTerms:
 
 
 def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
-               st: StageTerms, root: Any = None) -> tuple[Any, Any]:
+               st: StageTerms, root: Any = None, ends: Any = None) -> tuple[Any, Any]:
     """(raw, exposed) seconds. ZeRO 0: all-reduce in the last micro-batch's backward; 1-2:
     reduce-scatter there and the parameter all-gather in the first forward (ZeRO 2 shards the
     gradients, so it reduce-scatters in every micro-batch's backward); 3: gathers for forward
     and backward and a reduce-scatter every micro-batch. The last bucket and any excess over
     the compute stay exposed.
 
-    ``root``: the share of the dense parameters in FSDP2's root group where the profile says
-    the root is its own group (frameworks.toml fsdp_root_group; ZeRO-2 and -3 without PP, 0
-    elsewhere; None for other profiles):
-    that group is gathered first in each forward and reduce-scattered after the backward, so
-    its all-gather and its reduce-scatter are the exposed parts (none of its gather in the
-    backward: FSDP2 keeps the root gathered from forward to backward)."""
+    ``root``: the share of the dense parameters in the FSDP root group where the profile says
+    the root is its own group (frameworks.toml fsdp_root_group: FSDP2's root in torchtitan,
+    FSDP1's root unit in llm-foundry; ZeRO-2 and -3 without PP, 0 elsewhere; None for other
+    profiles): that group is gathered first in each forward and reduce-scattered after the
+    backward, so its all-gather and its reduce-scatter are the exposed parts. Both FSDP
+    versions keep the root gathered from forward to backward, so under ZeRO-3 the root is
+    gathered once per micro-batch, not twice: the backward gathers the other (1 - root).
+
+    ``ends``: the share exposed at the two ends of each micro-batch, the root's plus that of
+    the blocks the profile counts beside it (frameworks.toml fsdp_root_exposed_blocks: FSDP1's
+    block 0, gathered right after the root and reduce-scattered right before it); the root's
+    share where None."""
     zero, mb, fwd, bwd = c.zero, c.mb, st.fwd_mb, st.bwd_mb
     # a framework that does not overlap them (frameworks.toml dp_overlap, param_gather_overlap:
     # the 2021 Megatron-LM all-reduces after the backward) hides nothing behind that pass
@@ -88,18 +94,24 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     z3_exp = mb * (np.maximum(ag * last_bucket, ag - fwd)
                    + np.maximum((ag + rs) * last_bucket, ag + rs - bwd))
     if root is not None:
-        z3_exp = np.where(root > 0, mb * (np.maximum(ag * root, ag - fwd)
-                                          + np.maximum(rs * root, ag + rs - bwd)), z3_exp)
+        ends = root if ends is None else ends
+        ag_b = (1.0 - root) * ag  # the backward's gather: every group but the kept root
+        z3_raw = np.where(root > 0, mb * (ag + ag_b + rs), z3_raw)
+        z3_exp = np.where(root > 0, mb * (np.maximum(ag * ends, ag - fwd)
+                                          + np.maximum(rs * ends, ag_b + rs - bwd)), z3_exp)
         exp01 = np.where((root > 0) & (zero == 2),
                          n_sync * np.maximum(grad_sync * root, grad_sync - bwd)
                          + np.maximum(ag * root, ag - fwd), exp01)
     return np.where(zero >= 3, z3_raw, raw01), np.where(zero >= 3, z3_exp, exp01)
 
 
-def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any) -> Any:
+def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None) -> Any:
+    """Bytes one GPU sends per step; ``root`` as in _sync_plan (the kept root group is gathered
+    once per ZeRO-3 micro-batch)."""
     zero, mb = c.zero, c.mb
+    gathers = 2.0 if root is None else 2.0 - root
     return np.where(group > 1, (group - 1) / group * np.where(
-        zero >= 3, mb * (2 * p_loc * E_W + gb),
+        zero >= 3, mb * (gathers * p_loc * E_W + gb),
         np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
         + np.where((zero >= 1) & (zero < 3), p_loc * E_W, 0.0)), 0.0)
 
@@ -127,15 +139,20 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     emb = np.where(c.one | (st.which == 0), pc.embedding / tp, 0.0) * e_red
     last_bucket = np.minimum(1.0, np.maximum(float(ov["dp_bucket_bytes"]), emb)
                              / np.maximum(g_bytes + ge_bytes, 1.0))
-    root = None
+    root = ends = None
     if profile_value(c.job, "fsdp_root_group", False):
         root_p = (pc.embedding + (pc.lm_head or 0.0)) / tp + pc.final_norm
-        root = np.where(c.one & (c.zero >= 2),
-                        np.minimum(1.0, root_p / np.maximum(loc.dense, 1.0)), 0.0)
-    raw, exposed = _sync_plan(c, rs, ag, last_bucket, st, root)
+        on = c.one & (c.zero >= 2)
+        root = np.where(on, np.minimum(1.0, root_p / np.maximum(loc.dense, 1.0)), 0.0)
+        # blocks whose gather and reduce-scatter sit beside the root's at the two ends
+        k = float(profile_value(c.job, "fsdp_root_exposed_blocks", 0))
+        block = c.ms.sm.big_split / tp + c.ms.sm.big_rep
+        ends = np.where(on, np.minimum(1.0, (root_p + k * block) / np.maximum(loc.dense, 1.0)),
+                        0.0)
+    raw, exposed = _sync_plan(c, rs, ag, last_bucket, st, root, ends)
     # (folded experts can be replicated over TP ranks even where dp x cp = 1)
     synced = (group > 1) | (egroup > 1)
-    sent = (_bytes_sent(c, group, loc.dense, g_bytes)
+    sent = (_bytes_sent(c, group, loc.dense, g_bytes, root)
             + _bytes_sent(c, egroup, loc.expert, ge_bytes))
     return DPTerms(group, egroup, g_bytes, ge_bytes, np.where(synced, raw, 0.0),
                    np.where(synced, exposed, 0.0), sent, tp * c.cp * c.dp <= dom)

@@ -355,9 +355,12 @@ def _profile_source(job: Any, key: str) -> str:
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """DP traffic, the optimizer, the overlap slowdown, the step, throughput and MFU."""
     v, job, cl = row.values, res.job, res.cluster
-    root_note = ("; FSDP2's root group (embedding, final norm, output head) in place of the "
-                 "last bucket: gathered first in the forward, reduce-scattered after the backward "
-                 "(frameworks.toml fsdp_root_group)"
+    root_note = ("; the FSDP root group (embedding, final norm, output head) in place of the "
+                 "last bucket: gathered first in the forward and kept for the backward, "
+                 "reduce-scattered after the backward (frameworks.toml fsdp_root_group)"
+                 + (f", with {profile_value(job, 'fsdp_root_exposed_blocks', 0)} block(s) exposed "
+                    "beside it (frameworks.toml fsdp_root_exposed_blocks)"
+                    if profile_value(job, "fsdp_root_exposed_blocks", 0) else "")
                  if profile_value(job, "fsdp_root_group", False) and row.layout["pp"] == 1
                  and row.layout["zero"] >= 2 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
