@@ -85,7 +85,8 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
                  host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
                  host_iters_per_schedule=eng.host_iters_per_schedule,
-                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None)
+                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
+                 spec=eng.speculation)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
