@@ -298,6 +298,27 @@ class IterationModel:
         return (self.dense_part(T + extra, n_logits + extra) + att
                 + self.draft_time(n_decode, decode_ctx_sum))
 
+    def verify_gpu_v(self, T: np.ndarray, n_logits: np.ndarray, ctx_sum: np.ndarray,
+                     n_decode: np.ndarray) -> np.ndarray:
+        """:meth:`verify_gpu` for arrays (the search's steady state; sequence counts rounded
+        up to whole sequences for the table look-ups)."""
+        k = int(self.spec.k)
+        nd = np.ceil(np.asarray(n_decode, dtype=np.float64))
+        att = max(self.dec_mem_s, (k + 1) * self.dec_cmp_s) * np.asarray(ctx_sum)
+        out = self.dense_part_v(np.ceil(np.asarray(T) + k * nd), np.ceil(np.asarray(n_logits)
+                                                                      + k * nd)) + att
+        if k == 0:
+            return out
+        if self.draft_it is not None:
+            d = self.draft_it
+            return out + k * (d.dense_part_v(nd, nd) + d.dec_s_per_ctx_token
+                              * np.asarray(ctx_sum))
+        tb = self.draft_pass
+        i1 = np.minimum(((k + 1) * nd).astype(np.int64), tb.size - 1)
+        i0 = np.minimum(nd.astype(np.int64), tb.size - 1)
+        return (out + tb[i1] + (k - 1) * tb[i0] + k * self.draft_per_ctx
+                * np.asarray(ctx_sum)) * (nd > 0) + out * (nd <= 0)
+
     def draft_time(self, n_seq: int, ctx_sum: float) -> float:
         """GPU seconds of the drafter's k sequential passes for ``n_seq`` sequences holding
         ``ctx_sum`` KV tokens. An MTP module or EAGLE head: the first pass over the k + 1
