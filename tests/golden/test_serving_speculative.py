@@ -167,3 +167,28 @@ def test_cli_eagle_speeds_up_one_user(capsys):
     # at batch 1 a step reads every weight once whatever its 4 rows: E = 2.53 tokens per step
     # for a step a little dearer than a plain one
     assert fast < base / 1.5
+
+
+def test_published_mtp_rows_state_k_and_acceptance_length():
+    # validation/serving_published.csv, TensorRT-LLM tech blog 1 ('Autoregressive MTP Layers'):
+    # MTP 1-5 at acceptance lengths 1.92, 2.58, 2.82, 2.99, 3.01; the no-MTP row names none.
+    # The measured length is the input: E of the parsed (k, alpha) gives it back.
+    import csv
+    import io
+    from pathlib import Path
+
+    from scalemodel.analytic.serving.validate import row_speculation
+
+    src = Path(__file__).resolve().parents[2] / "validation" / "serving_published.csv"
+    text = "\n".join(ln for ln in src.read_text().splitlines() if not ln.startswith("#"))
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(text))
+            if r["id"].startswith("trtllm-blog1-dsr1-b200-tp8ep4-mtp")}
+    assert len(rows) == 6
+    assert row_speculation(rows["trtllm-blog1-dsr1-b200-tp8ep4-mtp0"]) is None
+    for k, al in [(1, 1.92), (2, 2.58), (3, 2.82), (4, 2.99), (5, 3.01)]:
+        sp = row_speculation(rows[f"trtllm-blog1-dsr1-b200-tp8ep4-mtp{k}"])
+        assert (sp.k, sp.drafter) == (k, "mtp")
+        assert sp.tokens_per_step == pytest.approx(al, abs=1e-9)
+    bad = dict(rows["trtllm-blog1-dsr1-b200-tp8ep4-mtp3"], length_basis="spec:k=3/al=9")
+    with pytest.raises(BadInput, match="length_basis"):
+        row_speculation(bad)
