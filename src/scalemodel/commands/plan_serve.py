@@ -84,6 +84,11 @@ def register(sp: Any) -> None:
                    help="max sequences per iteration (default: searched, and the engine's)")
     s.add_argument("--token-budget", type=at_most(positive_int, 1 << 20, "tokens"),
                    default=None, help="max tokens per iteration (default: the engine's)")
+    s.add_argument("--spec", default=None, metavar="k=N,alpha=A[,draft=mtp|eagle|model]",
+                   help="speculative decoding: k draft tokens per step, each accepted with "
+                   "probability A (i.i.d.; or al=L, a stated acceptance length in tokens per "
+                   "step), drafted by the model's MTP module (default), an EAGLE head or a "
+                   "draft model (draft=model,model=ID); the engine profile must run that drafter")
     s.add_argument("--disaggregated", action="store_true",
                    help="also plan separate prefill and decode pools, the KV moved between "
                    "them on the GPUs' scale-out link")
@@ -105,6 +110,15 @@ def run(args: argparse.Namespace) -> Any:
     m = get_model(args.model)
     gpu = get_gpu(args.gpu)
     eng = get_serving_engine(args.framework)
+    if args.spec is not None:
+        from dataclasses import replace
+
+        from ..analytic.serving.speculative import engine_check, model_check, parse
+
+        sp = parse(args.spec)
+        engine_check(eng, sp)
+        model_check(m, sp)
+        eng = replace(eng, speculation=sp)
     if args.kv_dtype:
         dtype(args.kv_dtype, "--kv-dtype")
     if args.precision == "fp8" and "fp8" not in gpu.flop_per_s:

@@ -441,6 +441,11 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                      + " | ".join(ADP_EXCHANGES) + " and, for a read exchange, "
                      "route_bytes_per_expert, output_bytes (numbers >= 0) and dispatch_16bit "
                      "(a list of fp8_block)"),
+    # speculative decoding: the drafters the engine's source runs (analytic/serving/
+    # speculative.py DRAFTERS: mtp, eagle, model)
+    "speculative": (lambda v: isinstance(v, dict) and isinstance(v.get("drafters"), list)
+                    and all(x in ("mtp", "eagle", "model") for x in v["drafters"]),
+                    "a table drafters = a list of mtp | eagle | model"),
 }
 # what plan serve needs of a serving profile beyond its pool sizing
 SERVING_ENGINE_REQUIRED = ("reserve", "batch_rule", "chunked_prefill", "fp8_checkpoint_kv")

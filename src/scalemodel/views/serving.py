@@ -51,6 +51,7 @@ def serve_report(res: Any, m: Any, gpu: Any, eng: Any, stream: Any, args: Any) -
                    "rate_per_s": stream.rate_per_s, "concurrency": stream.concurrency,
                    "length_dist": stream.dist, "isl": args.isl, "osl": args.osl},
         "kv_dtype_note": kv_note,
+        "speculation": eng.speculation.to_dict() if eng.speculation is not None else None,
         "sla": {"ttft_p99_s": res.sla["ttft_s"] or None, "tpot_p99_s": res.sla["tpot_s"] or None,
                 "met": res.meets_sla},
         "simulated": [r.to_dict() for r in res.simulated],
@@ -75,7 +76,12 @@ def serve_report(res: Any, m: Any, gpu: Any, eng: Any, stream: Any, args: Any) -
         f"Best: {what}, {b.precision}, max batch {b.max_batch}, token budget {b.token_budget} "
         f"({eng.id})",
         text=(f"{m.id} on {b.gpus} x {gpu.id}, {stream.label()}, ISL {args.isl} / OSL "
-              f"{args.osl} ({stream.dist}). {kv_note}. Bounds: prefill "
+              f"{args.osl} ({stream.dist}). {kv_note}. "
+              + (f"Speculative decoding: k={eng.speculation.k} drafts per step ("
+                 f"{eng.speculation.drafter}), acceptance {eng.speculation.alpha:.3f} per token "
+                 f"(i.i.d.), {eng.speculation.tokens_per_step:.2f} tokens per verify step. "
+                 if eng.speculation is not None else "")
+              + f"Bounds: prefill "
               f"{b.bounds['prefill']}, decode {b.bounds['decode']}. Every figure is from the "
               f"iteration-level simulation of {eng.name} {eng.version}'s scheduler "
               f"({eng.scheduler})."),

@@ -57,6 +57,10 @@ class Engine:
     # how its attention-DP ranks share requests and meet at each MoE layer (frameworks.toml
     # attention_dp_schedule); empty: not read
     attention_dp_schedule: dict[str, Any] = field(default_factory=dict)
+    # speculative decoding (frameworks.toml speculative): the drafters the engine runs; and the
+    # speculation a run asks for (speculative.Speculation, plan serve --spec), None: none
+    speculative: dict[str, Any] = field(default_factory=dict)
+    speculation: Any = None
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -126,7 +130,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
-            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone")
+            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -146,7 +150,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1),
         prefill_alone=bool(v.get("prefill_alone", False)),
         attention_dp=dict(v.get("attention_dp") or {}),
-        attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}))
+        attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}),
+        speculative=dict(v.get("speculative") or {}))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -222,6 +222,16 @@ class IterationModel:
     host_iters_per_schedule: int = 1
     # attention DP: every rank's rows padded to the largest rank's before the exchange
     adp_gather_padding: bool = False
+    # speculative decoding (speculative.py): the decode attention's two sides per context token
+    # (all layers, a stage's share), the Speculation, and the drafter's priced parts: one
+    # drafter pass by sequences (MTP module or EAGLE head: its layer, projection and head), its
+    # attention per context token, or the draft model's own iteration model
+    dec_mem_s: float = 0.0
+    dec_cmp_s: float = 0.0
+    spec: Any = None
+    draft_pass: Any = None
+    draft_per_ctx: float = 0.0
+    draft_it: Any = None
 
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
@@ -268,12 +278,17 @@ class IterationModel:
         return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
-             cached: np.ndarray) -> float:
+             cached: np.ndarray, n_decode: int = 0) -> float:
         """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
         sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``: the
-        GPU's seconds with the engine's host work (:meth:`with_host`)."""
-        gpu = (self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
-               + self.prefill_attention(chunks, cached))
+        GPU's seconds with the engine's host work (:meth:`with_host`). With speculative
+        decoding (``spec``) the ``n_decode`` decoding sequences (counted once in T and
+        ``n_logits``) each verify k drafts: :meth:`verify_gpu`."""
+        if self.spec is not None and n_decode > 0:
+            gpu = self.verify_gpu(T, n_logits, decode_ctx_sum, n_decode)
+        else:
+            gpu = self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
+        gpu += self.prefill_attention(chunks, cached)
         return float(self.with_host(gpu, n_logits))
 
     def time_lockstep(self, T: np.ndarray, n_logits: np.ndarray, decode_ctx_sum: np.ndarray,
@@ -291,6 +306,9 @@ class IterationModel:
         tb = self.tables
         if tb.moe_shared is None:
             raise BadInput("time_lockstep: the layout is not attention data parallel")
+        if self.spec is not None and self.spec.k > 0:
+            raise BadInput("--spec with --layout adp=1 is not priced: the attention-DP lock-step "
+                           "does not verify drafts")
         pp = self.layout.pp
         T = np.asarray(T, dtype=np.int64)
         idle = T == 0
@@ -305,6 +323,58 @@ class IterationModel:
         x = float(i.max()) if self.adp_gather_padding else float(i.mean())
         shared = self.n_moe * float(np.interp(x, np.arange(tb.moe_shared.size), tb.moe_shared))
         return float(self.with_host(float(own.max()) + shared, int(n_logits.max())))
+
+    def verify_gpu(self, T: int, n_logits: int, decode_ctx_sum: float, n_decode: int) -> float:
+        """GPU seconds of an iteration's non-prefill-attention work when its ``n_decode``
+        decoding sequences each run k + 1 tokens through the target (the GEMMs, kernels,
+        collectives and the head at k more rows each; the decode attention reading each
+        sequence's KV once for its k + 1 queries: max(KV read, (k + 1) x FLOPs) per context
+        token) and the drafter's k passes (:meth:`draft_time`). The host's work stays per
+        sequence."""
+        k = int(self.spec.k)
+        extra = k * n_decode
+        att = max(self.dec_mem_s, (k + 1) * self.dec_cmp_s) * decode_ctx_sum
+        return (self.dense_part(T + extra, n_logits + extra) + att
+                + self.draft_time(n_decode, decode_ctx_sum))
+
+    def verify_gpu_v(self, T: np.ndarray, n_logits: np.ndarray, ctx_sum: np.ndarray,
+                     n_decode: np.ndarray) -> np.ndarray:
+        """:meth:`verify_gpu` for arrays (the search's steady state; sequence counts rounded
+        up to whole sequences for the table look-ups)."""
+        k = int(self.spec.k)
+        nd = np.ceil(np.asarray(n_decode, dtype=np.float64))
+        att = max(self.dec_mem_s, (k + 1) * self.dec_cmp_s) * np.asarray(ctx_sum)
+        out = self.dense_part_v(np.ceil(np.asarray(T) + k * nd), np.ceil(np.asarray(n_logits)
+                                                                      + k * nd)) + att
+        if k == 0:
+            return out
+        if self.draft_it is not None:
+            d = self.draft_it
+            return out + k * (d.dense_part_v(nd, nd) + d.dec_s_per_ctx_token
+                              * np.asarray(ctx_sum))
+        tb = self.draft_pass
+        i1 = np.minimum(((k + 1) * nd).astype(np.int64), tb.size - 1)
+        i0 = np.minimum(nd.astype(np.int64), tb.size - 1)
+        return (out + tb[i1] + (k - 1) * tb[i0] + k * self.draft_per_ctx
+                * np.asarray(ctx_sum)) * (nd > 0) + out * (nd <= 0)
+
+    def draft_time(self, n_seq: int, ctx_sum: float) -> float:
+        """GPU seconds of the drafter's k sequential passes for ``n_seq`` sequences holding
+        ``ctx_sum`` KV tokens. An MTP module or EAGLE head: the first pass over the k + 1
+        verified positions of each sequence (it takes the target's hidden states of all of
+        them), the k - 1 others at one token per sequence (vLLM's EagleProposer.propose, read
+        at commit 008603a3, which also runs DeepSeek MTP), each pass with its one layer's
+        attention over the context. A draft model: k decode steps of it."""
+        k = int(self.spec.k)
+        if k == 0 or n_seq <= 0:
+            return 0.0
+        if self.draft_it is not None:
+            d = self.draft_it
+            return k * (d.dense_part(n_seq, n_seq) + d.dec_s_per_ctx_token * ctx_sum)
+        tb = self.draft_pass
+        first = float(tb[min((k + 1) * n_seq, tb.size - 1)])
+        rest = (k - 1) * float(tb[min(n_seq, tb.size - 1)])
+        return first + rest + k * self.draft_per_ctx * ctx_sum
 
 
 def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
@@ -346,7 +416,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
           adp_exchange: dict[str, Any] | None = None,
-          adp_gather_padding: bool = False) -> IterationModel:
+          adp_gather_padding: bool = False, spec: Any = None) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -358,7 +428,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     when the layout runs attention data-parallel; ``adp_gather_padding``: the engine pads every
     rank's rows to the largest rank's before the exchange (frameworks.toml
     attention_dp_schedule gather_padding), so the lock-step's experts and exchange take n times
-    the largest rank's tokens (:meth:`IterationModel.time_lockstep`)."""
+    the largest rank's tokens (:meth:`IterationModel.time_lockstep`). ``spec``
+    (speculative.Speculation): the tables reach k + 1 tokens per sequence and the drafter is
+    priced (:meth:`IterationModel.verify_gpu`)."""
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -375,7 +447,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     peak16 = gpu.peak_flop_per_s("bf16")
     hbm = gpu.hbm_bytes_per_s * float(constants()["gemm"]["hbm_efficiency"])
     e_w, e_a = prec.weight_bytes, prec.activation_bytes
-    n_tok = -(-max_tokens // lay.pp) + 1
+    rows = max(max_seqs, 1) * (spec.k + 1) if spec is not None else 0
+    n_tok = -(-max(max_tokens, rows) // lay.pp) + 1
     M = np.arange(n_tok, dtype=np.float64)
     h = float(m.hidden)
 
@@ -464,7 +537,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     # output head and sampling; the head is stored as the precision's checkpoint says
     # (serving.toml precisions.*.checkpoint quantize_head: 16-bit for FP8 and INT4 alike, the
     # same record the engine's KV budget prices the weights with)
-    S = np.arange(max(max_seqs, 1) + 1, dtype=np.float64)
+    S = np.arange(max(max_seqs, 1, rows) + 1, dtype=np.float64)
     vocab = float(m.vocab)
     head_q = bool(dict(prec.checkpoint).get("quantize_head"))
     head, _ = _roofline(gpu, peak if head_q else peak16, dt if head_q else "bf16", hbm, S,
@@ -512,6 +585,28 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                             head_dim=ms.qk_dim / m.n_heads))
     tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
                     head, moe_shared)
+    draft_pass = draft_it = None
+    draft_ctx = 0.0
+    if spec is not None and spec.k > 0:
+        if spec.drafter == "model":
+            draft_it = _draft_model(spec, m, gpu, lay, prec, kv_dtype, max_seqs, attention_kind,
+                                    cluster, decode_kv_reads, logits_gather)
+        else:
+            if spec.drafter == "mtp" and not m.mtp_layers:
+                raise BadInput(f"--spec draft=mtp: {m.id}'s config has no multi-token-prediction "
+                               "module (num_nextn_predict_layers = 0)")
+            if adp and spec.drafter == "eagle":
+                raise BadInput("--spec draft=eagle with --layout adp=1 is not priced")
+            # one pass at B tokens (the drafter runs on the last stage at the whole batch):
+            # the module's layer (an MoE layer where the model's MTP module is one, a dense
+            # layer of the target's width for an EAGLE head), its [hidden; embedding] -> h
+            # projection (replicated, not TP-split) and the output head at B sequences
+            layer = ((moe if m.is_moe and spec.drafter == "mtp" else dense) + nongemm + ar
+                     + moe_x * (m.is_moe and spec.drafter == "mtp"))
+            fc, _ = g(h, 2.0 * h)
+            hb = head[np.minimum(np.arange(M.size), head.size - 1)]
+            draft_pass = layer + fc + hb
+            draft_ctx = max(mem_s, cmp_s)
     return IterationModel(
         model=m, gpu=gpu, layout=lay, prec=prec, kv_dtype=kv_dtype, tables=tables,
         n_dense=m.n_layers - m.n_moe_layers, n_moe=m.n_moe_layers, dec_s_per_ctx_token=per_ctx,
@@ -520,7 +615,28 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
         eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
         host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule),
-        adp_gather_padding=bool(adp_gather_padding))
+        adp_gather_padding=bool(adp_gather_padding),
+        dec_mem_s=m.n_layers * mem_s / lay.pp, dec_cmp_s=m.n_layers * cmp_s / lay.pp,
+        spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it)
+
+
+def _draft_model(spec: Any, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
+                 kv_dtype: str, max_seqs: int, attention_kind: str, cluster: Any,
+                 decode_kv_reads: str, logits_gather: str) -> IterationModel:
+    """The draft model's iteration model: the target's tp and precision, one stage, its
+    experts (if any) over the tp ranks' ep; decode steps of up to ``max_seqs`` sequences."""
+    from ...specs import get_model
+
+    d = get_model(spec.draft_model)
+    if d.vocab != m.vocab:
+        raise BadInput(f"--spec model={d.id}: its vocabulary ({d.vocab:,}) is not {m.id}'s "
+                       f"({m.vocab:,}); a draft model must share the target's tokenizer")
+    if lay.attention_dp:
+        raise BadInput("--spec draft=model with --layout adp=1 is not priced")
+    dl = ServeLayout(lay.tp, 1, lay.ep if d.is_moe and d.n_experts % lay.ep == 0 else 1)
+    return build(d, gpu, dl, prec, kv_dtype, max_tokens=max_seqs, max_seqs=max_seqs,
+                 attention_kind=attention_kind, overhead_s=0.0, cluster=cluster,
+                 decode_kv_reads=decode_kv_reads, logits_gather=logits_gather)
 
 
 def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,

@@ -123,7 +123,14 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
         raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
                        f"{pol.token_budget:,} and chunked prefill is off")
+    sp = it.spec
+    ks = int(sp.k) if sp is not None else 0  # draft tokens per decoding sequence and step
+    E = float(sp.tokens_per_step) if sp is not None else 1.0
     if pol.prefill_alone or pol.steps_per_schedule > 1:
+        if sp is not None:
+            raise BadInput("--spec: speculative decoding is simulated with the in-flight "
+                           "(V1-style) scheduler only, not vLLM V0's prefill-alone or "
+                           "multi-step scheduler")
         if pol.chunked_prefill and not prefilled:
             raise BadInput("a scheduler whose prefill steps run alone or whose decode batch is "
                            "held for several steps (vLLM V0's default scheduler, multi-step) "
@@ -136,6 +143,10 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
     gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
     blocks = np.zeros(n, np.int64)
+    # speculative decoding: each verify step emits E tokens in expectation; a sequence's
+    # fraction of a token not yet emitted carries to its next step (deterministic rounding of
+    # the expected count, so j steps emit floor(acc + j E))
+    acc = np.zeros(n, np.float64)
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     if prefilled:
@@ -162,7 +173,7 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         dec = run[done_p[run] >= target[run]]
         # KV for this iteration's decode tokens (on demand: preempt the newest when short)
         if dec.size and pol.reserve == "on_demand":
-            grow = int(np.count_nonzero(kv[dec] + 1 > blocks[dec] * bs))
+            grow = int(np.count_nonzero(kv[dec] + 1 + ks > blocks[dec] * bs))
             while grow > free and run.size:
                 v = int(run[-1])
                 run = run[:-1]
@@ -176,11 +187,14 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 waiting.appendleft(v)
                 pre += 1
                 dec = run[done_p[run] >= target[run]]
-                grow = int(np.count_nonzero(kv[dec] + 1 > blocks[dec] * bs))
-            add = dec[kv[dec] + 1 > blocks[dec] * bs]
-            blocks[add] += 1
-            free -= int(add.size)
-        budget = pol.token_budget - int(dec.size)
+                grow = int(np.count_nonzero(kv[dec] + 1 + ks > blocks[dec] * bs))
+            add = dec[kv[dec] + 1 + ks > blocks[dec] * bs]
+            need_b = (np.maximum(_blocks(kv[add] + 1 + ks, bs) - blocks[add], 0) if ks
+                      else np.ones(add.size, np.int64))
+            blocks[add] += need_b
+            free -= int(need_b.sum())
+        # each decoding sequence takes 1 + k tokens of the budget (its drafts are verified)
+        budget = pol.token_budget - int(dec.size) * (1 + ks)
         chunk_ids: list[int] = []
         chunk_len: list[int] = []
         for r in prefilling:  # prompts in flight first, then admission
@@ -237,13 +251,20 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         k = 1
         if stretch and cid.size == 0 and dec.size:
             k = _stretch(it, pol, dec, kv, gen, osl, blocks, free, waiting, run.size, nxt, n,
-                         arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p)
+                         arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p,
+                         acc=acc, E=E, ks=ks)
+        nd = int(dec.size)
         if k == 1:
-            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen)
+            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen,
+                         n_decode=nd)
         else:
-            dt = k * it.time(T, n_log, ctx_sum + dec.size * (k - 1) / 2.0, clen, clen)
+            dt = k * it.time(T, n_log, ctx_sum + dec.size * (k - 1) * E / 2.0, clen, clen,
+                             n_decode=nd)
             if pol.reserve == "on_demand":
-                new_b = np.maximum(_blocks(kv[dec] + k, bs) - blocks[dec], 0)
+                # the last step writes its k + 1 positions after the tokens emitted before it
+                ahead = (k if sp is None else
+                         np.floor(acc[dec] + (k - 1) * E).astype(np.int64) + ks + 1)
+                new_b = np.maximum(_blocks(kv[dec] + ahead, bs) - blocks[dec], 0)
                 blocks[dec] += new_b
                 free -= int(new_b.sum())
         t += dt
@@ -256,9 +277,16 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         else:
             t_dec += dt
             n_dec_it += k
-        if dec.size:
+        if dec.size and sp is None:
             kv[dec] += k
             gen[dec] += k
+        elif dec.size:
+            got = acc[dec] + k * E
+            emit = np.floor(got + 1e-9).astype(np.int64)
+            acc[dec] = np.maximum(got - emit, 0.0)
+            emit = np.minimum(emit, osl[dec] - gen[dec])
+            kv[dec] += emit
+            gen[dec] += emit
         if cid.size:
             done_p[cid] += clen
             kv[cid] += clen
@@ -289,9 +317,17 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
              gen: np.ndarray, osl: np.ndarray, blocks: np.ndarray, free: int,
              waiting: deque[int], n_running: int, nxt: int, n: int, arrival_s: np.ndarray,
              order: np.ndarray, t: float, T: int, n_log: int, ctx_sum: float,
-             need_full: np.ndarray, target: np.ndarray, done_p: np.ndarray) -> int:
-    """Decode-only iterations the batch stays unchanged for (>= 1)."""
-    k = int((osl[dec] - gen[dec]).min())
+             need_full: np.ndarray, target: np.ndarray, done_p: np.ndarray, *,
+             acc: np.ndarray | None = None, E: float = 1.0, ks: int = 0) -> int:
+    """Decode-only iterations the batch stays unchanged for (>= 1); with speculative decoding
+    (``ks`` drafts, ``E`` tokens per step, ``acc`` the carried fractions) the steps until the
+    first sequence has emitted its output."""
+    spec = acc is not None and ks > 0 or E != 1.0
+    if spec:
+        a = acc[dec] if acc is not None else 0.0
+        k = int(np.ceil((osl[dec] - gen[dec] - a) / E - 1e-9).min())
+    else:
+        k = int((osl[dec] - gen[dec]).min())
     if k <= 1:
         return 1
     bs = pol.block_tokens
@@ -305,7 +341,9 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         lo, hi = 1, k  # largest j whose new blocks fit
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            extra = int(np.maximum(_blocks(kv[dec] + mid, bs) - blocks[dec], 0).sum())
+            ahead = (np.floor((acc[dec] if acc is not None else 0.0) + (mid - 1) * E)
+                     + ks + 1 if spec else mid)
+            extra = int(np.maximum(_blocks(kv[dec] + ahead, bs) - blocks[dec], 0).sum())
             if extra <= free:
                 lo = mid
             else:
@@ -313,7 +351,7 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         k = max(1, lo)
     gap = float(arrival_s[order[nxt]]) - t if nxt < n else float("inf")
     if np.isfinite(gap):
-        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0))
+        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0), n_decode=int(dec.size))
         k = max(1, min(k, int(gap // dt1) + 1))
     return k
 

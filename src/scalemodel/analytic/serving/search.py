@@ -114,8 +114,12 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     kv_seqs = es.kv.max_tokens / (isl + osl if reserve == "full" else isl + osl / 2)
     B = max(1.0, min(es.max_batch, kv_seqs, in_flight or float("inf")))
     budget = es.token_budget
-    per_req = osl if decode_only else isl + osl
-    r_max = max(min(B / max(osl, 1), budget / per_req), 1e-6)
+    # speculative decoding: a request takes osl / E verify steps, each of 1 + k budget tokens
+    sp = it.spec
+    E, kd = (float(sp.tokens_per_step), int(sp.k)) if sp is not None else (1.0, 0)
+    steps = osl / E
+    per_req = steps * (1 + kd) + (0 if decode_only else isl)
+    r_max = max(min(B / max(steps, 1e-9), budget / per_req), 1e-6)
     att1 = it.prefill_attention(np.array([float(isl)]), np.zeros(1))
     rs = np.geomspace(min(1e-4, r_max / 2), r_max, 40)
     K = int(r_max + 4 * np.sqrt(r_max) + 3)
@@ -123,11 +127,16 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     logfac = np.concatenate([[0.0], np.cumsum(np.log(ks[1:]))])
     pk = np.exp(ks[None, :] * np.log(rs[:, None]) - rs[:, None] - logfac[None, :])
     pk /= pk.sum(axis=1, keepdims=True)
-    n_d = np.minimum(rs * osl, B)[:, None]
-    n_p = np.minimum(ks[None, :] * isl, np.maximum(budget - n_d, 0)) * (not decode_only)
+    n_d = np.minimum(rs * steps, B)[:, None]
+    n_p = (np.minimum(ks[None, :] * isl, np.maximum(budget - n_d * (1 + kd), 0))
+           * (not decode_only))
     n_log = np.ceil(n_d + ks[None, :])
-    gpu_k = (it.dense_part_v(np.ceil(n_d + n_p), n_log) + n_p / isl * att1
-             + it.dec_s_per_ctx_token * n_d * (isl + osl / 2))
+    if sp is None:
+        gpu_k = (it.dense_part_v(np.ceil(n_d + n_p), n_log) + n_p / isl * att1
+                 + it.dec_s_per_ctx_token * n_d * (isl + osl / 2))
+    else:
+        gpu_k = (it.verify_gpu_v(n_d + n_p, n_log, n_d * (isl + osl / 2), n_d * np.ones_like(n_p))
+                 + n_p / isl * att1)
     t = (pk * it.with_host(gpu_k, n_log)).sum(axis=1)  # the engine's host loop per iteration
     if rate_per_replica is None:
         r, tr = rs[-1], t[-1]
@@ -145,7 +154,7 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
             tr = t[j - 1] + f * (t[j] - t[j - 1])
     chunk = max(budget - r * osl, 1.0)
     ttft = tr * (0.5 + (0 if decode_only else np.ceil(isl / chunk)))
-    return float(r * osl / tr), float(ttft), float(tr)
+    return float(r * osl / tr), float(ttft), float(tr / E)
 
 
 class _Models:
@@ -279,11 +288,17 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
     if sla and stream.kind == "max-load":
         raise BadInput("--ttft-ms / --tpot-ms need a target load: give --rate R (requests/s) or "
                        "--concurrency C; under --max-load every request waits in one queue")
+    # the lock-step of attention-DP ranks does not price draft verification (time_lockstep), so
+    # with speculative decoding the search leaves attention DP out
     adp_ok = (bool(eng.attention_dp.get("supported"))
-              and eng.attention_dp.get("exchange") != "unread")
+              and eng.attention_dp.get("exchange") != "unread"
+              and not (eng.speculation is not None and eng.speculation.k > 0))
     lays = layouts(m, n_gpus, domain, fixed, exact=not sla, adp_ok=adp_ok)
     if fixed.get("adp"):
         eng.adp_exchange()  # asked for: the engine must run it (one line otherwise)
+        if eng.speculation is not None and eng.speculation.k > 0:
+            raise BadInput("--spec with --layout adp=1 is not priced: the attention-DP "
+                           "lock-step does not verify drafts")
     if not lays:
         raise BadInput(f"--gpus {n_gpus}: no TP x PP x DP layout of {m.id} uses that many GPUs "
                        "(TP must divide the attention heads)")

@@ -87,7 +87,8 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  host_iters_per_schedule=eng.host_iters_per_schedule,
                  adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
                  adp_gather_padding=(bool(eng.adp_schedule()["gather_padding"])
-                                     if lay.attention_dp else False))
+                                     if lay.attention_dp else False),
+                 spec=eng.speculation)
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:

@@ -100,6 +100,26 @@ def length_dist(row: dict[str, str]) -> str:
     return name
 
 
+def row_speculation(row: dict[str, str]) -> Any:
+    """The speculative decoding a row's ``length_basis`` states: a token ``spec:k=N/al=L`` (or
+    ``/alpha=A``, ``/draft=mtp|eagle|model``, the fields of plan serve --spec joined by "/"),
+    the source's draft count and its measured acceptance length taken as the input (never
+    fitted); None where the row names none. A malformed token is bad input."""
+    import re
+
+    from .speculative import parse
+
+    basis = row.get("length_basis") or ""
+    hit = re.search(r"(?:^|[\s;(])spec:(\S+)", basis)
+    if not hit:
+        return None
+    try:
+        return parse(hit.group(1).rstrip(";,.)").replace("/", ","))
+    except BadInput as e:
+        raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: length_basis "
+                       f"{hit.group(0).strip()!r}: {e}") from None
+
+
 def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                      required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
@@ -163,6 +183,13 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
             gpu = get_gpu(row["gpu"])
             m = _model(row["model"], base)
             eng = get_serving_engine(row["engine"])
+            sp = row_speculation(row)
+            if sp is not None:  # the run's speculative decoding (its stated acceptance)
+                from .speculative import engine_check, model_check
+
+                engine_check(eng, sp)
+                model_check(m, sp)
+                eng = replace(eng, speculation=sp)
             if kv_frac is not None:  # the fraction the published run set (a flag of that run)
                 eng = replace(eng, kv_fraction=kv_frac)
             prec = precision(row["precision"])
@@ -177,7 +204,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                     raise BadInput(f"metric {row['metric']} needs stream rate (the first guess)")
                 slo = (_number(row, "slo_ttft_p99_s"), _number(row, "slo_tpot_p99_s"))
             key = (row["model"], gpu.id, eng.id, kv_frac, prec.name, lay, stream, isl, osl,
-                   max_batch, max_tokens, slo)
+                   max_batch, max_tokens, slo, sp)
             if key not in memo:
                 if slo is None:
                     memo[key] = evaluate(m, gpu, lay, prec, eng.default_kv_dtype(prec), eng,
