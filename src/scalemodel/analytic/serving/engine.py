@@ -54,6 +54,9 @@ class Engine:
     # attention data parallelism (frameworks.toml attention_dp): whether the engine has it and
     # how each MoE layer exchanges the ranks' tokens; empty: not recorded (no attention DP)
     attention_dp: dict[str, Any] = field(default_factory=dict)
+    # the automatic prefix cache by default (frameworks.toml prefix_cache): "off", "scheduled",
+    # "prefilled" or "unread" (scheduler.py prices the first two)
+    prefix_cache: str = "off"
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -114,7 +117,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", *SERVING_HOST_FIELDS,
-            "host_iters_per_schedule", "prefill_alone")
+            "host_iters_per_schedule", "prefill_alone", "prefix_cache")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -133,7 +136,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         host_overlap=bool(v.get("host_overlap", False)),
         host_iters_per_schedule=int(v.get("host_iters_per_schedule") or 1),
         prefill_alone=bool(v.get("prefill_alone", False)),
-        attention_dp=dict(v.get("attention_dp") or {}))
+        attention_dp=dict(v.get("attention_dp") or {}),
+        prefix_cache=str(v.get("prefix_cache") or "off"))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
