@@ -147,11 +147,12 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
             raise BadInput("a prefix cache under vLLM V0's default scheduler is not simulated")
         return _simulate_v0(it, pol, arrival_s, isl, osl, need_full, prefilled=prefilled,
                             concurrency=concurrency, max_iterations=max_iterations)
-    if pol.prefix_cache not in ("off", "scheduled", "prefilled"):
-        raise BadInput(f"prefix cache rule {pol.prefix_cache!r} is not off, scheduled or "
-                       "prefilled")
-    pfx = (np.zeros(n, np.int64) if prefix is None or prefilled or pol.prefix_cache == "off"
-           else np.minimum(np.asarray(prefix, dtype=np.int64), isl))
+    shared = prefix is not None and not prefilled and bool(np.any(prefix))
+    if shared and pol.prefix_cache not in ("off", "scheduled", "prefilled"):
+        raise BadInput(f"a shared prefix: the engine's prefix cache rule {pol.prefix_cache!r} "
+                       "is not priced (off, scheduled or prefilled)")
+    pfx = (np.minimum(np.asarray(prefix, dtype=np.int64), isl)
+           if shared and pol.prefix_cache != "off" else np.zeros(n, np.int64))
     pc = {"on": bool(pfx.any()), "res": False, "R": 0, "refs": 0, "src": -1, "hits": 0}
     ref = np.zeros(n, bool)  # the request refers to the cached prefix's blocks
     sb = np.zeros(n, np.int64)  # of a request's blocks, those of the cached prefix (held once)
