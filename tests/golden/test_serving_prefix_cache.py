@@ -218,3 +218,22 @@ def test_bad_prefix_input_one_line_exit_2(capsys, argv, needle):
     assert rc == 2, (out, err)
     line = err.strip()
     assert "\n" not in line and needle in line, line
+
+
+@pytest.mark.parametrize("basis, want", [
+    ("dist:sharegpt", (0, 1.0)),
+    ("fixed; prefix:512/0.75 (a stated system prompt)", (512, 0.75)),
+    ("prefix:1024/1", (1024, 1.0)),
+])
+def test_validation_rows_state_a_prefix_in_length_basis(basis, want):
+    from scalemodel.analytic.serving.validate import row_prefix
+
+    assert row_prefix({"id": "x", "length_basis": basis}) == want
+
+
+def test_validation_row_with_a_malformed_prefix_is_bad_input():
+    from scalemodel.analytic.serving.validate import row_prefix
+    from scalemodel.errors import BadInput
+
+    with pytest.raises(BadInput, match="prefix:TOKENS/SHARE"):
+        row_prefix({"id": "x", "length_basis": "prefix:512"})
