@@ -237,3 +237,25 @@ def test_validation_row_with_a_malformed_prefix_is_bad_input():
 
     with pytest.raises(BadInput, match="prefix:TOKENS/SHARE"):
         row_prefix({"id": "x", "length_basis": "prefix:512"})
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_stretches_match_stepping_when_decode_growth_evicts_the_prefix(real_it, seed):
+    # a pool barely above one request (1.2 x the largest), blocks of 32, SGLang's rule: a
+    # cached prefix nobody refers to is taken by the running decodes' growth, after which the
+    # queue's head (which no longer hits, nor has to leave the prefix's blocks alone) may fit;
+    # a stretch must stop at that iteration as stepping does
+    from scalemodel.analytic.serving.streams import lengths
+
+    rng = np.random.default_rng(seed)
+    n = 120
+    isl = lengths(400, n, "uniform", 0.5, rng, 4000)
+    osl = lengths(60, n, "uniform", 0.5, rng, 4000)
+    pfx = prefix_lengths(Stream("max-load", n, prefix_tokens=486, prefix_share=0.5), isl)
+    blocks = int(1.2 * int((-(-(isl + osl) // 32)).max()))
+    p = pol(max_batch=64, token_budget=2048, block_tokens=32, kv_blocks=blocks,
+            prefix_cache="prefilled")
+    a = simulate(real_it, p, np.zeros(n), isl, osl, prefix=pfx)
+    b = simulate(real_it, p, np.zeros(n), isl, osl, prefix=pfx, stretch=False)
+    assert a.iterations == b.iterations and a.prefix_hit_tokens == b.prefix_hit_tokens
+    assert np.allclose(a.finish_s, b.finish_s, rtol=1e-9)

@@ -336,7 +336,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 head_fits = need <= free - (int(pc["R"]) if hb and pc["refs"] == 0 else 0)
             k = _stretch(it, pol, dec, kv, gen, osl, blocks, free, waiting, run.size, nxt, n,
                          arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p,
-                         head_fits=head_fits)
+                         head_fits=head_fits,
+                         keep=int(pc["R"]) if pc["res"] and pc["refs"] == 0 else 0)
         if k == 1:
             dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen)
         else:
@@ -397,9 +398,11 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
              waiting: deque[int], n_running: int, nxt: int, n: int, arrival_s: np.ndarray,
              order: np.ndarray, t: float, T: int, n_log: int, ctx_sum: float,
              need_full: np.ndarray, target: np.ndarray, done_p: np.ndarray,
-             head_fits: bool | None = None) -> int:
+             head_fits: bool | None = None, keep: int = 0) -> int:
     """Decode-only iterations the batch stays unchanged for (>= 1); ``head_fits``: whether the
-    next iteration admits the queue's head, where the caller knows (a prefix cache hit)."""
+    next iteration admits the queue's head, where the caller knows (a prefix cache hit);
+    ``keep``: free blocks that are an unreferenced cached prefix, which the stretch does not
+    take (the iteration that evicts it is stepped on its own: admission changes after it)."""
     k = int((osl[dec] - gen[dec]).min())
     if k <= 1:
         return 1
@@ -418,7 +421,7 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         while lo < hi:
             mid = (lo + hi + 1) // 2
             extra = int(np.maximum(_blocks(kv[dec] + mid, bs) - blocks[dec], 0).sum())
-            if extra <= free:
+            if extra <= free - keep:
                 lo = mid
             else:
                 hi = mid - 1
