@@ -410,7 +410,8 @@ def test_by_source_mean_and_max(priced):
         "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
         "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
         "vllm-blog-v060-perf-update",
-        "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia"}
+        "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia",
+        "trtllm-tech-blog1-dsr1-b200"}
 
 
 def test_every_source_key_is_in_sources_serving():

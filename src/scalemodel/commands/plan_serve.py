@@ -78,6 +78,12 @@ def register(sp: Any) -> None:
                    "first rounds (the vLLM paper's lengths, bundled), scaled to --isl/--osl")
     s.add_argument("--length-spread", type=finite_float, default=0.25,
                    help="relative spread of drawn lengths (default 0.25)")
+    s.add_argument("--prefix-tokens", type=_int0, default=0, metavar="P",
+                   help="the first P prompt tokens are one shared prefix (a system prompt, "
+                   "few-shot examples), priced with the engine's prefix cache (default 0: none)")
+    s.add_argument("--prefix-share", type=finite_float, default=1.0, metavar="F",
+                   help="fraction of requests whose prompt starts with the shared prefix, in "
+                   "[0, 1] (default 1)")
     s.add_argument("--ttft-ms", type=positive_float, default=None, help="TTFT SLA, p99 (ms)")
     s.add_argument("--tpot-ms", type=positive_float, default=None, help="TPOT SLA, p99 (ms)")
     s.add_argument("--max-batch", type=at_most(positive_int, 65536, "sequences"), default=None,
@@ -103,7 +109,7 @@ def register(sp: Any) -> None:
 def run(args: argparse.Namespace) -> Any:
     from ..analytic.serving.engine import get_serving_engine
     from ..analytic.serving.search import search
-    from ..analytic.serving.streams import Stream
+    from ..analytic.serving.streams import Stream, check_prefix
     from ..errors import BadInput
     from ..specs import dtype, get_gpu, get_model
 
@@ -126,9 +132,18 @@ def run(args: argparse.Namespace) -> Any:
                        "use bf16 or int4")
     if not 0 <= args.length_spread < 1:
         raise BadInput(f"--length-spread must be in [0, 1), got {args.length_spread}")
+    check_prefix(args.prefix_tokens, args.prefix_share, args.isl)
+    if args.prefix_tokens and eng.prefix_cache == "unread":
+        raise BadInput(f"--prefix-tokens: {eng.id}'s prefix cache (KV block reuse) was not read "
+                       "at its version (frameworks.toml prefix_cache = unread); it is not "
+                       "priced")
+    if args.prefix_tokens and args.disaggregated:
+        raise BadInput("--prefix-tokens with --disaggregated: a prefix cache in the prefill pool "
+                       "is not simulated")
     kind = "rate" if args.rate else "concurrency" if args.concurrency else "max-load"
     stream = Stream(kind, args.requests, args.rate or 0.0, args.concurrency or 0,
-                    args.length_dist, args.length_spread, args.seed)
+                    args.length_dist, args.length_spread, args.seed,
+                    prefix_tokens=args.prefix_tokens, prefix_share=args.prefix_share)
     fixed = dict(args.layout or {})
     ttft = args.ttft_ms / 1e3 if args.ttft_ms else None
     tpot = args.tpot_ms / 1e3 if args.tpot_ms else None

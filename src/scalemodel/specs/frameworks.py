@@ -338,6 +338,7 @@ def _adp_ok(v: dict[str, Any]) -> bool:
             and all(x in ("fp8_block",) for x in v["dispatch_16bit"]))
 
 
+PREFIX_CACHE_RULES = ("off", "scheduled", "prefilled", "unread")
 SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_pool": (lambda v: v in KV_POOLS, " | ".join(KV_POOLS)),
     "util_default": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
@@ -407,6 +408,12 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # chunked prefill: prefills first, decodes only in a step with none); with
     # host_iters_per_schedule n > 1 the decode batch is also held for n steps (scheduler.py)
     "prefill_alone": (lambda v: isinstance(v, bool), "true or false"),
+    # the automatic prefix cache as the engine runs it by default (analytic/serving/scheduler.py):
+    # "off"; "scheduled" (a prompt's full blocks are findable from the step that schedules them,
+    # vLLM V1); "prefilled" (findable once the prompt's prefill has run, SGLang's radix tree);
+    # "unread" (the engine has one but its rule was not read: plan serve refuses a shared prefix).
+    # A hit covers whole blocks of block_size tokens and never the prompt's last token
+    "prefix_cache": (lambda v: v in PREFIX_CACHE_RULES, " | ".join(PREFIX_CACHE_RULES)),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
     # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"

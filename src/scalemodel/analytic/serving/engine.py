@@ -61,6 +61,9 @@ class Engine:
     # speculation a run asks for (speculative.Speculation, plan serve --spec), None: none
     speculative: dict[str, Any] = field(default_factory=dict)
     speculation: Any = None
+    # the automatic prefix cache by default (frameworks.toml prefix_cache): "off", "scheduled",
+    # "prefilled" or "unread" (scheduler.py prices the first two)
+    prefix_cache: str = "off"
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -130,7 +133,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
-            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative")
+            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative",
+            "prefix_cache")
     return Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -151,7 +155,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         prefill_alone=bool(v.get("prefill_alone", False)),
         attention_dp=dict(v.get("attention_dp") or {}),
         attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}),
-        speculative=dict(v.get("speculative") or {}))
+        speculative=dict(v.get("speculative") or {}),
+        prefix_cache=str(v.get("prefix_cache") or "off"))
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -46,6 +46,9 @@ class SchedulerPolicy:
     # no decodes, and a decode batch, once scheduled, runs steps_per_schedule steps unchanged
     prefill_alone: bool = False
     steps_per_schedule: int = 1
+    # the automatic prefix cache (engine profile prefix_cache): "off", "scheduled" (a prompt's
+    # full blocks are findable from the step that schedules them) or "prefilled" (once run)
+    prefix_cache: str = "off"
 
 
 def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> SchedulerPolicy:
@@ -58,7 +61,8 @@ def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> Schedul
     v0 = bool(eng.prefill_alone) and not chunked  # V0 with chunking mixes (decode first)
     return SchedulerPolicy(
         es.max_batch, es.token_budget, chunked, eng.reserve, es.kv.block_size, es.kv.blocks,
-        prefill_alone=v0, steps_per_schedule=int(eng.host_iters_per_schedule) if v0 else 1)
+        prefill_alone=v0, steps_per_schedule=int(eng.host_iters_per_schedule) if v0 else 1,
+        prefix_cache=str(getattr(eng, "prefix_cache", "off") or "off"))
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class SimResult:
     mean_batch: float  # sequences per iteration, iteration-weighted
     decode_iter_s: float  # mean seconds of an iteration without prefill
     mixed_iter_s: float  # mean seconds of an iteration with prefill
+    prefill_tokens: int = 0  # prompt tokens computed (recomputation included, cache hits not)
+    prefix_hit_tokens: int = 0  # prompt tokens taken from the prefix cache
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -94,13 +100,34 @@ def _blocks(tokens: np.ndarray | int, bs: int) -> Any:
 
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
-             stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1) -> SimResult:
+             stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1,
+             prefix: np.ndarray | None = None) -> SimResult:
     """Run every request through the scheduler; ``prefilled``: prompts arrive with their KV
     (a disaggregated decode pool), so only decode work is done; ``concurrency`` C > 0: a closed
     loop of C clients, request j >= C arriving when the (j - C + 1)-th request finishes;
     ``stretch`` False: step every iteration (the one-move stretches are then checked against
     it). ``ranks`` n > 1: the n attention-DP ranks of one replica (:func:`simulate_lockstep`),
-    ``pol`` being each rank's limits and KV pool."""
+    ``pol`` being each rank's limits and KV pool. ``prefix``: each request's tokens of one
+    shared prompt prefix (0: none), priced with the policy's ``prefix_cache`` rule.
+
+    The prefix cache (one shared prefix; the cache starts cold). The first sharing request
+    admitted while the prefix is not cached computes it; its R = floor(P / block) full prefix
+    blocks become findable from the step that schedules the chunk reaching them
+    (``"scheduled"``: vLLM V1 caches blocks in allocate_slots, so a later request of the same
+    step already hits) or once that chunk has run (``"prefilled"``: SGLang inserts into the
+    radix tree after the prefill batch). A later sharing request admitted with nothing of its
+    prompt computed (new, or back after a preemption) then starts with
+    h = block * min(floor(P_r / block), floor((L - 1) / block), R) tokens in the KV cache, L
+    its prompt (with what it had generated, after a preemption): whole blocks only and never the
+    last token, whose logits are needed. Those tokens are not computed, but its chunks' attention
+    still reads them (the prefill attention is priced after h cached tokens). The R blocks are
+    held once in the pool, not per request, while any running request refers to them; when
+    none does they count as free but stay cached, and an allocation that needs them evicts the
+    prefix (the free blocks other than the prefix's are taken first: LRU with the prefix the
+    most recently freed), after which the next sharing request computes it again."""
+    if ranks > 1 and prefix is not None and bool(np.any(prefix)):
+        raise BadInput("--prefix-tokens with --layout adp=1 is not priced: the attention-DP "
+                       "lock-step has no prefix cache")
     if ranks > 1:
         if pol.prefill_alone or pol.steps_per_schedule > 1:
             raise BadInput("attention DP is simulated with TensorRT-LLM's scheduler only, not "
@@ -135,8 +162,19 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
             raise BadInput("a scheduler whose prefill steps run alone or whose decode batch is "
                            "held for several steps (vLLM V0's default scheduler, multi-step) "
                            "is simulated without chunked prefill only")
+        if prefix is not None and np.any(prefix) and pol.prefix_cache != "off":
+            raise BadInput("a prefix cache under vLLM V0's default scheduler is not simulated")
         return _simulate_v0(it, pol, arrival_s, isl, osl, need_full, prefilled=prefilled,
                             concurrency=concurrency, max_iterations=max_iterations)
+    shared = prefix is not None and not prefilled and bool(np.any(prefix))
+    if shared and pol.prefix_cache not in ("off", "scheduled", "prefilled"):
+        raise BadInput(f"a shared prefix: the engine's prefix cache rule {pol.prefix_cache!r} "
+                       "is not priced (off, scheduled or prefilled)")
+    pfx = (np.minimum(np.asarray(prefix, dtype=np.int64), isl)
+           if shared and pol.prefix_cache != "off" else np.zeros(n, np.int64))
+    pc = {"on": bool(pfx.any()), "res": False, "R": 0, "refs": 0, "src": -1, "hits": 0}
+    ref = np.zeros(n, bool)  # the request refers to the cached prefix's blocks
+    sb = np.zeros(n, np.int64)  # of a request's blocks, those of the cached prefix (held once)
     order = np.argsort(arrival_s, kind="stable")
     target = isl.copy()  # prompt tokens to (re)compute
     done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
@@ -160,6 +198,42 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     t_dec = t_mix = 0.0
     n_dec_it = n_mix_it = 0
     finished = 0
+    computed = 0
+
+    def hit(r: int) -> int:
+        """Prompt tokens request r finds in the prefix cache at admission."""
+        if not pc["res"] or not pfx[r] or done_p[r] or kv[r]:
+            return 0
+        return bs * min(int(pfx[r]) // bs, int(target[r] - 1) // bs, int(pc["R"]))
+
+    def unref(rs: np.ndarray) -> int:
+        """Requests rs leave (finish or preempted): blocks the prefix returns to the free
+        count when the last reference goes."""
+        k = int(np.count_nonzero(ref[rs])) if rs.size else 0
+        if k:
+            ref[rs] = False
+            sb[rs] = 0
+            pc["refs"] -= k
+            if pc["refs"] == 0 and pc["res"]:
+                return int(pc["R"])
+        return 0
+
+    def evict_check() -> None:
+        """An unreferenced cached prefix whose blocks an allocation took is evicted."""
+        if pc["res"] and pc["refs"] == 0 and free < pc["R"]:
+            pc["res"] = False
+
+    def publish(r: int, upto: int) -> None:
+        """The source's computed (or scheduled) prompt reaches ``upto`` tokens: its full prefix
+        blocks become the cached prefix, held once."""
+        if r != pc["src"]:
+            return
+        R = int(pfx[r]) // bs
+        if upto >= R * bs:
+            sb[r] = R
+            pc.update(res=True, R=R, refs=pc["refs"] + 1, src=-1)
+            ref[r] = True
+
     while finished < n:
         while nxt < n and arrival_s[order[nxt]] <= t:
             waiting.append(int(order[nxt]))
@@ -177,8 +251,12 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
             while grow > free and run.size:
                 v = int(run[-1])
                 run = run[:-1]
-                free += int(blocks[v])
+                free += int(blocks[v] - sb[v])
                 blocks[v] = 0
+                if pc["on"]:
+                    free += unref(np.array([v]))
+                    if pc["src"] == v:
+                        pc["src"] = -1
                 target[v] = isl[v] + gen[v]
                 done_p[v] = 0
                 kv[v] = 0
@@ -193,6 +271,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                       else np.ones(add.size, np.int64))
             blocks[add] += need_b
             free -= int(need_b.sum())
+            if pc["on"]:
+                evict_check()
         # each decoding sequence takes 1 + k tokens of the budget (its drafts are verified)
         budget = pol.token_budget - int(dec.size) * (1 + ks)
         chunk_ids: list[int] = []
@@ -208,23 +288,42 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 extra = max(int(_blocks(kv[r] + c, bs)) - int(blocks[r]), 0)
                 blocks[r] += extra
                 free -= extra
+                if pc["on"]:
+                    evict_check()
             chunk_ids.append(r)
             chunk_len.append(c)
             budget -= c
+            if pc["on"] and pol.prefix_cache == "scheduled":
+                publish(r, int(done_p[r]) + c)
         admitted: list[int] = []
         while waiting and run.size + len(admitted) < pol.max_batch and (budget > 0 or prefilled):
             r = waiting[0]
-            left = int(target[r] - done_p[r])
+            h = hit(r) if pc["on"] else 0
+            left = int(target[r] - done_p[r]) - h
             c = min(left, budget) if pol.chunked_prefill else left
             if c > budget:
                 break
-            need = (int(need_full[r]) if pol.reserve == "full"
-                    else int(_blocks(kv[r] + max(c, 1), bs)))
-            if need > free:
+            hb = h // bs
+            again = bool(hb and pc["refs"] == 0)  # an unreferenced cached prefix taken back
+            need = (int(need_full[r]) - hb if pol.reserve == "full"
+                    else int(_blocks(kv[r] + h + max(c, 1), bs)) - hb)
+            if need > free - (int(pc["R"]) if again else 0):
                 break
             waiting.popleft()
-            blocks[r] = need
+            if h:
+                done_p[r] = kv[r] = h
+                ref[r] = True
+                sb[r] = hb
+                pc["refs"] += 1
+                pc["hits"] += h
+                if again:
+                    free -= int(pc["R"])
+            elif pc["on"] and pfx[r] >= bs and not pc["res"] and pc["src"] < 0:
+                pc["src"] = r  # computes the prefix
+            blocks[r] = need + hb  # the request's blocks, the shared ones included
             free -= need
+            if pc["on"]:
+                evict_check()
             admitted.append(r)
             if c > 0:
                 chunk_ids.append(r)
@@ -232,6 +331,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 budget -= c
                 if c < left:
                     prefilling.append(r)
+                if pc["on"] and pol.prefix_cache == "scheduled":
+                    publish(r, int(done_p[r]) + c)
         if admitted:
             run = np.concatenate([run, np.asarray(admitted, dtype=np.int64)])
         cid = np.asarray(chunk_ids, dtype=np.int64)
@@ -250,9 +351,19 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         ctx_sum = float((kv[dec] + 1).sum()) if dec.size else 0.0
         k = 1
         if stretch and cid.size == 0 and dec.size:
+            head_fits = None
+            if pc["on"] and waiting and run.size < pol.max_batch:
+                r = waiting[0]  # whether the next iteration admits it, its prefix hit counted
+                h = hit(r)
+                hb = h // bs
+                c = min(int(target[r] - done_p[r]) - h, pol.token_budget)
+                need = (int(need_full[r]) - hb if pol.reserve == "full"
+                        else int(_blocks(kv[r] + h + c, bs)) - hb)
+                head_fits = need <= free - (int(pc["R"]) if hb and pc["refs"] == 0 else 0)
             k = _stretch(it, pol, dec, kv, gen, osl, blocks, free, waiting, run.size, nxt, n,
                          arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p,
-                         acc=acc, E=E, ks=ks)
+                         acc=acc, E=E, ks=ks, head_fits=head_fits,
+                         keep=int(pc["R"]) if pc["res"] and pc["refs"] == 0 else 0)
         nd = int(dec.size)
         if k == 1:
             dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen,
@@ -267,6 +378,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 new_b = np.maximum(_blocks(kv[dec] + ahead, bs) - blocks[dec], 0)
                 blocks[dec] += new_b
                 free -= int(new_b.sum())
+                if pc["on"]:
+                    evict_check()
         t += dt
         iters += k
         seq_iters += k * (dec.size + cid.size)
@@ -290,6 +403,9 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         if cid.size:
             done_p[cid] += clen
             kv[cid] += clen
+            computed += int(clen.sum())
+            if pc["on"] and pol.prefix_cache == "prefilled" and pc["src"] >= 0:
+                publish(int(pc["src"]), int(done_p[pc["src"]]))
             if completes.size:
                 first[completes[np.isnan(first[completes])]] = t
                 gen[completes] += 1
@@ -300,8 +416,10 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         if out.any():
             fin = run[out]
             finish[fin] = t
-            free += int(blocks[fin].sum())
+            free += int((blocks[fin] - sb[fin]).sum())
             blocks[fin] = 0
+            if pc["on"]:
+                free += unref(fin)
             run = run[~out]
             if concurrency > 0:  # each finish lets one more client request in
                 j = np.arange(concurrency + finished, concurrency + finished + fin.size)
@@ -310,7 +428,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     start = float(arrival_s.min()) if n else 0.0
     return SimResult(arrival_s, first, finish, isl, osl, float(t - start), iters, pre, peak,
                      seq_iters / max(iters, 1), t_dec / max(n_dec_it, 1),
-                     t_mix / max(n_mix_it, 1))
+                     t_mix / max(n_mix_it, 1), prefill_tokens=computed,
+                     prefix_hit_tokens=int(pc["hits"]))
 
 
 def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.ndarray,
@@ -318,10 +437,14 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
              waiting: deque[int], n_running: int, nxt: int, n: int, arrival_s: np.ndarray,
              order: np.ndarray, t: float, T: int, n_log: int, ctx_sum: float,
              need_full: np.ndarray, target: np.ndarray, done_p: np.ndarray, *,
-             acc: np.ndarray | None = None, E: float = 1.0, ks: int = 0) -> int:
+             acc: np.ndarray | None = None, E: float = 1.0, ks: int = 0,
+             head_fits: bool | None = None, keep: int = 0) -> int:
     """Decode-only iterations the batch stays unchanged for (>= 1); with speculative decoding
     (``ks`` drafts, ``E`` tokens per step, ``acc`` the carried fractions) the steps until the
-    first sequence has emitted its output."""
+    first sequence has emitted its output; ``head_fits``: whether the next iteration admits
+    the queue's head, where the caller knows (a prefix cache hit); ``keep``: free blocks that
+    are an unreferenced cached prefix, which the stretch does not take (the iteration that
+    evicts it is stepped on its own: admission changes after it)."""
     spec = acc is not None and ks > 0 or E != 1.0
     if spec:
         a = acc[dec] if acc is not None else 0.0
@@ -331,7 +454,10 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
     if k <= 1:
         return 1
     bs = pol.block_tokens
-    if waiting and n_running < pol.max_batch:
+    if head_fits is not None:
+        if head_fits:
+            return 1
+    elif waiting and n_running < pol.max_batch:
         r = waiting[0]
         need = (int(need_full[r]) if pol.reserve == "full"
                 else int(_blocks(kv[r] + min(int(target[r] - done_p[r]), pol.token_budget), bs)))
@@ -344,7 +470,7 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
             ahead = (np.floor((acc[dec] if acc is not None else 0.0) + (mid - 1) * E)
                      + ks + 1 if spec else mid)
             extra = int(np.maximum(_blocks(kv[dec] + ahead, bs) - blocks[dec], 0).sum())
-            if extra <= free:
+            if extra <= free - keep:
                 lo = mid
             else:
                 hi = mid - 1

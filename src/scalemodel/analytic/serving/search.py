@@ -252,12 +252,17 @@ def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, 
     from .scheduler import policy, simulate
 
     lay = c.layout
-    share = Stream(stream.kind, max(1, -(-stream.requests // lay.dp)), stream.rate_per_s / lay.dp,
-                   -(-stream.concurrency // lay.dp) if stream.concurrency else 0, stream.dist,
-                   stream.spread, stream.seed)
+    from dataclasses import replace
+
+    from .service import stream_prefix
+
+    share = replace(stream, requests=max(1, -(-stream.requests // lay.dp)),
+                    rate_per_s=stream.rate_per_s / lay.dp,
+                    concurrency=-(-stream.concurrency // lay.dp) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay))
+    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay),
+                 prefix=stream_prefix(eng, share, isl, i))
     return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
 
 

@@ -13,7 +13,7 @@ from ...specs import GPUSpec, ModelSpec
 from .engine import Engine, EngineSetup, setup
 from .iteration import IterationModel, Precision, ServeLayout, build
 from .scheduler import SimResult, policy, simulate
-from .streams import Stream, draw
+from .streams import Stream, check_prefix, draw, prefix_lengths
 
 
 @dataclass(frozen=True)
@@ -142,13 +142,27 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     # engine limits), in lock-step at each MoE layer; the scheduler simulates them together,
     # handing requests to ranks by the engine's rule (scheduler.simulate_lockstep)
     sh = _shares(lay)
-    share = Stream(stream.kind, max(1, -(-stream.requests // sh)),
-                   stream.rate_per_s / sh, -(-stream.concurrency // sh) if
-                   stream.concurrency else 0, stream.dist, stream.spread, stream.seed)
+    share = replace(stream, requests=max(1, -(-stream.requests // sh)),
+                    rate_per_s=stream.rate_per_s / sh,
+                    concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, es)
-    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay))
+    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay),
+                 prefix=stream_prefix(eng, share, isl, i))
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+
+
+def stream_prefix(eng: Engine, stream: Stream, isl: int, i: np.ndarray) -> np.ndarray | None:
+    """Each drawn prompt's tokens of the stream's shared prefix (streams.prefix_lengths), or
+    None without one; a prefix on an engine whose prefix-cache rule was not read is bad
+    input."""
+    if not stream.prefix_tokens:
+        return None
+    check_prefix(stream.prefix_tokens, stream.prefix_share, isl)
+    if eng.prefix_cache == "unread":
+        raise BadInput(f"--prefix-tokens: {eng.id}'s prefix cache (KV block reuse) was not read "
+                       "at its version (frameworks.toml prefix_cache = unread); it is not priced")
+    return prefix_lengths(stream, i)
 
 
 def _shares(lay: ServeLayout) -> int:
@@ -191,7 +205,9 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
                "decode_iteration_s": r.decode_iter_s, "mixed_iteration_s": r.mixed_iter_s,
                "makespan_s": span, "requests_simulated": int(r.isl.size),
                "chunked_prefill": es.chunked_prefill, "reserve": eng.reserve,
-               "batch_limits": es.why_batch, "max_model_len": es.max_model_len},
+               "batch_limits": es.why_batch, "max_model_len": es.max_model_len,
+               "prefill_tokens_computed": r.prefill_tokens,
+               "prefix_cache": eng.prefix_cache, "prefix_hit_tokens": r.prefix_hit_tokens},
         ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[r.osl > 1]))
 
 

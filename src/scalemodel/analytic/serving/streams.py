@@ -30,13 +30,44 @@ class Stream:
     dist: str = "fixed"
     spread: float = 0.0  # relative standard deviation (normal) or half-width (uniform)
     seed: int = 0
+    # a shared prompt prefix: the first prefix_tokens tokens of a prefix_share fraction of the
+    # requests are the same (a system prompt, few-shot examples); see ``prefix_lengths``
+    prefix_tokens: int = 0
+    prefix_share: float = 1.0
 
     def label(self) -> str:
+        pfx = (f"; the first {self.prefix_tokens:,} prompt tokens shared by "
+               f"{self.prefix_share:.0%} of requests" if self.prefix_tokens else "")
         if self.kind == "rate":
-            return f"Poisson arrivals at {self.rate_per_s:g} requests/s"
+            return f"Poisson arrivals at {self.rate_per_s:g} requests/s" + pfx
         if self.kind == "concurrency":
-            return f"{self.concurrency} requests in flight (closed loop)"
-        return f"max load: all {self.requests:,} requests queued at t = 0"
+            return f"{self.concurrency} requests in flight (closed loop)" + pfx
+        return f"max load: all {self.requests:,} requests queued at t = 0" + pfx
+
+
+def check_prefix(prefix_tokens: int, prefix_share: float, isl: int) -> None:
+    """A shared prefix no longer than the (mean) prompt and a share in [0, 1]; else bad input."""
+    if prefix_tokens < 0:
+        raise BadInput(f"--prefix-tokens: must be 0 or more, got {prefix_tokens}")
+    if prefix_tokens > isl:
+        raise BadInput(f"--prefix-tokens {prefix_tokens:,} is longer than the prompt "
+                       f"(--isl {isl:,})")
+    if not 0.0 <= prefix_share <= 1.0:
+        raise BadInput(f"--prefix-share must be in [0, 1], got {prefix_share}")
+
+
+def prefix_lengths(stream: Stream, isl: np.ndarray) -> np.ndarray:
+    """The shared-prefix tokens of each request's prompt (0: none). Request j (in stream order,
+    0-based) shares the prefix when floor((j + 1) f) > floor(j f), f = ``prefix_share``: the
+    share spread evenly, no random draw (f = 1: every request, f = 0.5: every second one); a
+    drawn prompt shorter than the prefix is the prefix's first tokens, all of it shared."""
+    n = int(isl.size)
+    if not stream.prefix_tokens or not n:
+        return np.zeros(n, np.int64)
+    j = np.arange(n)
+    f = float(stream.prefix_share)
+    on = np.floor((j + 1) * f + 1e-9) > np.floor(j * f + 1e-9)
+    return np.where(on, np.minimum(int(stream.prefix_tokens), isl), 0).astype(np.int64)
 
 
 def lengths(mean: int, n: int, dist: str, spread: float, rng: np.random.Generator,

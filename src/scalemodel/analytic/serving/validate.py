@@ -120,6 +120,22 @@ def row_speculation(row: dict[str, str]) -> Any:
                        f"{hit.group(0).strip()!r}: {e}") from None
 
 
+def row_prefix(row: dict[str, str]) -> tuple[int, float]:
+    """The shared prompt prefix a row's ``length_basis`` states: a word ``prefix:P/F`` (P
+    tokens shared by a fraction F of the requests, as ``plan serve --prefix-tokens P
+    --prefix-share F``); (0, 1.0) where none is named. A malformed one is bad input."""
+    basis = (row.get("length_basis") or "").strip()
+    words = [w.rstrip(";,.") for w in basis.split() if w.startswith("prefix:")]
+    if not words:
+        return 0, 1.0
+    try:
+        p, f = words[0][7:].split("/")
+        return int(p), float(f)
+    except ValueError:
+        raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: length_basis names "
+                       f"{words[0]!r}, not prefix:TOKENS/SHARE") from None
+
+
 def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                      required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
@@ -170,6 +186,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
         rate = _number(row, "rate", default=0.0)
         conc = _number(row, "concurrency", int, default=0)
         dist = length_dist(row)
+        pfx_tokens, pfx_share = row_prefix(row)
         if not (row.get("isl") or "").strip() or not (row.get("osl") or "").strip():
             skipped.append((rid, "input or output length not stated by the source: "
                                  + (row.get("length_basis") or "no length_basis given")))
@@ -197,7 +214,7 @@ def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                               attention_dp=str(row.get("attention_dp") or "").lower()
                               in ("1", "true"))
             stream = Stream(row["stream"], requests, rate_per_s=rate, concurrency=conc,
-                            dist=dist)
+                            dist=dist, prefix_tokens=pfx_tokens, prefix_share=pfx_share)
             slo = None
             if row["metric"] in SLO_METRICS:
                 if row["stream"] != "rate":
