@@ -216,6 +216,36 @@ class IterationModel:
     # iterations the loop runs per scheduler call: the host seconds above are one call's work,
     # spread over that many iterations
     host_iters_per_schedule: int = 1
+    # CUDA-graph batch-size buckets (engine profile, engine.py capture_sizes): the sizes the
+    # engine captured, ascending (empty: none, every iteration eager and unpadded); what a graph
+    # is chosen by ("decode_seqs": decode-only iterations by their sequences, vLLM V0, SGLang,
+    # TensorRT-LLM's PyTorch backend; "tokens": any iteration by its scheduled tokens, vLLM V1's
+    # piecewise graphs); whether a batch between sizes is padded up (else it runs eager); the
+    # longest sequence a decode graph takes (0: no limit; vLLM V0's max_seq_len_to_capture)
+    graph_sizes: tuple[int, ...] = ()
+    graph_batch: str = "decode_seqs"
+    graph_padding: bool = True
+    graph_max_ctx: int = 0
+
+    def graph_rows(self, T: int, decode_only: bool, max_ctx: float | None = None) -> int:
+        """The rows the iteration's GEMMs and per-token kernels run at: T padded up to the
+        smallest captured size >= T where the iteration replays a graph, T itself where it
+        runs eager (no graph fits: above the largest size, a prefill in a decode-graph engine,
+        a sequence longer than ``graph_max_ctx``, or between sizes without padding)."""
+        import bisect
+
+        sizes = self.graph_sizes
+        if not sizes or T <= 0 or sizes[-1] < T:
+            return T
+        if self.graph_batch == "decode_seqs":
+            if not decode_only:
+                return T
+            if self.graph_max_ctx and max_ctx is not None and max_ctx > self.graph_max_ctx:
+                return T
+        b = sizes[bisect.bisect_left(sizes, T)]
+        if b != T and not self.graph_padding:
+            return T
+        return b
 
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
@@ -229,11 +259,13 @@ class IterationModel:
     def stage_tokens(self, T: int) -> int:
         return -(-T // self.layout.pp)
 
-    def dense_part(self, T: int, n_logits: int) -> float:
+    def dense_part(self, T: int, n_logits: int, rows: int | None = None) -> float:
         """GPU seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
-        collectives, head), the pp micro-batches included; no host time (:meth:`with_host`)."""
+        collectives, head), the pp micro-batches included; no host time (:meth:`with_host`).
+        ``rows``: the rows the GEMMs, per-token kernels and collectives run at where a CUDA
+        graph pads the batch (:meth:`graph_rows`); the head samples ``n_logits`` rows."""
         pp = self.layout.pp
-        i = min(self.stage_tokens(T), self.tables.dense.size - 1)
+        i = min(self.stage_tokens(T if rows is None else rows), self.tables.dense.size - 1)
         tb = self.tables
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
@@ -262,11 +294,14 @@ class IterationModel:
         return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
-             cached: np.ndarray) -> float:
+             cached: np.ndarray, max_ctx: float | None = None) -> float:
         """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
-        sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``: the
-        GPU's seconds with the engine's host work (:meth:`with_host`)."""
-        gpu = (self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
+        sequences holding ``decode_ctx_sum`` KV tokens (the longest ``max_ctx``, where known),
+        prefill ``chunks`` after ``cached``: the GPU's seconds with the engine's host work
+        (:meth:`with_host`). Where the engine replays a CUDA graph the GEMMs and per-token
+        kernels run at the padded batch (:meth:`graph_rows`); the padded rows read no KV."""
+        rows = self.graph_rows(T, chunks.size == 0, max_ctx)
+        gpu = (self.dense_part(T, n_logits, rows) + self.dec_s_per_ctx_token * decode_ctx_sum
                + self.prefill_attention(chunks, cached))
         return float(self.with_host(gpu, n_logits))
 
@@ -309,7 +344,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           moe_gemm_kernel: str | None = None, logits_gather: str = "none",
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
-          adp_exchange: dict[str, Any] | None = None) -> IterationModel:
+          adp_exchange: dict[str, Any] | None = None, graph_sizes: tuple[int, ...] = (),
+          graph_batch: str = "decode_seqs", graph_padding: bool = True,
+          graph_max_ctx: int = 0) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -318,7 +355,14 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     sampling sequence are all-gathered in 16 bits and every TP rank samples the full row. The
     host fields are the engine's host loop (:meth:`IterationModel.with_host`).
     ``adp_exchange``: the engine's attention-DP exchange (frameworks.toml attention_dp), needed
-    when the layout runs attention data-parallel."""
+    when the layout runs attention data-parallel. ``graph_*``: the engine's CUDA-graph buckets
+    (:meth:`IterationModel.graph_rows`)."""
+    if graph_batch not in ("decode_seqs", "tokens"):
+        raise BadInput(f"cuda_graph_batch: {graph_batch!r} is not decode_seqs or tokens")
+    steps = zip(graph_sizes, graph_sizes[1:], strict=False)
+    if any(x < 1 for x in graph_sizes) or any(b <= a for a, b in steps):
+        raise BadInput(f"cuda_graph_sizes: must be whole numbers >= 1 in increasing order, got "
+                       f"{list(graph_sizes)}")
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -476,7 +520,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         head_dim=ms.qk_dim / m.n_heads, peak16=peak16, overhead_s=overhead_s,
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
         eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
-        host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule))
+        host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule),
+        graph_sizes=tuple(int(x) for x in graph_sizes), graph_batch=graph_batch,
+        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx))
 
 
 def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,

@@ -229,10 +229,12 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         if stretch and cid.size == 0 and dec.size:
             k = _stretch(it, pol, dec, kv, gen, osl, blocks, free, waiting, run.size, nxt, n,
                          arrival_s, order, t, T, n_log, ctx_sum, need_full, target, done_p)
+        mx = float(kv[dec].max() + 1) if dec.size else 0.0  # the longest decode sequence
         if k == 1:
-            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen)
+            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen, mx)
         else:
-            dt = k * it.time(T, n_log, ctx_sum + dec.size * (k - 1) / 2.0, clen, clen)
+            dt = k * it.time(T, n_log, ctx_sum + dec.size * (k - 1) / 2.0, clen, clen,
+                             mx + k - 1)
             if pol.reserve == "on_demand":
                 new_b = np.maximum(_blocks(kv[dec] + k, bs) - blocks[dec], 0)
                 blocks[dec] += new_b
@@ -304,7 +306,8 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         k = max(1, lo)
     gap = float(arrival_s[order[nxt]]) - t if nxt < n else float("inf")
     if np.isfinite(gap):
-        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0))
+        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0),
+                      float(kv[dec].max() + 1))
         k = max(1, min(k, int(gap // dt1) + 1))
     return k
 
@@ -430,7 +433,8 @@ def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray
         B = int(run.size)
         s0 = float((kv[run] + 1).sum())
         empty = np.zeros(0, np.int64)
-        step = np.array([it.time(B, B, s0 + B * j, empty, empty) for j in range(ns)])
+        m0 = float(kv[run].max() + 1)
+        step = np.array([it.time(B, B, s0 + B * j, empty, empty, m0 + j) for j in range(ns)])
         ends = t + np.cumsum(step)
         left = osl[run] - gen[run]
         out = left <= ns

@@ -76,16 +76,23 @@ class ServeResult:
 def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
                     kv_dtype: str, eng: Engine, es: EngineSetup) -> IterationModel:
     from ..planner import make_cluster
+    from .engine import capture_sizes
 
     cl = make_cluster(gpu, lay.replica_gpus)
-    return build(m, gpu, lay, prec, kv_dtype, max_tokens=max(es.token_budget, es.max_batch),
+    sizes = capture_sizes(eng, es.max_batch, es.token_budget, float(gpu.hbm_bytes))
+    g = eng.cuda_graph
+    return build(m, gpu, lay, prec, kv_dtype,
+                 max_tokens=max(es.token_budget, es.max_batch, *sizes),
                  max_seqs=es.max_batch, attention_kind=eng.attention_kind(gpu),
                  overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads,
                  logits_gather=eng.logits_gather,
                  moe_gemm_kernel=eng.moe_gemm_kernel(gpu), host_s_per_iter=eng.host_s_per_iter,
                  host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
                  host_iters_per_schedule=eng.host_iters_per_schedule,
-                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None)
+                 adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
+                 graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
+                 graph_padding=bool(g.get("cuda_graph_padding", True)),
+                 graph_max_ctx=int(g.get("cuda_graph_max_seq_len") or 0))
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
