@@ -151,3 +151,13 @@ def test_bad_profile_sizes_exit_2(capsys, monkeypatch):
                            "--requests", "20", "--precision", "fp8")
     assert rc == 2
     assert "cuda_graph_sizes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_vector_rows_match_scalar(small_model):
+    """The screening estimate (search.py) pads as the simulation does."""
+    it = dataclasses.replace(small_model, graph_sizes=tuple(V0_256), graph_max_ctx=8192)
+    T = np.array([0, 1, 3, 13, 256, 257, 40])
+    dec = np.array([True, True, True, True, True, True, False])
+    want = [it.graph_rows(int(t), bool(d), 1000.0) for t, d in zip(T, dec, strict=True)]
+    assert list(it.graph_rows_v(T, dec, 1000.0)) == want == [0, 1, 4, 16, 256, 257, 40]
+    assert list(it.graph_rows_v(T, dec, 9000.0)) == list(T)  # beyond max_seq_len_to_capture

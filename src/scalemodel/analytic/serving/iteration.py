@@ -247,6 +247,23 @@ class IterationModel:
             return T
         return b
 
+    def graph_rows_v(self, T: np.ndarray, decode_only: np.ndarray,
+                     max_ctx: float | None = None) -> np.ndarray:
+        """:meth:`graph_rows` for arrays of token counts (``decode_only`` per entry)."""
+        T = np.asarray(T, dtype=np.int64)
+        sizes = np.asarray(self.graph_sizes, dtype=np.int64)
+        if not sizes.size:
+            return T
+        ok = (T > 0) & (sizes[-1] >= T)
+        if self.graph_batch == "decode_seqs":
+            ok &= np.asarray(decode_only, dtype=bool)
+            if self.graph_max_ctx and max_ctx is not None and max_ctx > self.graph_max_ctx:
+                ok &= False
+        b = sizes[np.minimum(np.searchsorted(sizes, T, side="left"), sizes.size - 1)]
+        if not self.graph_padding:
+            ok &= b == T
+        return np.where(ok, b, T)
+
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
         sampling sequences (one scheduler call's, over ``host_iters_per_schedule`` iterations),
@@ -272,11 +289,14 @@ class IterationModel:
         j = min(-(-n_logits // pp), tb.head.size - 1)
         return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j])
 
-    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray) -> np.ndarray:
-        """:meth:`dense_part` for arrays of token and logit counts."""
+    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`dense_part` for arrays of token and logit counts (``rows``: the padded rows,
+        :meth:`graph_rows_v`)."""
         pp = self.layout.pp
         tb = self.tables
-        i = np.minimum(-(-np.asarray(T, dtype=np.int64) // pp), tb.dense.size - 1)
+        R = np.asarray(T if rows is None else rows, dtype=np.int64)
+        i = np.minimum(-(-R // pp), tb.dense.size - 1)
         j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp

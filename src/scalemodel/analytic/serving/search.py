@@ -126,7 +126,9 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     n_d = np.minimum(rs * osl, B)[:, None]
     n_p = np.minimum(ks[None, :] * isl, np.maximum(budget - n_d, 0)) * (not decode_only)
     n_log = np.ceil(n_d + ks[None, :])
-    gpu_k = (it.dense_part_v(np.ceil(n_d + n_p), n_log) + n_p / isl * att1
+    T_k = np.ceil(n_d + n_p)
+    rows = it.graph_rows_v(T_k, n_p == 0, float(isl + osl))  # CUDA-graph padding
+    gpu_k = (it.dense_part_v(T_k, n_log, rows) + n_p / isl * att1
              + it.dec_s_per_ctx_token * n_d * (isl + osl / 2))
     t = (pk * it.with_host(gpu_k, n_log)).sum(axis=1)  # the engine's host loop per iteration
     if rate_per_replica is None:
