@@ -443,6 +443,27 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                    and isinstance(v["gather_padding"], bool)),
         "a table assign = " + " | ".join(ADP_ASSIGN) + ", idle = dummy_generation, "
         "gather_padding = true | false"),
+    # CUDA-graph batch-size buckets (analytic/serving/engine.py capture_sizes): the default
+    # capture list (a list, or {small, step, start, stop} for small + range(start, stop + 1,
+    # step)), sizes added on GPUs above some memory ({above_mib, sizes}), what the list is cut
+    # at and how, what a graph is chosen by, whether a batch between sizes is padded up, the
+    # longest sequence a decode graph covers (0: none), and whether eager launches are priced.
+    # The sizes' order and sign are checked where they are read (one line, exit 2)
+    "cuda_graph_sizes": (lambda v: isinstance(v, (list, dict)),
+                         "a list of batch sizes or a table small, step, start, stop"),
+    "cuda_graph_sizes_large_gpu": (lambda v: isinstance(v, dict)
+                                   and set(v) == {"above_mib", "sizes"},
+                                   "a table above_mib, sizes"),
+    "cuda_graph_batch": (lambda v: v in ("decode_seqs", "tokens"), "decode_seqs or tokens"),
+    "cuda_graph_limit": (lambda v: v in ("none", "token_budget", "max_batch",
+                                         "max_batch_and_token_budget"),
+                         "none | token_budget | max_batch | max_batch_and_token_budget"),
+    "cuda_graph_over_limit": (lambda v: v in ("drop", "first_at_or_above", "append",
+                                              "append_pool"),
+                              "drop | first_at_or_above | append | append_pool"),
+    "cuda_graph_padding": (lambda v: isinstance(v, bool), "true or false"),
+    "cuda_graph_max_seq_len": (_num(0, whole=True), "an integer >= 0"),
+    "cuda_graph_eager_launch": (lambda v: v in ("unpriced",), "unpriced"),
     "attention_dp": (lambda v: isinstance(v, dict) and _adp_ok(v),
                      "a table supported = true | false, exchange = "
                      + " | ".join(ADP_EXCHANGES) + " and, for a read exchange, "

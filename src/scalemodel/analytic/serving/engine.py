@@ -64,6 +64,9 @@ class Engine:
     # the automatic prefix cache by default (frameworks.toml prefix_cache): "off", "scheduled",
     # "prefilled" or "unread" (scheduler.py prices the first two)
     prefix_cache: str = "off"
+    # CUDA-graph batch-size buckets (frameworks.toml cuda_graph_*; :func:`capture_sizes`): the
+    # profile's raw fields, empty where the profile records none (no padding priced)
+    cuda_graph: dict[str, Any] = field(default_factory=dict)
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -104,6 +107,74 @@ class Engine:
         return self.moe_gemm.get(gpu.arch or "")
 
 
+CUDA_GRAPH_FIELDS = ("cuda_graphs", "cuda_graph_sizes", "cuda_graph_sizes_large_gpu",
+                     "cuda_graph_batch", "cuda_graph_limit", "cuda_graph_over_limit",
+                     "cuda_graph_padding", "cuda_graph_max_seq_len", "cuda_graph_eager_launch")
+
+
+def _size_list(spec: Any, where: str) -> list[int]:
+    """A capture-size list as the profile writes it: a list, or {small, step, start, stop}
+    for ``small + range(start (default step), stop + 1, step)``."""
+    if isinstance(spec, dict):
+        step = int(spec.get("step", 0))
+        if step <= 0:
+            raise BadInput(f"{where}: step must be a whole number >= 1, got {spec.get('step')!r}")
+        sizes = [*map(int, spec.get("small", [])),
+                 *range(int(spec.get("start", step)), int(spec["stop"]) + 1, step)]
+    elif isinstance(spec, list):
+        sizes = [int(x) for x in spec]
+    else:
+        raise BadInput(f"{where}: must be a list of batch sizes or {{small, step, stop}}")
+    if not sizes or any(x < 1 for x in sizes):
+        raise BadInput(f"{where}: capture sizes must be whole numbers >= 1, got {sizes}")
+    if any(b <= a for a, b in zip(sizes, sizes[1:], strict=False)):
+        raise BadInput(f"{where}: capture sizes must be strictly increasing, got {sizes}")
+    return sizes
+
+
+def capture_sizes(eng: Engine, max_batch: int, token_budget: int, gpu_bytes: float
+                  ) -> tuple[int, ...]:
+    """The decode batch sizes the engine captures CUDA graphs for at these limits, ascending;
+    () where it captures none (``cuda_graphs`` false) or its profile records no sizes.
+
+    ``cuda_graph_sizes`` is the engine's default list; ``cuda_graph_sizes_large_gpu``
+    ({above_mib, sizes}) adds sizes on GPUs with more memory than that (SGLang); the list is
+    then cut at ``cuda_graph_limit`` (the token budget, the batch limit, or the smaller of the
+    two) as ``cuda_graph_over_limit`` says: ``drop`` the sizes above it, ``first_at_or_above``
+    keep up to the first size at or above it (vLLM V0), ``append`` drop them and add the limit
+    itself where some size lay above it (TensorRT-LLM's padding filter; SGLang's pool-size
+    rule, which adds limit - 1 and limit)."""
+    g = eng.cuda_graph
+    where = f"{eng.id} cuda_graph_sizes"
+    if not g.get("cuda_graphs", False) or "cuda_graph_sizes" not in g:
+        return ()
+    sizes = _size_list(g["cuda_graph_sizes"], where)
+    big = g.get("cuda_graph_sizes_large_gpu")
+    if big and gpu_bytes > float(big["above_mib"]) * 2**20:
+        sizes = sorted(set(sizes) | set(_size_list(big["sizes"], where + "_large_gpu")))
+    limit_kind = str(g.get("cuda_graph_limit", "none"))
+    limits = {"none": None, "token_budget": token_budget, "max_batch": max_batch,
+              "max_batch_and_token_budget": min(max_batch, token_budget)}
+    if limit_kind not in limits:
+        raise BadInput(f"{eng.id} cuda_graph_limit: {limit_kind!r} is not one of "
+                       f"{', '.join(limits)}")
+    lim = limits[limit_kind]
+    if lim is None:
+        return tuple(sizes)
+    rule = str(g.get("cuda_graph_over_limit", "drop"))
+    kept = [x for x in sizes if x <= lim]
+    if rule == "first_at_or_above":
+        kept += [x for x in sizes if x > lim][:1] if lim not in kept else []
+    elif rule in ("append", "append_pool"):
+        if sizes[-1] > lim and (not kept or kept[-1] != lim):
+            extra = [lim - 1, lim] if rule == "append_pool" else [lim]
+            kept = sorted(set(kept) | {x for x in extra if x >= 1})
+    elif rule != "drop":
+        raise BadInput(f"{eng.id} cuda_graph_over_limit: {rule!r} is not drop, "
+                       "first_at_or_above, append or append_pool")
+    return tuple(kept)
+
+
 def serving_engine_ids() -> list[str]:
     """The bundled profiles plan serve can run (kind = "serving" with the scheduling fields)."""
     from ...specs.frameworks import (
@@ -134,8 +205,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
             *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative",
-            "prefix_cache")
-    return Engine(
+            "prefix_cache", *CUDA_GRAPH_FIELDS)
+    eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
         kv_fraction=float(v["kv_fraction"]) if "kv_fraction" in v else None,
@@ -156,7 +227,14 @@ def get_serving_engine(fid: str | None) -> Engine:
         attention_dp=dict(v.get("attention_dp") or {}),
         attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}),
         speculative=dict(v.get("speculative") or {}),
-        prefix_cache=str(v.get("prefix_cache") or "off"))
+        prefix_cache=str(v.get("prefix_cache") or "off"),
+cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v})
+    # the capture lists are checked when the profile is loaded (one line, exit 2), not only
+    # where a layout prices them
+    capture_sizes(eng, 1, 1, 0.0)
+    if "cuda_graph_sizes_large_gpu" in eng.cuda_graph:
+        capture_sizes(eng, 1, 1, float("inf"))
+    return eng
 
 
 def trtllm_bench_limits(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

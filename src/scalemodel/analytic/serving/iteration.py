@@ -232,6 +232,53 @@ class IterationModel:
     draft_pass: Any = None
     draft_per_ctx: float = 0.0
     draft_it: Any = None
+    # CUDA-graph batch-size buckets (engine profile, engine.py capture_sizes): the sizes the
+    # engine captured, ascending (empty: none, every iteration eager and unpadded); what a graph
+    # is chosen by ("decode_seqs": decode-only iterations by their sequences, vLLM V0, SGLang,
+    # TensorRT-LLM's PyTorch backend; "tokens": any iteration by its scheduled tokens, vLLM V1's
+    # piecewise graphs); whether a batch between sizes is padded up (else it runs eager); the
+    # longest sequence a decode graph takes (0: no limit; vLLM V0's max_seq_len_to_capture)
+    graph_sizes: tuple[int, ...] = ()
+    graph_batch: str = "decode_seqs"
+    graph_padding: bool = True
+    graph_max_ctx: int = 0
+
+    def graph_rows(self, T: int, decode_only: bool, max_ctx: float | None = None) -> int:
+        """The rows the iteration's GEMMs and per-token kernels run at: T padded up to the
+        smallest captured size >= T where the iteration replays a graph, T itself where it
+        runs eager (no graph fits: above the largest size, a prefill in a decode-graph engine,
+        a sequence longer than ``graph_max_ctx``, or between sizes without padding)."""
+        import bisect
+
+        sizes = self.graph_sizes
+        if not sizes or T <= 0 or sizes[-1] < T:
+            return T
+        if self.graph_batch == "decode_seqs":
+            if not decode_only:
+                return T
+            if self.graph_max_ctx and max_ctx is not None and max_ctx > self.graph_max_ctx:
+                return T
+        b = sizes[bisect.bisect_left(sizes, T)]
+        if b != T and not self.graph_padding:
+            return T
+        return b
+
+    def graph_rows_v(self, T: np.ndarray, decode_only: np.ndarray,
+                     max_ctx: float | None = None) -> np.ndarray:
+        """:meth:`graph_rows` for arrays of token counts (``decode_only`` per entry)."""
+        T = np.asarray(T, dtype=np.int64)
+        sizes = np.asarray(self.graph_sizes, dtype=np.int64)
+        if not sizes.size:
+            return T
+        ok = (T > 0) & (sizes[-1] >= T)
+        if self.graph_batch == "decode_seqs":
+            ok &= np.asarray(decode_only, dtype=bool)
+            if self.graph_max_ctx and max_ctx is not None and max_ctx > self.graph_max_ctx:
+                ok &= False
+        b = sizes[np.minimum(np.searchsorted(sizes, T, side="left"), sizes.size - 1)]
+        if not self.graph_padding:
+            ok &= b == T
+        return np.where(ok, b, T)
 
     def with_host(self, gpu_s: Any, n_logits: Any) -> Any:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
@@ -245,22 +292,27 @@ class IterationModel:
     def stage_tokens(self, T: int) -> int:
         return -(-T // self.layout.pp)
 
-    def dense_part(self, T: int, n_logits: int) -> float:
+    def dense_part(self, T: int, n_logits: int, rows: int | None = None) -> float:
         """GPU seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
-        collectives, head), the pp micro-batches included; no host time (:meth:`with_host`)."""
+        collectives, head), the pp micro-batches included; no host time (:meth:`with_host`).
+        ``rows``: the rows the GEMMs, per-token kernels and collectives run at where a CUDA
+        graph pads the batch (:meth:`graph_rows`); the head samples ``n_logits`` rows."""
         pp = self.layout.pp
-        i = min(self.stage_tokens(T), self.tables.dense.size - 1)
+        i = min(self.stage_tokens(T if rows is None else rows), self.tables.dense.size - 1)
         tb = self.tables
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
         j = min(-(-n_logits // pp), tb.head.size - 1)
         return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j])
 
-    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray) -> np.ndarray:
-        """:meth:`dense_part` for arrays of token and logit counts."""
+    def dense_part_v(self, T: np.ndarray, n_logits: np.ndarray,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`dense_part` for arrays of token and logit counts (``rows``: the padded rows,
+        :meth:`graph_rows_v`)."""
         pp = self.layout.pp
         tb = self.tables
-        i = np.minimum(-(-np.asarray(T, dtype=np.int64) // pp), tb.dense.size - 1)
+        R = np.asarray(T if rows is None else rows, dtype=np.int64)
+        i = np.minimum(-(-R // pp), tb.dense.size - 1)
         j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
                   + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
@@ -278,16 +330,20 @@ class IterationModel:
         return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
-             cached: np.ndarray, n_decode: int = 0) -> float:
+             cached: np.ndarray, max_ctx: float | None = None, n_decode: int = 0) -> float:
         """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
-        sequences holding ``decode_ctx_sum`` KV tokens, prefill ``chunks`` after ``cached``: the
-        GPU's seconds with the engine's host work (:meth:`with_host`). With speculative
-        decoding (``spec``) the ``n_decode`` decoding sequences (counted once in T and
-        ``n_logits``) each verify k drafts: :meth:`verify_gpu`."""
+        sequences holding ``decode_ctx_sum`` KV tokens (the longest ``max_ctx``, where known),
+        prefill ``chunks`` after ``cached``: the GPU's seconds with the engine's host work
+        (:meth:`with_host`). Where the engine replays a CUDA graph the GEMMs and per-token
+        kernels run at the padded batch (:meth:`graph_rows`); the padded rows read no KV. With
+        speculative decoding (``spec``) the ``n_decode`` decoding sequences (counted once in T
+        and ``n_logits``) each verify k drafts (:meth:`verify_gpu`), at their own rows: the
+        padding of a verify step to a graph size is not priced."""
         if self.spec is not None and n_decode > 0:
             gpu = self.verify_gpu(T, n_logits, decode_ctx_sum, n_decode)
         else:
-            gpu = self.dense_part(T, n_logits) + self.dec_s_per_ctx_token * decode_ctx_sum
+            rows = self.graph_rows(T, chunks.size == 0, max_ctx)
+            gpu = self.dense_part(T, n_logits, rows) + self.dec_s_per_ctx_token * decode_ctx_sum
         gpu += self.prefill_attention(chunks, cached)
         return float(self.with_host(gpu, n_logits))
 
@@ -416,7 +472,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
           adp_exchange: dict[str, Any] | None = None,
-          adp_gather_padding: bool = False, spec: Any = None) -> IterationModel:
+          adp_gather_padding: bool = False, spec: Any = None,
+          graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
+          graph_padding: bool = True, graph_max_ctx: int = 0) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -430,7 +488,14 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     attention_dp_schedule gather_padding), so the lock-step's experts and exchange take n times
     the largest rank's tokens (:meth:`IterationModel.time_lockstep`). ``spec``
     (speculative.Speculation): the tables reach k + 1 tokens per sequence and the drafter is
-    priced (:meth:`IterationModel.verify_gpu`)."""
+    priced (:meth:`IterationModel.verify_gpu`). ``graph_*``: the
+    engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`)."""
+    if graph_batch not in ("decode_seqs", "tokens"):
+        raise BadInput(f"cuda_graph_batch: {graph_batch!r} is not decode_seqs or tokens")
+    steps = zip(graph_sizes, graph_sizes[1:], strict=False)
+    if any(x < 1 for x in graph_sizes) or any(b <= a for a, b in steps):
+        raise BadInput(f"cuda_graph_sizes: must be whole numbers >= 1 in increasing order, got "
+                       f"{list(graph_sizes)}")
     from ..kv import model_kv_bytes_per_token
     from ..step.comm import collective_time, ranks_per_node
     from ..step.config import constants
@@ -617,7 +682,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule),
         adp_gather_padding=bool(adp_gather_padding),
         dec_mem_s=m.n_layers * mem_s / lay.pp, dec_cmp_s=m.n_layers * cmp_s / lay.pp,
-        spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it)
+        spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it,
+        graph_sizes=tuple(int(x) for x in graph_sizes), graph_batch=graph_batch,
+        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx))
 
 
 def _draft_model(spec: Any, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

@@ -365,12 +365,13 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                          acc=acc, E=E, ks=ks, head_fits=head_fits,
                          keep=int(pc["R"]) if pc["res"] and pc["refs"] == 0 else 0)
         nd = int(dec.size)
+        mx = float(kv[dec].max() + 1) if dec.size else 0.0  # the longest decode sequence
         if k == 1:
-            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen,
+            dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen, mx,
                          n_decode=nd)
         else:
             dt = k * it.time(T, n_log, ctx_sum + dec.size * (k - 1) * E / 2.0, clen, clen,
-                             n_decode=nd)
+                             mx + k - 1, n_decode=nd)
             if pol.reserve == "on_demand":
                 # the last step writes its k + 1 positions after the tokens emitted before it
                 ahead = (k if sp is None else
@@ -477,7 +478,8 @@ def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.n
         k = max(1, lo)
     gap = float(arrival_s[order[nxt]]) - t if nxt < n else float("inf")
     if np.isfinite(gap):
-        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0), n_decode=int(dec.size))
+        dt1 = it.time(T, n_log, ctx_sum, np.zeros(0), np.zeros(0), float(kv[dec].max() + 1),
+                      n_decode=int(dec.size))
         k = max(1, min(k, int(gap // dt1) + 1))
     return k
 
@@ -603,7 +605,8 @@ def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray
         B = int(run.size)
         s0 = float((kv[run] + 1).sum())
         empty = np.zeros(0, np.int64)
-        step = np.array([it.time(B, B, s0 + B * j, empty, empty) for j in range(ns)])
+        m0 = float(kv[run].max() + 1)
+        step = np.array([it.time(B, B, s0 + B * j, empty, empty, m0 + j) for j in range(ns)])
         ends = t + np.cumsum(step)
         left = osl[run] - gen[run]
         out = left <= ns

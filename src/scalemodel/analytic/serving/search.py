@@ -131,8 +131,10 @@ def _steady(it: IterationModel, es: EngineSetup, isl: int, osl: int, reserve: st
     n_p = (np.minimum(ks[None, :] * isl, np.maximum(budget - n_d * (1 + kd), 0))
            * (not decode_only))
     n_log = np.ceil(n_d + ks[None, :])
+    T_k = np.ceil(n_d + n_p)
     if sp is None:
-        gpu_k = (it.dense_part_v(np.ceil(n_d + n_p), n_log) + n_p / isl * att1
+        rows = it.graph_rows_v(T_k, n_p == 0, float(isl + osl))  # CUDA-graph padding
+        gpu_k = (it.dense_part_v(T_k, n_log, rows) + n_p / isl * att1
                  + it.dec_s_per_ctx_token * n_d * (isl + osl / 2))
     else:
         gpu_k = (it.verify_gpu_v(n_d + n_p, n_log, n_d * (isl + osl / 2), n_d * np.ones_like(n_p))

@@ -76,9 +76,13 @@ class ServeResult:
 def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
                     kv_dtype: str, eng: Engine, es: EngineSetup) -> IterationModel:
     from ..planner import make_cluster
+    from .engine import capture_sizes
 
     cl = make_cluster(gpu, lay.replica_gpus)
-    return build(m, gpu, lay, prec, kv_dtype, max_tokens=max(es.token_budget, es.max_batch),
+    sizes = capture_sizes(eng, es.max_batch, es.token_budget, float(gpu.hbm_bytes))
+    g = eng.cuda_graph
+    return build(m, gpu, lay, prec, kv_dtype,
+                 max_tokens=max(es.token_budget, es.max_batch, *sizes),
                  max_seqs=es.max_batch, attention_kind=eng.attention_kind(gpu),
                  overhead_s=eng.overhead_s, cluster=cl, decode_kv_reads=eng.decode_kv_reads,
                  logits_gather=eng.logits_gather,
@@ -88,7 +92,10 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
                  adp_gather_padding=(bool(eng.adp_schedule()["gather_padding"])
                                      if lay.attention_dp else False),
-                 spec=eng.speculation)
+                 spec=eng.speculation,
+                 graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
+                 graph_padding=bool(g.get("cuda_graph_padding", True)),
+                 graph_max_ctx=int(g.get("cuda_graph_max_seq_len") or 0))
 
 
 def bounds(it: IterationModel, es: EngineSetup, isl: int) -> dict[str, str]:
