@@ -158,9 +158,9 @@ class Tables:
     allreduce: np.ndarray  # the layer's TP all-reduces
     p2p: np.ndarray  # one activation send between pipeline stages
     head: np.ndarray  # output head + sampling, index = sequences that emit a token
-    # an MoE layer's seconds in an iteration without prefill tokens, where the engine's
-    # dispatcher switches to another kernel for such batches (DeepEP low-latency mode under
-    # SGLang's --deepep-mode auto); None: the same as ``moe``
+    # an MoE layer's seconds in an iteration without prefill tokens: differs from ``moe`` where
+    # the engine's dispatcher switches to another kernel for such batches (DeepEP low-latency
+    # mode under SGLang's --deepep-mode auto), equal to it otherwise; None: the same as ``moe``
     moe_ll: np.ndarray | None = None
 
 
@@ -435,11 +435,11 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                    cluster)
         ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
         moe_x = np.zeros_like(M)
-    moe_ll = None
     if m.is_moe:
-        if moe_x_ll is not None:
-            moe_ll = moe + moe_x_ll
+        moe_ll = moe + (moe_x if moe_x_ll is None else moe_x_ll)
         moe = moe + moe_x
+    else:
+        moe_ll = moe
     if lay.pp > 1:
         p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
                                 cluster)
