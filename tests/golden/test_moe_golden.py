@@ -82,3 +82,28 @@ def test_node_limited_dispatch_sends_fewer_nic_bytes():
     assert gpus <= 8
     _, remote_free = layout_fanout(256, 8, 0, 0, 32, 32, "global", 8, 0.6)
     assert remote < remote_free <= 3.0 + 1e-9  # 4 nodes: at most the 3 others
+
+
+# The same table with the kernels' measured rate as a floor (moe serve's decode exchange, via
+# step/comm.py low_latency_stage_time and collectives.toml [ep_dispatch_lowlatency.deepep]): by
+# hand, 1,024 copies x 7,392 B (FP8 + scales) at the tabled dispatch GB/s and 1,024 x 14,336 B
+# at the tabled combine GB/s, e.g. EP8: 7,569,408 B / 98 GB/s = 77.2 us, 14,680,064 B / 127 GB/s
+# = 115.6 us. moe serve counts no 16-byte per-row header (DeepEP's test does), so it sits within
+# 2.5% of the tabled latencies at every EP, EP8 included.
+DEEPEP_LL_RATES = {8: (98e9, 77e-6, 127e9, 114e-6), 16: (63e9, 118e-6, 74e9, 195e-6),
+                   32: (48e9, 155e-6, 53e9, 273e-6), 64: (43e9, 173e-6, 46e9, 314e-6),
+                   128: (39e9, 192e-6, 39e9, 369e-6), 256: (39e9, 194e-6, 40e9, 360e-6)}
+
+
+@pytest.mark.parametrize("ep", sorted(DEEPEP_LL_RATES))
+def test_alltoall_with_kernel_floor_matches_deepep_low_latency(ep):
+    d_rate, d_us, c_rate, c_us = DEEPEP_LL_RATES[ep]
+    fab = serving_fabric(get_gpu("h800"), 8)
+    row_d, row_c = 7168 * (1 + 4 / 128), 7168 * 2.0
+    both = alltoall_time_s(np.stack([np.array(1024.0), np.array(1024.0)]), 1.0, ep, fab,
+                           bytes_per_copy_each=np.array([row_d, row_c]),
+                           calls=("dispatch", "combine"))
+    assert float(both[0]) == pytest.approx(max(1024 * row_d / d_rate, float(alltoall_time_s(
+        1024.0, row_d, ep, fab))), rel=1e-9)
+    assert float(both[0]) == pytest.approx(d_us, rel=0.025)
+    assert float(both[1]) == pytest.approx(c_us, rel=0.025)

@@ -411,7 +411,27 @@ def test_by_source_mean_and_max(priced):
         "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
         "vllm-blog-v060-perf-update",
         "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia",
-        "trtllm-tech-blog1-dsr1-b200"}
+        "trtllm-tech-blog1-dsr1-b200",
+        "lmsys-large-scale-ep-2025-05"}
+
+
+# the LMSYS large-scale-EP post (2025-05-05), section "Performance Analysis of Prefill and Decode
+# Phases": prefill on 4 nodes (4 x 8 x H100, EP32) at 57,674 / 54,543 / 50,302 tokens per second
+# per node for 1K / 2K / 4K prompts; 16,384 tokens per device (its profile section)
+LMSYS_PREFILL = {"1k": (1024, 57674), "2k": (2048, 54543), "4k": (4096, 50302)}
+
+
+@pytest.mark.parametrize("lab", sorted(LMSYS_PREFILL))
+def test_lmsys_wide_ep_prefill_rows_read_and_priced(priced, lab):
+    rid = f"lmsys-sglang-dsv3-h100-prefill-ep32-{lab}"
+    isl, per_node = LMSYS_PREFILL[lab]
+    row = _rows()[rid]
+    assert (int(row["tp"]), int(row["ep"]), row["attention_dp"]) == (32, 32, "1")
+    assert (int(row["isl"]), int(row["osl"]), int(row["max_num_tokens"])) == (isl, 1, 16384)
+    assert row["engine"] == "sglang-0.4.6-deepep" and row["metric"] == "total_tokens_per_s"
+    assert float(row["measured"]) == 4 * per_node  # 4 nodes
+    r = priced[0][rid]
+    assert r.attention_dp and r.predicted > 0
 
 
 def test_every_source_key_is_in_sources_serving():

@@ -83,6 +83,8 @@ def test_disaggregated_pools(capsys):
     (["--model", "qwen3-30b-a3b", "--layout", "tp=4,adp=1"], "no attention data parallelism"),
     (["--model", "qwen3-30b-a3b", "--layout", "tp=4,adp=1", "--framework", "sglang"],
      "was not read"),
+    (["--model", "deepseek-v3", "--gpu", "h100-sxm", "--layout", "tp=72,ep=72,adp=1",
+      "--framework", "sglang-0.4.6-deepep"], "do not split evenly"),
     (["--gpu", "h100-sxm", "--precision", "fp4", "--requests", "50"], "fp4 tensor-core path"),
     (["--rate", "500", "--tpot-ms", "1", "--gpus", "2", "--requests", "100"], "closest"),
 ])

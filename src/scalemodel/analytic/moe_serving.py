@@ -140,7 +140,8 @@ def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarra
 
 def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
                     mode: str = "per-expert", nic_copies: Any = None,
-                    bytes_per_copy_each: Any = None) -> np.ndarray:
+                    bytes_per_copy_each: Any = None,
+                    calls: tuple[str, ...] | None = None) -> np.ndarray:
     """One dispatch or combine on the busiest GPU, vectorised over ``copies``.
 
     ``per-expert`` (DeepEP's low-latency kernels, decode): each of a token's copies goes
@@ -156,6 +157,11 @@ def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
     Each stage is an engine all-to-all: over the N nodes of the rail (one rank per node) and
     over the p GPUs of the node. ``bytes_per_copy_each`` (optional) gives a byte size per row
     of a stacked ``copies`` (dispatch and combine priced in one call).
+
+    ``calls`` (one of "dispatch" / "combine" per stacked row): in ``per-expert`` mode across
+    nodes, each row is priced no faster than DeepEP's measured low-latency rate at ``ep`` ranks
+    allows (step/comm.py ``low_latency_stage_time``, the model ``plan serve``'s wide-EP layouts
+    use; collectives.toml [ep_dispatch_lowlatency.deepep]). None: the engine's wire alone.
     """
     p = fabric.gpus_per_node
     if bytes_per_copy_each is not None:
@@ -165,7 +171,16 @@ def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
     if ep <= 1:
         return np.zeros(vol.shape)
     if mode == "per-expert" or ep <= p:
-        return _a2a(vol, ep, min(ep, p), fabric)
+        wire = _a2a(vol, ep, min(ep, p), fabric)
+        if calls is None or mode != "per-expert" or fabric.inter is None:
+            return wire
+        from .step.comm import low_latency_stage_time
+
+        kinds = np.array(calls).reshape((-1,) + (1,) * (np.ndim(vol) - 1))
+        floor = np.where(kinds == "dispatch",
+                         low_latency_stage_time("deepep", fabric, vol, ep, "dispatch"),
+                         low_latency_stage_time("deepep", fabric, vol, ep, "combine"))
+        return np.maximum(wire, floor)
     if mode != "node-limited":
         raise BadInput(f"--dispatch: {mode!r} is not one of {', '.join(DISPATCH_MODES[1:])}")
     nodes = -(-ep // p)
@@ -497,7 +512,8 @@ def grid(mm: _Model, kb: Knobs, *, phase: str, ep: int, redundant: int, placemen
     both = alltoall_time_s(np.stack([vol, vol]), 1.0, ep, fab, mode=mode,
                            bytes_per_copy_each=np.array([mm.h * kb.dispatch_bytes,
                                                          mm.h * kb.combine_bytes]),
-                           nic_copies=None if nic is None else np.stack([nic, nic]))
+                           nic_copies=None if nic is None else np.stack([nic, nic]),
+                           calls=("dispatch", "combine"))
     t_disp, t_comb = both[0], both[1]
     comp = (t_attn + t_tp + t_shared)[:, :, None] + t_exp[None]
     comm = (t_disp + t_comb)[None]

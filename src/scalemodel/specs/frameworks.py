@@ -317,8 +317,13 @@ KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free
 # once per KV head (a GQA-aware kernel: XQA, FlashAttention's grouped decode, FlashInfer) or once
 # per query head (a kernel with one thread block per query head, e.g. TensorRT-LLM 0.5's masked MHA)
 DECODE_KV_READS = ("kv_head", "query_head")
-ADP_EXCHANGES = ("allgather_reducescatter", "unread")
+ADP_EXCHANGES = ("allgather_reducescatter", "deepep", "unread")
 ADP_PRICED = ("route_bytes_per_expert", "output_bytes", "dispatch_16bit")
+# a DeepEP exchange (wide EP): the dispatcher kernel (collectives.toml), its mode (SGLang
+# --deepep-mode: normal, low_latency, or auto = low-latency for batches without prefill), the
+# bytes per element of a dispatched and a combined row, the low-latency row's extra bytes
+ADP_DEEPEP = ("dispatcher", "deepep_mode", "dispatch_bytes_per_element",
+              "combine_bytes_per_element", "ll_row_extra_bytes")
 
 
 ADP_ASSIGN = ("prompt_tokens_under_count",)
@@ -332,6 +337,11 @@ def _adp_ok(v: dict[str, Any]) -> bool:
         return False
     if v["exchange"] == "unread" or not v["supported"]:
         return set(v) <= {"supported", "exchange", *ADP_PRICED}
+    if v["exchange"] == "deepep":
+        return (set(v) == {"supported", "exchange", *ADP_DEEPEP}
+                and v["dispatcher"] in ("deepep",)
+                and v["deepep_mode"] in ("normal", "low_latency", "auto")
+                and all(num(v[k]) for k in ADP_DEEPEP[2:]))
     return (set(v) == {"supported", "exchange", *ADP_PRICED}
             and num(v["route_bytes_per_expert"]) and num(v["output_bytes"])
             and isinstance(v["dispatch_16bit"], list)
@@ -468,7 +478,9 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                      "a table supported = true | false, exchange = "
                      + " | ".join(ADP_EXCHANGES) + " and, for a read exchange, "
                      "route_bytes_per_expert, output_bytes (numbers >= 0) and dispatch_16bit "
-                     "(a list of fp8_block)"),
+                     "(a list of fp8_block); for deepep: dispatcher = deepep, deepep_mode = "
+                     "normal | low_latency | auto, dispatch_bytes_per_element, "
+                     "combine_bytes_per_element, ll_row_extra_bytes (numbers >= 0)"),
     # speculative decoding: the drafters the engine's source runs (analytic/serving/
     # speculative.py DRAFTERS: mtp, eagle, model)
     "speculative": (lambda v: isinstance(v, dict) and isinstance(v.get("drafters"), list)

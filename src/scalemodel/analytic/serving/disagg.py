@@ -96,9 +96,14 @@ def plan(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, osl:
 
 def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream: Stream,
                   isl: int, osl: int, link: Link) -> ServeResult:
+    from ...errors import BadInput
     from .scheduler import policy, simulate
     from .service import adp_ranks
 
+    for c in (p, d):
+        if c.layout.attention_dp and adp_ranks(c.layout, eng) == 1:
+            raise BadInput(f"--disaggregated with --layout adp=1: {eng.id}'s attention-DP rank "
+                           "assignment was not read (frameworks.toml attention_dp_schedule)")
     a, i, o = draw(stream, isl, osl, m.max_context)
     n = a.size
     # prefill pool: requests dealt round robin to its replicas, OSL 1 each
@@ -107,7 +112,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         idx = np.arange(k, n, p.layout.dp)
         pol = policy(eng, p.es)
         r = simulate(p.it, pol, a[idx], i[idx], np.ones(idx.size, np.int64),
-                     concurrency=0, ranks=adp_ranks(p.layout))
+                     concurrency=0, ranks=adp_ranks(p.layout, eng))
         first[idx] = r.first_token_s
     ready = first + kv_transfer_s(m, p.kv_dtype, i, p.layout.tp, link)
     finish = np.empty(n)
@@ -117,7 +122,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         idx = np.arange(k, n, d.layout.dp)
         pol = policy(eng, d.es, chunked_prefill=True)
         r = simulate(d.it, pol, ready[idx], i[idx], o[idx], prefilled=True,
-                     ranks=adp_ranks(d.layout))
+                     ranks=adp_ranks(d.layout, eng))
         finish[idx] = r.finish_s
         f_dec[idx] = ready[idx]
         iters += r.iterations

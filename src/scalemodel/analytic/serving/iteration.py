@@ -125,7 +125,7 @@ def check_layout(m: ModelSpec, lay: ServeLayout) -> None:
     for k, v in lay.to_dict().items():
         if v < 1:
             raise BadInput(f"--layout {k}: must be a whole number >= 1, got {v}")
-    if m.n_heads % lay.tp:
+    if m.n_heads % lay.tp and not lay.attention_dp:
         raise BadInput(f"--layout tp={lay.tp}: {m.id} has {m.n_heads} attention heads, which tp "
                        "must divide")
     if lay.pp > m.n_layers:
@@ -162,6 +162,13 @@ class Tables:
     # (the routed experts and the exchange), index = a rank's tokens with all n ranks at that
     # count; the rest of ``moe`` is the rank's own (attention, router, shared experts)
     moe_shared: np.ndarray | None = None
+    # an MoE layer's seconds in an iteration without prefill tokens: differs from ``moe`` where
+    # the engine's dispatcher switches to another kernel for such batches (DeepEP low-latency
+    # mode under SGLang's --deepep-mode auto), equal to it otherwise; None: the same as ``moe``
+    moe_ll: np.ndarray | None = None
+    # attention DP with such a dispatcher: ``moe_shared`` for an iteration without prefill
+    # tokens (None: the same as ``moe_shared``)
+    moe_shared_ll: np.ndarray | None = None
 
 
 def _split_k(M: np.ndarray, N: float, K: float, gpu: GPUSpec) -> np.ndarray:
@@ -292,16 +299,20 @@ class IterationModel:
     def stage_tokens(self, T: int) -> int:
         return -(-T // self.layout.pp)
 
-    def dense_part(self, T: int, n_logits: int, rows: int | None = None) -> float:
+    def dense_part(self, T: int, n_logits: int, rows: int | None = None,
+                   decode_only: bool = False) -> float:
         """GPU seconds of an iteration of T tokens without attention cores (GEMMs, elementwise,
         collectives, head), the pp micro-batches included; no host time (:meth:`with_host`).
         ``rows``: the rows the GEMMs, per-token kernels and collectives run at where a CUDA
-        graph pads the batch (:meth:`graph_rows`); the head samples ``n_logits`` rows."""
+        graph pads the batch (:meth:`graph_rows`); the head samples ``n_logits`` rows.
+        ``decode_only``: the iteration holds no prefill tokens (its MoE layers take
+        ``Tables.moe_ll`` where the engine's dispatcher has such a mode)."""
         pp = self.layout.pp
         i = min(self.stage_tokens(T if rows is None else rows), self.tables.dense.size - 1)
         tb = self.tables
+        moe = tb.moe_ll if decode_only and tb.moe_ll is not None else tb.moe
         per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
-                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+                  + self.n_moe * (moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
         j = min(-(-n_logits // pp), tb.head.size - 1)
         return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j])
 
@@ -343,7 +354,8 @@ class IterationModel:
             gpu = self.verify_gpu(T, n_logits, decode_ctx_sum, n_decode)
         else:
             rows = self.graph_rows(T, chunks.size == 0, max_ctx)
-            gpu = self.dense_part(T, n_logits, rows) + self.dec_s_per_ctx_token * decode_ctx_sum
+            gpu = (self.dense_part(T, n_logits, rows, decode_only=chunks.size == 0)
+                   + self.dec_s_per_ctx_token * decode_ctx_sum)
         gpu += self.prefill_attention(chunks, cached)
         return float(self.with_host(gpu, n_logits))
 
@@ -377,7 +389,12 @@ class IterationModel:
                + np.asarray([self.prefill_attention(c, p) for c, p in zip(chunks, cached, strict=True)]
                             + [0.0] * (T.size - len(chunks))))
         x = float(i.max()) if self.adp_gather_padding else float(i.mean())
-        shared = self.n_moe * float(np.interp(x, np.arange(tb.moe_shared.size), tb.moe_shared))
+        # no rank with prefill tokens: the engine's decode-mode dispatcher where it has one
+        # (DeepEP low-latency under --deepep-mode auto, Tables.moe_shared_ll)
+        decode_only = all(np.asarray(c).size == 0 for c in chunks)
+        ms = (tb.moe_shared_ll if decode_only and tb.moe_shared_ll is not None
+              else tb.moe_shared)
+        shared = self.n_moe * float(np.interp(x, np.arange(ms.size), ms))
         return float(self.with_host(float(own.max()) + shared, int(n_logits.max())))
 
     def verify_gpu(self, T: int, n_logits: int, decode_ctx_sum: float, n_decode: int) -> float:
@@ -572,7 +589,24 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     # collectives priced on a geometric grid of token counts and read in between
     grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
     act = grid * h * 2.0  # 16-bit activations between layers
-    if adp:
+    moe_x_ll = None
+    if adp and (adp_exchange or {}).get("exchange") == "deepep":
+        # wide EP: each MoE layer dispatches its tokens to the experts' ranks and combines the
+        # outputs back with DeepEP's kernels (deepep_exchange_time), normal mode and, where the
+        # engine switches for batches without prefill, low-latency mode
+        ar = np.zeros_like(M)
+        norm_g, ll_g = deepep_exchange_time(m, lay, grid, adp_exchange or {}, cluster, gpu)
+        moe_x = np.where(M > 0, np.interp(M, grid, norm_g), 0.0)
+        mode = str((adp_exchange or {}).get("deepep_mode", "normal"))
+        if mode not in ("normal", "low_latency", "auto"):
+            raise BadInput(f"attention_dp deepep_mode: {mode!r} is not normal, low_latency or "
+                           "auto")
+        ll_x = np.where(M > 0, np.interp(M, grid, ll_g), 0.0)
+        if mode == "low_latency":
+            moe_x = ll_x
+        elif mode == "auto":
+            moe_x_ll = ll_x
+    elif adp:
         # no all-reduce in attention; each MoE layer all-gathers the n ranks' tokens with
         # their routing (the gathered output, nccl-tests size convention) and reduce-scatters
         # the expert outputs back, as the engine's profile says (exchange_bytes); charged on
@@ -588,11 +622,15 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                    cluster)
         ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
         moe_x = np.zeros_like(M)
-    moe_shared = None
+    moe_shared = moe_shared_ll = None
     if m.is_moe:
+        moe_ll = moe + (moe_x if moe_x_ll is None else moe_x_ll)
         moe = moe + moe_x
         if adp:
             moe_shared = eu + ed + moe_x
+            moe_shared_ll = eu + ed + (moe_x if moe_x_ll is None else moe_x_ll)
+    else:
+        moe_ll = moe
     if lay.pp > 1:
         p2p_g = collective_time("send_recv", act, 2.0, 2.0 if lay.tp * lay.pp <= dom else 1.0,
                                 cluster)
@@ -649,7 +687,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     eff_y = np.asarray(attention_efficiency(gpu, 2.0 ** eff_x, causal=True, kind=attention_kind,
                                             head_dim=ms.qk_dim / m.n_heads))
     tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
-                    head, moe_shared)
+                    head, moe_shared, moe_ll, moe_shared_ll)
     draft_pass = draft_it = None
     draft_ctx = 0.0
     if spec is not None and spec.k > 0:
@@ -728,6 +766,63 @@ def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,
            else prec.activation_bytes)
     per_tok = float(m.hidden) * e_d + float(m.top_k) * float(exchange["route_bytes_per_expert"])
     return (n * T * per_tok, n * T * float(m.hidden) * float(exchange["output_bytes"]))
+
+
+def deepep_rows(m: ModelSpec, exchange: dict[str, Any]) -> tuple[float, float, float]:
+    """Bytes of one dispatched row (normal mode), one low-latency dispatched row, and one
+    combined row, of a token's hidden vector, as the engine sends it (frameworks.toml
+    attention_dp: ``dispatch_bytes_per_element`` FP8 with one 4-byte scale per 128 elements,
+    the low-latency row's ``ll_row_extra_bytes`` as DeepEP's test counts it,
+    ``combine_bytes_per_element`` 16 bits)."""
+    h = float(m.hidden)
+    d = h * float(exchange["dispatch_bytes_per_element"])
+    return d, d + float(exchange.get("ll_row_extra_bytes", 0.0)), h * float(
+        exchange["combine_bytes_per_element"])
+
+
+def deepep_exchange_time(m: ModelSpec, lay: ServeLayout, T: Any, exchange: dict[str, Any],
+                         cluster: Any, gpu: GPUSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(normal-mode, low-latency-mode) seconds of one MoE layer's dispatch plus combine under
+    attention data parallelism with T tokens on each of the ep = tp ranks, with the engine's
+    DeepEP-class dispatcher (``exchange["dispatcher"]``, a collectives.toml kernel), priced by
+    the step model's kernel-rate functions (step/comm.py):
+
+    * normal mode: a token goes once to every node its experts reach and, inside a node, once
+      to every GPU (``dedup_rows``); the network stage (``kernel_network_stage``) and the NVLink
+      stage (``kernel_nvlink_stage``) pipeline, so each call takes the longer; dispatch rows
+      of :func:`deepep_rows`' dispatch bytes, combine rows of its combine bytes;
+    * low-latency mode: every (token, expert) pair is its own row, T top_k of them per rank,
+      at the low-latency kernels' measured rate at ep ranks (``low_latency_stage_time``).
+
+    No straggler (the busiest rank's rows over the mean) is charged on the exchange: the
+    published figures ran with EPLB's redundant experts, and the expert GEMMs already take the
+    busiest rank's share."""
+    from ..step.comm import (
+        dedup_rows,
+        kernel_network_stage,
+        kernel_nvlink_stage,
+        low_latency_stage_time,
+        ranks_per_node,
+    )
+
+    kernel = str(exchange.get("dispatcher") or "")
+    if kernel != "deepep":
+        raise BadInput(f"attention_dp dispatcher {kernel!r} is not priced (deepep)")
+    T = np.asarray(T, dtype=np.float64)
+    ep = float(lay.ep)
+    r_ep = float(ranks_per_node(1, lay.ep, cluster.nvlink_domain))
+    nodes, n_nodes, gpus = dedup_rows(m, ep, r_ep)
+    row_d, row_ll, row_c = deepep_rows(m, exchange)
+    up = gpu.scale_up_bytes_per_s
+    normal = np.zeros_like(T)
+    for call, row in (("dispatch", row_d), ("combine", row_c)):
+        net = kernel_network_stage(kernel, cluster, T * row * nodes, n_nodes, call)
+        nvl = kernel_nvlink_stage(kernel, cluster, up, T * row * gpus, r_ep, call)
+        normal = normal + np.maximum(np.asarray(net), np.asarray(nvl))
+    k = float(m.top_k)
+    ll = (np.asarray(low_latency_stage_time(kernel, cluster, T * k * row_ll, ep, "dispatch"))
+          + np.asarray(low_latency_stage_time(kernel, cluster, T * k * row_c, ep, "combine")))
+    return normal * np.ones_like(T), ll * np.ones_like(T)
 
 
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,

@@ -256,14 +256,15 @@ def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, 
     lay = c.layout
     from dataclasses import replace
 
-    from .service import stream_prefix
+    from .service import _shares, stream_prefix
 
-    share = replace(stream, requests=max(1, -(-stream.requests // lay.dp)),
-                    rate_per_s=stream.rate_per_s / lay.dp,
-                    concurrency=-(-stream.concurrency // lay.dp) if stream.concurrency else 0)
+    sh = _shares(lay, eng)
+    share = replace(stream, requests=max(1, -(-stream.requests // sh)),
+                    rate_per_s=stream.rate_per_s / sh,
+                    concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay),
+    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng),
                  prefix=stream_prefix(eng, share, isl, i))
     return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
 

@@ -90,7 +90,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  host_s_per_seq=eng.host_s_per_seq, host_overlap=eng.host_overlap,
                  host_iters_per_schedule=eng.host_iters_per_schedule,
                  adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
-                 adp_gather_padding=(bool(eng.adp_schedule()["gather_padding"])
+                 adp_gather_padding=(bool(eng.attention_dp_schedule.get("gather_padding", False))
                                      if lay.attention_dp else False),
                  spec=eng.speculation,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
@@ -148,13 +148,13 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     # attention DP: the replica's tp ranks each run their own batch (their own KV pool and
     # engine limits), in lock-step at each MoE layer; the scheduler simulates them together,
     # handing requests to ranks by the engine's rule (scheduler.simulate_lockstep)
-    sh = _shares(lay)
+    sh = _shares(lay, eng)
     share = replace(stream, requests=max(1, -(-stream.requests // sh)),
                     rate_per_s=stream.rate_per_s / sh,
                     concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, es)
-    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay),
+    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng),
                  prefix=stream_prefix(eng, share, isl, i))
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
 
@@ -172,15 +172,26 @@ def stream_prefix(eng: Engine, stream: Stream, isl: int, i: np.ndarray) -> np.nd
     return prefix_lengths(stream, i)
 
 
-def _shares(lay: ServeLayout) -> int:
-    """Independent replicas the stream is split over (the tp attention-DP ranks of a replica
-    are simulated together, :func:`adp_ranks`)."""
+def _shares(lay: ServeLayout, eng: Engine | None = None) -> int:
+    """Independent batches the stream is split over: the dp replicas (the tp attention-DP
+    ranks of a replica are simulated together, :func:`adp_ranks`), times the tp ranks where
+    the engine's rank assignment was not read and one simulated rank stands for each."""
+    if lay.attention_dp and adp_ranks(lay, eng) == 1:
+        return lay.dp * lay.tp
     return lay.dp
 
 
-def adp_ranks(lay: ServeLayout) -> int:
-    """Ranks of a replica that run batches of their own: tp under attention DP, else 1."""
-    return lay.tp if lay.attention_dp else 1
+def adp_ranks(lay: ServeLayout, eng: Engine | None = None) -> int:
+    """Ranks of a replica simulated together: tp under attention DP where the engine's rule for
+    handing requests to ranks was read (frameworks.toml attention_dp_schedule), else 1. An
+    engine without that reading (SGLang's DeepEP profile) is simulated as one rank on a 1/tp
+    share of the replica's requests, the ranks taken as equal: an assumption, stated in
+    docs/serving.md."""
+    if not lay.attention_dp:
+        return 1
+    if eng is not None and not eng.attention_dp_schedule.get("assign"):
+        return 1
+    return lay.tp
 
 
 def _lay(lay: ServeLayout) -> str:
@@ -191,7 +202,7 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
             es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
             ) -> ServeResult:
     span = r.makespan_s
-    sh = _shares(lay)
+    sh = _shares(lay, eng)
     out = float(r.osl.sum()) / span * sh
     tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv

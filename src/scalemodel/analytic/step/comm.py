@@ -160,9 +160,16 @@ def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
     average, so it puts t nodes rows on the network and, as the forwarder for its in-node index,
     receives from each of the n nodes t gpus / n rows for its node's GPUs: t gpus rows on NVLink
     (t = T / sp_div tokens of e_a h bytes)."""
-    m = c.m
     t_bytes = c.e_a * (c.T / c.sp_div) * c.h
-    n_nodes = np.maximum(c.ep / r_ep, 1.0)
+    nodes, n_nodes, gpus = dedup_rows(c.m, c.ep, r_ep)
+    return t_bytes * nodes, n_nodes, t_bytes * gpus
+
+
+def dedup_rows(m: ModelSpec, ep: Any, r_ep: Any) -> tuple[Any, Any, Any]:
+    """(nodes a token reaches, nodes of the EP group, GPUs a token reaches) of a per-destination
+    dispatch over ``ep`` ranks, ``r_ep`` of them per NVLink domain (:func:`dedup_buffers`: the
+    rows per token each stage carries)."""
+    n_nodes = np.maximum(ep / r_ep, 1.0)
     nodes = reached(float(m.n_experts), float(m.top_k), n_nodes)
     if m.expert_groups and m.groups_per_token and m.groups_per_token < m.expert_groups:
         # node-limited routing picks groups_per_token of the expert_groups groups, then the
@@ -172,8 +179,8 @@ def dedup_buffers(c: Candidates, r_ep: Any) -> tuple[Any, Any, Any]:
         G, g = float(m.expert_groups), float(m.groups_per_token)
         whole = (n_nodes <= G) & (np.mod(G, n_nodes) == 0)
         nodes = np.minimum(nodes, np.where(whole, reached(G, g, n_nodes), g))
-    gpus = reached(float(m.n_experts), float(m.top_k), c.ep)
-    return t_bytes * nodes, n_nodes, t_bytes * gpus
+    gpus = reached(float(m.n_experts), float(m.top_k), ep)
+    return nodes, n_nodes, gpus
 
 
 def kernel_rate(kernel: str, call: str, size: Any, stage: str = "network") -> Any:
@@ -191,6 +198,9 @@ def kernel_rate(kernel: str, call: str, size: Any, stage: str = "network") -> An
     if stage == "network":
         e = _consts()["ep_dispatch_kernel"][kernel]
         xs, ref = e["nodes"], float(e["nic_bytes_per_s"])
+    elif stage == "low_latency":
+        e = _consts()["ep_dispatch_lowlatency"][kernel]
+        xs, ref = e["ranks"], float(e["nic_bytes_per_s"])
     else:
         e = _consts()["ep_dispatch_nvlink"][kernel]
         xs, ref = e["ranks"], float(get_gpu(e["gpu"]).scale_up_bytes_per_s)
@@ -205,12 +215,23 @@ def network_stage_time(c: Candidates, rdma_buf: Any, n_nodes: Any, call: str) ->
     than the dispatcher kernel's own measured rate at that many nodes allows (:func:`kernel_rate`
     x the job's scale-out bandwidth per GPU, over the same counted bytes, the own node's copy
     included as the kernels' benchmarks count it). One node: no network stage."""
-    wire = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, c.cl)
-    kernel = ep_dispatch_kernel(c.job, c.gpu.id)
+    return kernel_network_stage(ep_dispatch_kernel(c.job, c.gpu.id), c.cl, rdma_buf, n_nodes,
+                                call)
+
+
+def nic_bytes_per_s(cl: Cluster) -> float:
+    """A GPU's scale-out bandwidth per direction (its NICs together)."""
+    return float(cl.inter.bytes_per_s_per_direction * cl.nics_per_gpu)
+
+
+def kernel_network_stage(kernel: str | None, cl: Cluster, rdma_buf: Any, n_nodes: Any,
+                         call: str) -> Any:
+    """:func:`network_stage_time` for a named dispatcher kernel (None: the wire alone) on a
+    cluster, without a training candidate (the serving model calls it too)."""
+    wire = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, cl)
     if kernel is None:
         return wire
-    nic = c.cl.inter.bytes_per_s_per_direction * c.cl.nics_per_gpu
-    measured = rdma_buf / (kernel_rate(kernel, call, n_nodes) * nic)
+    measured = rdma_buf / (kernel_rate(kernel, call, n_nodes) * nic_bytes_per_s(cl))
     return np.where(np.asarray(n_nodes) > 1, np.maximum(wire, measured), wire)
 
 
@@ -220,13 +241,32 @@ def nvlink_stage_time(c: Candidates, nvl_buf: Any, r_ep: Any, call: str) -> Any:
     less than the kernel's measured NVLink rate at r ranks allows (:func:`kernel_rate` x the
     GPU's scale-up bandwidth per direction, over the rows a rank receives, its own included,
     as the kernels' tests count them). A GPU without a scale-up link keeps the wire."""
-    wire = collective_time("all_to_all", nvl_buf, r_ep, r_ep, c.cl)
-    kernel = ep_dispatch_kernel(c.job, c.gpu.id)
-    up = c.gpu.scale_up_bytes_per_s
+    return kernel_nvlink_stage(ep_dispatch_kernel(c.job, c.gpu.id), c.cl,
+                               c.gpu.scale_up_bytes_per_s, nvl_buf, r_ep, call)
+
+
+def kernel_nvlink_stage(kernel: str | None, cl: Cluster, up: Any, nvl_buf: Any, r_ep: Any,
+                        call: str) -> Any:
+    """:func:`nvlink_stage_time` for a named dispatcher kernel on a cluster whose GPU has
+    ``up`` bytes/s of scale-up bandwidth per direction (None or 0: the wire alone)."""
+    wire = collective_time("all_to_all", nvl_buf, r_ep, r_ep, cl)
     if kernel is None or not up:
         return wire
     measured = nvl_buf / (kernel_rate(kernel, call, r_ep, "nvlink") * float(up))
     return np.where(np.asarray(r_ep) > 1, np.maximum(wire, measured), wire)
+
+
+def low_latency_stage_time(kernel: str, cl: Cluster, nbytes: Any, ep: Any, call: str) -> Any:
+    """Seconds of a low-latency dispatch (or combine) call of ``nbytes`` over ``ep`` ranks: the
+    bytes at the kernel's measured rate at that many EP ranks (:func:`kernel_rate`,
+    ``stage="low_latency"``: the measured bandwidth over the measuring NIC's line rate) times
+    the cluster's scale-out bandwidth per GPU. The kernels send every (token, expert) pair as
+    its own row, local ones included, and their benchmark counts those bytes (DeepEP
+    tests/test_low_latency.py), so ``nbytes`` is tokens x top_k x row bytes. Measured at one
+    batch size (collectives.toml [ep_dispatch_lowlatency.*] tokens_per_rank) and applied as a
+    byte rate at every batch (assumption: a smaller batch keeps the rate, not the latency)."""
+    rate = kernel_rate(kernel, call, ep, "low_latency") * nic_bytes_per_s(cl)
+    return np.where(np.asarray(ep) > 1, np.asarray(nbytes, dtype=np.float64) / rate, 0.0)
 
 
 def _dedup_dispatch(c: Candidates, r_ep: Any, straggle: Any = 1.0) -> Any:
