@@ -31,7 +31,9 @@ class Linear:
     1 us per (new token, cached token) pair of the prefill chunks' attention over the KV before
     them (the cached prefix included); decode context costs nothing."""
 
-    def time(self, T, n_logits, decode_ctx_sum, chunks, cached):
+    spec = None  # no speculative decoding
+
+    def time(self, T, n_logits, decode_ctx_sum, chunks, cached, max_ctx=None, n_decode=0):
         chunks, cached = np.asarray(chunks, float), np.asarray(cached, float)
         return MS * T + ATT * float((chunks * cached).sum())
 
@@ -40,7 +42,9 @@ class Linear:
 def one_second():
     """Every iteration costs 1 s (scheduling order only)."""
     class One:
-        def time(self, *a):
+        spec = None
+
+        def time(self, *a, **kw):
             return 1.0
     return One()
 
