@@ -79,6 +79,8 @@ def it_ab():
     z["nongemm"] = A * M / L  # every layer's own work: L x A T / L = A T
     z["moe"] = B * M / n_moe  # of which the shared part (all of it here)
     z["moe_shared"] = B * M / n_moe
+    # TensorRT-LLM's exchange has no decode-only mode: its low-latency tables equal these
+    z["moe_ll"], z["moe_shared_ll"] = z["moe"], z["moe_shared"]
     return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
                                attn_flops_per_pair=0.0)
 
