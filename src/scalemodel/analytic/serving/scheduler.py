@@ -98,6 +98,32 @@ def _blocks(tokens: np.ndarray | int, bs: int) -> Any:
     return -(-np.asarray(tokens) // bs)
 
 
+def _inputs(pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray, osl: np.ndarray,
+            concurrency: int, prefilled: bool
+            ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The request arrays every simulation starts from: arrivals (a closed loop of C clients:
+    the first C at 0, the others when an answer lets them in), lengths as integers, and each
+    request's blocks for its whole life; a request the pool can never hold under the
+    guaranteed-no-evict reserve, or a prompt above the budget without chunked prefill, is bad
+    input."""
+    n = int(arrival_s.size)
+    arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
+    if concurrency > 0:
+        arrival_s[concurrency:] = np.inf
+        arrival_s[:concurrency] = 0.0
+    isl = np.asarray(isl, dtype=np.int64)
+    osl = np.asarray(osl, dtype=np.int64)
+    bs, cap = pol.block_tokens, pol.kv_blocks
+    need_full = _blocks(isl + osl - 1, bs)
+    if pol.reserve == "full" and n and int(need_full.max()) > cap:
+        raise BadInput(f"the KV pool ({cap * bs:,} tokens) cannot hold one request of "
+                       f"{int((isl + osl).max()):,} tokens")
+    if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
+        raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
+                       f"{pol.token_budget:,} and chunked prefill is off")
+    return n, arrival_s, isl, osl, need_full
+
+
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
              stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1,
@@ -135,21 +161,8 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         return simulate_lockstep(it, pol, ranks, arrival_s, isl, osl, prefilled=prefilled,
                                  concurrency=concurrency, stretch=stretch,
                                  max_iterations=max_iterations)
-    n = int(arrival_s.size)
-    arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
-    if concurrency > 0:
-        arrival_s[concurrency:] = np.inf
-        arrival_s[:concurrency] = 0.0
-    isl = np.asarray(isl, dtype=np.int64)
-    osl = np.asarray(osl, dtype=np.int64)
+    n, arrival_s, isl, osl, need_full = _inputs(pol, arrival_s, isl, osl, concurrency, prefilled)
     bs, cap = pol.block_tokens, pol.kv_blocks
-    need_full = _blocks(isl + osl - 1, bs)
-    if pol.reserve == "full" and n and int(need_full.max()) > cap:
-        raise BadInput(f"the KV pool ({cap * bs:,} tokens) cannot hold one request of "
-                       f"{int((isl + osl).max()):,} tokens")
-    if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
-        raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
-                       f"{pol.token_budget:,} and chunked prefill is off")
     sp = it.spec
     ks = int(sp.k) if sp is not None else 0  # draft tokens per decoding sequence and step
     E = float(sp.tokens_per_step) if sp is not None else 1.0
@@ -676,21 +689,8 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
         raise BadInput("attention DP is simulated with the guaranteed-no-evict reserve only "
                        f"(TensorRT-LLM's); got reserve {pol.reserve!r}")
     R = int(n_ranks)
-    n = int(arrival_s.size)
-    arrival_s = np.asarray(arrival_s, dtype=np.float64).copy()
-    if concurrency > 0:
-        arrival_s[concurrency:] = np.inf
-        arrival_s[:concurrency] = 0.0
-    isl = np.asarray(isl, dtype=np.int64)
-    osl = np.asarray(osl, dtype=np.int64)
+    n, arrival_s, isl, osl, need_full = _inputs(pol, arrival_s, isl, osl, concurrency, prefilled)
     bs, cap = pol.block_tokens, pol.kv_blocks
-    need_full = _blocks(isl + osl - 1, bs)
-    if n and int(need_full.max()) > cap:
-        raise BadInput(f"the KV pool ({cap * bs:,} tokens) cannot hold one request of "
-                       f"{int((isl + osl).max()):,} tokens")
-    if not pol.chunked_prefill and not prefilled and n and int(isl.max()) > pol.token_budget:
-        raise BadInput(f"a {int(isl.max()):,}-token prompt exceeds the token budget "
-                       f"{pol.token_budget:,} and chunked prefill is off")
     order = np.argsort(arrival_s, kind="stable")
     done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
     kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
