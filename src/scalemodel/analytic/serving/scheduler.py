@@ -124,6 +124,24 @@ def _inputs(pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray, osl: n
     return n, arrival_s, isl, osl, need_full
 
 
+def _request_state(arrival_s: np.ndarray, isl: np.ndarray, prefilled: bool) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's state at the start: the arrival order, prompt tokens done, KV tokens,
+    tokens generated, KV blocks held, first-token and finish times (a prefilled request, the
+    decode pool's, arrives with its prompt's KV and its first token)."""
+    n = int(arrival_s.size)
+    order = np.argsort(arrival_s, kind="stable")
+    done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
+    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
+    blocks = np.zeros(n, np.int64)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    if prefilled:
+        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
+    return order, done_p, kv, gen, blocks, first, finish
+
+
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
              stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1,
@@ -188,20 +206,12 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     pc = {"on": bool(pfx.any()), "res": False, "R": 0, "refs": 0, "src": -1, "hits": 0}
     ref = np.zeros(n, bool)  # the request refers to the cached prefix's blocks
     sb = np.zeros(n, np.int64)  # of a request's blocks, those of the cached prefix (held once)
-    order = np.argsort(arrival_s, kind="stable")
+    order, done_p, kv, gen, blocks, first, finish = _request_state(arrival_s, isl, prefilled)
     target = isl.copy()  # prompt tokens to (re)compute
-    done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
-    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
-    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
-    blocks = np.zeros(n, np.int64)
     # speculative decoding: each verify step emits E tokens in expectation; a sequence's
     # fraction of a token not yet emitted carries to its next step (deterministic rounding of
     # the expected count, so j steps emit floor(acc + j E))
     acc = np.zeros(n, np.float64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    if prefilled:
-        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
     waiting: deque[int] = deque()
     run = np.zeros(0, np.int64)  # running sequences, in admission order
     prefilling: list[int] = []  # of them, prompts not yet whole in the KV cache
@@ -513,15 +523,8 @@ def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray
     n = int(arrival_s.size)
     ns = max(int(pol.steps_per_schedule), 1)
     bs, cap = pol.block_tokens, pol.kv_blocks
-    order = np.argsort(arrival_s, kind="stable")
+    order, _, kv, gen, blocks, first, finish = _request_state(arrival_s, isl, prefilled)
     target = isl.copy()
-    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
-    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
-    blocks = np.zeros(n, np.int64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    if prefilled:
-        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
     waiting: deque[int] = deque()
     run = np.zeros(0, np.int64)
     nxt, t, free = 0, 0.0, cap
@@ -691,15 +694,7 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
     R = int(n_ranks)
     n, arrival_s, isl, osl, need_full = _inputs(pol, arrival_s, isl, osl, concurrency, prefilled)
     bs, cap = pol.block_tokens, pol.kv_blocks
-    order = np.argsort(arrival_s, kind="stable")
-    done_p = np.zeros(n, np.int64) if not prefilled else isl.copy()
-    kv = np.zeros(n, np.int64) if not prefilled else isl.copy()
-    gen = np.zeros(n, np.int64) if not prefilled else np.ones(n, np.int64)
-    blocks = np.zeros(n, np.int64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    if prefilled:
-        first[:] = np.where(np.isfinite(arrival_s), arrival_s, np.nan)
+    order, done_p, kv, gen, blocks, first, finish = _request_state(arrival_s, isl, prefilled)
     gwait: deque[int] = deque()  # the engine's waiting queue, shared by the ranks
     rwait: list[deque[int]] = [deque() for _ in range(R)]  # on a rank, not yet scheduled
     run = [np.zeros(0, np.int64) for _ in range(R)]
