@@ -22,4 +22,10 @@ schema = schemathesis.openapi.from_wsgi("/openapi.json", create_app(timeout_s=12
 @schema.parametrize()
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_error(case):
-    case.call_and_validate(checks=[not_a_server_error])
+    response = case.call()
+    if response.status_code == 503 and "limit of the web app" in response.text:
+        # the app's own declared refusal of a computation past its time limit (web/limits.py
+        # time_limit), e.g. the whole serving validation, about 145 s of CPU since session 13
+        # (docs/benchmarks.md); any other 5xx still fails
+        return
+    case.validate_response(response, checks=[not_a_server_error])
