@@ -83,6 +83,7 @@ class SimResult:
     mixed_iter_s: float  # mean seconds of an iteration with prefill
     prefill_tokens: int = 0  # prompt tokens computed (recomputation included, cache hits not)
     prefix_hit_tokens: int = 0  # prompt tokens taken from the prefix cache
+    stopped: bool = False  # ended early: its p99 was sure to exceed a limit (stop_p99)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -145,7 +146,8 @@ def _request_state(arrival_s: np.ndarray, isl: np.ndarray, prefilled: bool) -> t
 def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, isl: np.ndarray,
              osl: np.ndarray, *, prefilled: bool = False, concurrency: int = 0,
              stretch: bool = True, max_iterations: int = 5_000_000, ranks: int = 1,
-             prefix: np.ndarray | None = None) -> SimResult:
+             prefix: np.ndarray | None = None,
+             stop_p99: tuple[float, float] | None = None) -> SimResult:
     """Run every request through the scheduler; ``prefilled``: prompts arrive with their KV
     (a disaggregated decode pool), so only decode work is done; ``concurrency`` C > 0: a closed
     loop of C clients, request j >= C arriving when the (j - C + 1)-th request finishes;
@@ -168,7 +170,13 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     held once in the pool, not per request, while any running request refers to them; when
     none does they count as free but stay cached, and an allocation that needs them evicts the
     prefix (the free blocks other than the prefix's are taken first: LRU with the prefix the
-    most recently freed), after which the next sharing request computes it again."""
+    most recently freed), after which the next sharing request computes it again.
+
+    ``stop_p99`` (TTFT, TPOT limits in seconds): stop as soon as the run's 99th percentile of
+    either is sure to exceed its limit (:func:`p99_exceeded_after`), and return the figures so
+    far with ``stopped`` set; the verdict is that of the full run (MLPerf Server's bisection
+    needs only the verdict of a failing rate). Only this in-flight scheduler stops early; the
+    others run to the end."""
     if ranks > 1 and prefix is not None and bool(np.any(prefix)):
         raise BadInput("--prefix-tokens with --layout adp=1 is not priced: the attention-DP "
                        "lock-step has no prefix cache")
@@ -222,6 +230,10 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
     n_dec_it = n_mix_it = 0
     finished = 0
     computed = 0
+    # early stop: requests whose TTFT (TPOT) is known to exceed its limit
+    stop_at = p99_exceeded_after(n) if stop_p99 is not None else 0
+    over_ttft = over_tpot = 0
+    stopped = False
 
     def hit(r: int) -> int:
         """Prompt tokens request r finds in the prefix cache at admission."""
@@ -431,7 +443,10 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
             if pc["on"] and pol.prefix_cache == "prefilled" and pc["src"] >= 0:
                 publish(int(pc["src"]), int(done_p[pc["src"]]))
             if completes.size:
-                first[completes[np.isnan(first[completes])]] = t
+                new_first = completes[np.isnan(first[completes])]
+                first[new_first] = t
+                if stop_p99 is not None and new_first.size:
+                    over_ttft += int(np.count_nonzero(t - arrival_s[new_first] > stop_p99[0]))
                 gen[completes] += 1
                 for r in completes.tolist():
                     if r in prefilling:
@@ -440,6 +455,10 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         if out.any():
             fin = run[out]
             finish[fin] = t
+            if stop_p99 is not None:
+                o_f = osl[fin]
+                tp = np.where(o_f > 1, (t - first[fin]) / np.maximum(o_f - 1, 1), 0.0)
+                over_tpot += int(np.count_nonzero(tp > stop_p99[1]))
             free += int((blocks[fin] - sb[fin]).sum())
             blocks[fin] = 0
             if pc["on"]:
@@ -449,11 +468,26 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                 j = np.arange(concurrency + finished, concurrency + finished + fin.size)
                 arrival_s[j[j < n]] = t
             finished += int(fin.size)
+        if stop_p99 is not None and max(over_ttft, over_tpot) >= stop_at:
+            stopped = True
+            break
     start = float(arrival_s.min()) if n else 0.0
     return SimResult(arrival_s, first, finish, isl, osl, float(t - start), iters, pre, peak,
                      seq_iters / max(iters, 1), t_dec / max(n_dec_it, 1),
                      t_mix / max(n_mix_it, 1), prefill_tokens=computed,
-                     prefix_hit_tokens=int(pc["hits"]))
+                     prefix_hit_tokens=int(pc["hits"]), stopped=stopped)
+
+
+def p99_exceeded_after(n: int, q: float = 0.99) -> int:
+    """The count k of n values above a limit L from which their q-quantile (numpy's default,
+    linear between order statistics) is sure to exceed L. With the values sorted x_0 <= ... <=
+    x_(n-1) and h = q (n - 1), the quantile is x_j + (h - j)(x_(j+1) - x_j) >= x_j, j =
+    floor(h); x_j > L as soon as n - j values are above L. j is taken a hair low (h - 1e-9) so
+    that a rounding of h cannot make k one too small: k may be one too large (a later stop,
+    the same verdict), never too small."""
+    if n < 1:
+        return 1
+    return n - int(np.floor(q * (n - 1) - 1e-9))
 
 
 def _stretch(it: IterationModel, pol: SchedulerPolicy, dec: np.ndarray, kv: np.ndarray,

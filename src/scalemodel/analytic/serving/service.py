@@ -137,6 +137,15 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     side, each a 1/dp share of the requests and of the rate (a Poisson stream split at random
     is Poisson at rate / dp on each replica; a round-robin dispatcher would see less bursty
     gaps, Erlang of order dp: not modelled)."""
+    es, it = _built(m, gpu, lay, prec, kv_dtype, eng, isl, osl, max_batch, token_budget)
+    return _evaluate_built(m, lay, prec, kv_dtype, eng, es, it, stream, isl, osl)
+
+
+def _built(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtype: str,
+           eng: Engine, isl: int, osl: int, max_batch: int | None, token_budget: int | None
+           ) -> tuple[EngineSetup, IterationModel]:
+    """The engine setup and iteration model of a configuration: they do not depend on the
+    stream, so a search over its rate (:func:`slo_rate`) builds them once."""
     if isl + osl > m.max_context:
         raise BadInput(f"--isl {isl:,} + --osl {osl:,} exceeds {m.id}'s context of "
                        f"{m.max_context:,} tokens")
@@ -144,7 +153,15 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
                token_budget=token_budget)
     if not es.kv.fits:
         raise BadInput(f"--layout {_lay(lay)}: {es.kv.lacks}")
-    it = iteration_model(m, gpu, lay, prec, kv_dtype, eng, es)
+    return es, iteration_model(m, gpu, lay, prec, kv_dtype, eng, es)
+
+
+def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str,
+                    eng: Engine, es: EngineSetup, it: IterationModel, stream: Stream, isl: int,
+                    osl: int, stop_p99: tuple[float, float] | None = None
+                    ) -> ServeResult | None:
+    """:func:`evaluate` on a built configuration; with ``stop_p99`` (the p99 TTFT and TPOT
+    limits), None where the simulation stopped early, its p99 sure to exceed one of them."""
     # attention DP: the replica's tp ranks each run their own batch (their own KV pool and
     # engine limits), in lock-step at each MoE layer; the scheduler simulates them together,
     # handing requests to ranks by the engine's rule (scheduler.simulate_lockstep)
@@ -155,7 +172,9 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, es)
     r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng),
-                 prefix=stream_prefix(eng, share, isl, i))
+                 prefix=stream_prefix(eng, share, isl, i), stop_p99=stop_p99)
+    if r.stopped:
+        return None
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
 
 
@@ -262,22 +281,28 @@ def slo_rate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     if not stream.rate_per_s > 0:
         raise BadInput(f"--rate: the first guess must be positive, got {stream.rate_per_s}")
     runs = 0
-    seen: dict[float, ServeResult] = {}
+    seen: dict[float, ServeResult | None] = {}  # None: a run stopped early, failing the limits
+    # the engine setup and iteration model do not depend on the rate: built once; each run
+    # stops as soon as its p99 is sure to exceed a limit (scheduler.simulate stop_p99), since
+    # a failing rate's figures are never returned; a passing run always runs to the end
+    es, it = _built(m, gpu, lay, prec, kv_dtype, eng, isl, osl, max_batch, token_budget)
+    limits = (float(ttft_p99_s), float(tpot_p99_s))
 
-    def run(rate: float) -> ServeResult:
+    def meets(rate: float) -> bool:
         nonlocal runs
         if rate not in seen:
             runs += 1
-            seen[rate] = evaluate(m, gpu, lay, prec, kv_dtype, eng,
-                                  replace(stream, rate_per_s=rate), isl, osl,
-                                  max_batch=max_batch, token_budget=token_budget)
-        return seen[rate]
+            seen[rate] = _evaluate_built(m, lay, prec, kv_dtype, eng, es, it,
+                                         replace(stream, rate_per_s=rate), isl, osl,
+                                         stop_p99=limits)
+        r = seen[rate]
+        return r is not None and meets_p99(r, ttft_p99_s, tpot_p99_s)
 
     lo = hi = float(stream.rate_per_s)
-    if meets_p99(run(lo), ttft_p99_s, tpot_p99_s):
+    if meets(lo):
         for _ in range(40):
             hi = lo * 1.25
-            if not meets_p99(run(hi), ttft_p99_s, tpot_p99_s):
+            if not meets(hi):
                 break
             lo = hi
         else:
@@ -285,15 +310,17 @@ def slo_rate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
     else:
         for _ in range(40):
             lo = hi / 1.25
-            if meets_p99(run(lo), ttft_p99_s, tpot_p99_s):
+            if meets(lo):
                 break
             hi = lo
         else:
             raise BadInput(f"no rate meets p99 TTFT {ttft_p99_s} s and TPOT {tpot_p99_s} s")
     while (hi - lo) > rel_tol * hi:
         mid = 0.5 * (lo + hi)
-        if meets_p99(run(mid), ttft_p99_s, tpot_p99_s):
+        if meets(mid):
             lo = mid
         else:
             hi = mid
-    return SLORate(lo, run(lo), runs)
+    best = seen[lo]
+    assert best is not None  # lo met the limits: its run went to the end
+    return SLORate(lo, best, runs)
