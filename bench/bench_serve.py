@@ -1,12 +1,17 @@
 """Benchmark of the serving planner (issue 17): simulation speed, SLA search speed, validation.
 
-    PYTHONPATH=src python bench/bench_serve.py [--validate]
+    PYTHONPATH=src python bench/bench_serve.py [--validate] [--slo] [--whole-validation]
 
 Prints (1) one max-load simulation of 3,000 requests (Llama-3.1-8B-class on one H100, FP8,
 TensorRT-LLM 0.17's engine, ISL/OSL 128/2048 and 1000/1000; target < 1 s), (2) the SLA search
 for llama-3-70b on up to 64 H100 at 20 requests/s, TTFT p99 2 s, TPOT p99 50 ms (target < 2 s),
 each as the best of 3 wall times and its CPU time, and with --validate (3) the whole
-validation/serving_runs.csv: mean / max absolute error and seconds per row.
+validation/serving_runs.csv: mean / max absolute error and seconds per row; with --slo (4) the
+two MLPerf Server completed-rate rows of validation/serving_published.csv (``slo_rate``'s
+bisection, each a 49,152- or 30,720-request simulation per step), CPU seconds each; with
+--whole-validation (5) the whole ``validate --serving`` (the v0.17 table, ``published`` and
+``kv``) in this process, CPU seconds (the web app answers it within its 120 s limit or with its
+declared 503).
 """
 
 from __future__ import annotations
@@ -80,6 +85,35 @@ def bench_validation() -> dict:
             "max_ape": s["max_ape"], "wall_s": wall, "cpu_s_per_row": cpu / max(1, len(rows))}
 
 
+SLO_ROWS = ("mlperf41-llama2-70b-server-h100-sxm-x8-qps", "mlperf41-llama2-70b-server-h200-x8-qps")
+
+
+def bench_slo_rows() -> list[dict]:
+    from scalemodel.analytic.serving.validate import validate_published
+
+    text = (ROOT / "validation" / "serving_published.csv").read_text()
+    out = []
+    for rid in SLO_ROWS:
+        c = time.process_time()
+        rows, skipped = validate_published(text, ROOT, {rid})
+        out.append({"id": rid, "cpu_s": time.process_time() - c,
+                    "predicted": rows[0].predicted if rows else float("nan"),
+                    "skipped": len(skipped)})
+    return out
+
+
+def bench_whole_validation() -> dict:
+    import contextlib
+    import io
+
+    from scalemodel.cli import main as cli_main
+
+    c, t = time.process_time(), time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        cli_main(["validate", "--serving", "--json"])
+    return {"cpu_s": time.process_time() - c, "wall_s": time.perf_counter() - t}
+
+
 def main() -> None:
     for r in bench_simulation():
         print(f"max-load simulation, 3000 requests, ISL/OSL {r['isl']}/{r['osl']}: "
@@ -95,6 +129,14 @@ def main() -> None:
         print(f"validation/serving_runs.csv: {v['rows']} rows ({v['skipped']} skipped), mean "
               f"|error| {100 * v['mape']:.1f}%, max {100 * v['max_ape']:.1f}%, "
               f"{v['cpu_s_per_row']:.3f} s CPU per row")
+    if "--slo" in sys.argv:
+        for r in bench_slo_rows():
+            print(f"MLPerf Server row {r['id']}: {r['cpu_s']:.1f} s CPU, predicted "
+                  f"{r['predicted']:.2f} requests/s")
+    if "--whole-validation" in sys.argv:
+        w = bench_whole_validation()
+        print(f"validate --serving --json (v0.17 table, published, kv): {w['cpu_s']:.1f} s CPU, "
+              f"{w['wall_s']:.1f} s wall")
 
 
 if __name__ == "__main__":

@@ -291,6 +291,12 @@ class IterationModel:
         """An iteration's seconds from its GPU seconds: the host loop's work for ``n_logits``
         sampling sequences (one scheduler call's, over ``host_iters_per_schedule`` iterations),
         overlapped (max) or not (sum), plus ``overhead_s``."""
+        if isinstance(gpu_s, float) and isinstance(n_logits, (int, np.integer)):
+            # one iteration, in scalars: the same operations, in order
+            h = (self.host_s_per_iter + self.host_s_per_seq * float(n_logits)
+                 ) / self.host_iters_per_schedule
+            g = float(gpu_s)
+            return (max(g, h) if self.host_overlap else g + h) + self.overhead_s
         host = (self.host_s_per_iter + self.host_s_per_seq * np.asarray(n_logits, dtype=np.float64)
                 ) / self.host_iters_per_schedule
         t = np.maximum(gpu_s, host) if self.host_overlap else gpu_s + host
@@ -333,11 +339,16 @@ class IterationModel:
         """All layers' attention seconds of prefill chunks (c tokens after p cached)."""
         if chunks.size == 0:
             return 0.0
+        L = self.n_dense + self.n_moe
+        if chunks.size == 1:  # the common case, in scalars: the same operations, in order
+            c1, p1 = float(chunks[0]), float(cached[0])
+            f1 = self.attn_flops_per_pair * c1 * (p1 + 0.5 * c1)
+            e1 = float(np.interp(np.log2(p1 + c1), self.eff_x, self.eff_y))
+            return float(L * (f1 / e1) / (self.peak16 * self.layout.pp))
         c = chunks.astype(np.float64)
         p = cached.astype(np.float64)
         flops = self.attn_flops_per_pair * c * (p + 0.5 * c)
         eff = np.interp(np.log2(p + c), self.eff_x, self.eff_y)
-        L = self.n_dense + self.n_moe
         return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,

@@ -96,6 +96,8 @@ class SimResult:
 
 
 def _blocks(tokens: np.ndarray | int, bs: int) -> Any:
+    if isinstance(tokens, (int, np.integer)):  # one request's: integer arithmetic, no array
+        return -(-int(tokens) // bs)
     return -(-np.asarray(tokens) // bs)
 
 
@@ -381,9 +383,12 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
             raise BadInput(f"the KV pool ({cap * bs:,} tokens) or the batch limits admit no "
                            "waiting request")
         completes = cid[done_p[cid] + clen >= target[cid]] if cid.size else cid
-        T = int(dec.size + clen.sum())
+        c_sum = int(clen.sum()) if clen.size else 0
+        T = int(dec.size) + c_sum
         n_log = int(dec.size + completes.size)
-        ctx_sum = float((kv[dec] + 1).sum()) if dec.size else 0.0
+        kv_dec = kv[dec]
+        # integer sums, exact: sum(kv + 1) = sum(kv) + the count
+        ctx_sum = float(int(kv_dec.sum()) + int(dec.size)) if dec.size else 0.0
         k = 1
         if stretch and cid.size == 0 and dec.size:
             head_fits = None
@@ -400,7 +405,7 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
                          acc=acc, E=E, ks=ks, head_fits=head_fits,
                          keep=int(pc["R"]) if pc["res"] and pc["refs"] == 0 else 0)
         nd = int(dec.size)
-        mx = float(kv[dec].max() + 1) if dec.size else 0.0  # the longest decode sequence
+        mx = float(kv_dec.max() + 1) if dec.size else 0.0  # the longest decode sequence
         if k == 1:
             dt = it.time(T, n_log, ctx_sum, clen, done_p[cid] if cid.size else clen, mx,
                          n_decode=nd)
@@ -439,7 +444,7 @@ def simulate(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray, is
         if cid.size:
             done_p[cid] += clen
             kv[cid] += clen
-            computed += int(clen.sum())
+            computed += c_sum
             if pc["on"] and pol.prefix_cache == "prefilled" and pc["src"] >= 0:
                 publish(int(pc["src"]), int(done_p[pc["src"]]))
             if completes.size:
