@@ -411,8 +411,25 @@ def test_by_source_mean_and_max(priced):
         "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
         "vllm-blog-v060-perf-update",
         "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia",
-        "trtllm-tech-blog1-dsr1-b200",
+        "trtllm-tech-blog1-dsr1-b200", "trtllm-issue-5929-dsr1-fp4-b200",
         "lmsys-large-scale-ep-2025-05"}
+
+
+# TensorRT-LLM issue 5929 (2025-07-10, v0.21.0rc2, trtllm-serve under LLMPerf, 8 x B200):
+# DeepSeek-R1 FP4 at batch size 1, output 600, column "ITL p50 TP=8, EP=4": 0.00661 s at input
+# 1600 and 0.00697 s at input 8192. Read as TPOT p50 of one request in flight at TP 8 EP 4.
+ISSUE5929 = {"1600": 0.00661, "8192": 0.00697}
+
+
+@pytest.mark.parametrize("isl", sorted(ISSUE5929))
+def test_issue5929_batch1_rows_read_as_published(isl):
+    row = _rows()[f"trtllm-issue5929-dsr1-fp4-b200-tp8ep4-isl{isl}"]
+    assert row["source"] == "trtllm-issue-5929-dsr1-fp4-b200"
+    assert (int(row["tp"]), int(row["ep"]), row["precision"]) == (8, 4, "fp4")
+    assert (int(row["isl"]), int(row["osl"]), int(row["concurrency"])) == (int(isl), 600, 1)
+    assert row["metric"] == "tpot_p50_s"
+    assert float(row["measured"]) == ISSUE5929[isl]
+    assert "spec:" not in row["length_basis"]   # the issue states no MTP
 
 
 # the LMSYS large-scale-EP post (2025-05-05), section "Performance Analysis of Prefill and Decode
