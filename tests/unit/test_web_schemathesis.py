@@ -25,7 +25,8 @@ def test_no_server_error(case):
     response = case.call()
     if response.status_code == 503 and "limit of the web app" in response.text:
         # the app's own declared refusal of a computation past its time limit (web/limits.py
-        # time_limit), e.g. the whole serving validation, about 145 s of CPU since session 13
-        # (docs/benchmarks.md); any other 5xx still fails
+        # time_limit), e.g. the whole serving validation when nothing in this process has priced
+        # it yet (about 95 s of CPU since session 14 on an idle core, more on a loaded one;
+        # docs/serving.md); any other 5xx still fails
         return
     case.validate_response(response, checks=[not_a_server_error])

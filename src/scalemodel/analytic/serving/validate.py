@@ -136,9 +136,54 @@ def row_prefix(row: dict[str, str]) -> tuple[int, float]:
                        f"{words[0]!r}, not prefix:TOKENS/SHARE") from None
 
 
+# (CSV text, base, rows asked for, required columns, the model files' stat) -> the priced rows.
+# The pricing is a pure function of these (the bundled specs do not change inside a process), so a
+# second call (the web app's `validate --serving` after a test or an earlier request priced the
+# same file) reads the result instead of re-running some 750 seeded simulations.
+_RESULTS: dict[tuple[Any, ...], tuple[tuple[ServingRow, ...], tuple[tuple[str, str], ...]]] = {}
+_RESULTS_MAX = 8
+
+
+def _model_files(text: str, base: Path) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime_ns, size) of every existing file the CSV's model column names, so an edited
+    model file is priced afresh."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    seen: set[str] = set()
+    out = []
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        name = (row.get("model") or "").strip()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        f = base / name
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        out.append((str(f), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 def validate_serving(text: str, base: Path, only: set[str] | None = None, *,
                      required: tuple[str, ...] = REQUIRED
                      ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
+    """(results, skipped rows with the reason) of a serving validation CSV, remembered per input
+    (see ``_RESULTS``); ``_price_serving`` does the work."""
+    key = (text, str(Path(base).resolve()), frozenset(only) if only else None, required,
+           _model_files(text, Path(base)))
+    hit = _RESULTS.get(key)
+    if hit is None:
+        rows, skipped = _price_serving(text, base, only, required=required)
+        hit = (tuple(rows), tuple(skipped))
+        if len(_RESULTS) >= _RESULTS_MAX:
+            _RESULTS.pop(next(iter(_RESULTS)))
+        _RESULTS[key] = hit
+    return list(hit[0]), list(hit[1])
+
+
+def _price_serving(text: str, base: Path, only: set[str] | None = None, *,
+                   required: tuple[str, ...] = REQUIRED
+                   ) -> tuple[list[ServingRow], list[tuple[str, str]]]:
     """(results, skipped rows with the reason) of a serving validation CSV; ``base`` is the
     folder model paths are relative to. Optional columns: ep (experts over that many of the TP
     ranks), dp (replicas the figure covers),
