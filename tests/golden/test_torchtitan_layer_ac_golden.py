@@ -112,3 +112,34 @@ def test_the_april_2024_copy_out_by_hand():
     assert float(later.fsdp_copy_s) == 0.0  # the 2025-06 profile records no copies
     # the copy is compute-stream time: the step grows by it (nothing else differs)
     assert float(dated.step_time_s) - float(later.step_time_s) == pytest.approx(want, rel=2e-3)
+
+
+def _op_policy_recomputed(calls: list[str]) -> list[str]:
+    """torchtitan's "op" policy at 1ea476e9f (torchtitan/parallelisms/parallelize_llama.py
+    lines 36-41 and 49-57): a per-block counter goes up on every aten.mm; the output is saved
+    when the op is in no_recompute_list (mm, SDPA flash / efficient, reduce_scatter_tensor)
+    unless it is an mm whose count is even. Returns the mm outputs recomputed."""
+    return [name for i, name in enumerate(calls, start=1) if i % 2 == 0]
+
+
+def test_op_policy_recomputes_wk_wo_w3_by_hand():
+    """The matmuls of a Llama block in the order they run (torchtitan/models/llama/model.py at
+    1ea476e9f: Attention.forward line 187 wq, wk, wv, then SDPA line 204 and wo line 209;
+    FeedForward.forward line 248 w2(silu(w1(x)) * w3(x)): w1, then w3, then w2). Every second
+    one is recomputed: wk, wo and w3; SDPA's output is saved (no attention FLOPs re-run).
+    Llama 2 70B: h 8192, 8 KV heads of 128 (wk: h x 1024), wo h x h, w3 h x 28672, 80 layers.
+    Re-run FLOPs per token 2 x 80 x 8192 x (1024 + 8192 + 28672) = 4.966e10, times 64 x 4096
+    tokens per step."""
+    calls = ["wq", "wk", "wv", "wo", "w1", "w3", "w2"]
+    assert _op_policy_recomputed(calls) == ["wk", "wo", "w3"]
+    per_tok = 2 * 80 * 8192 * (1024 + 8192 + 28672)
+    assert per_tok == pytest.approx(4.966e10, rel=1e-3)
+    m = get_model("llama-2-70b")
+    _, s = job_settings("torchtitan-2024-04", "a100-sxm-80gb", kernels="eager")
+    job = make_job(m, seq_len=4096, global_batch_seqs=64, precision="bf16", **s)
+    cl = make_cluster("a100-sxm-80gb", 64)
+    base = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1)
+    none = evaluate_layout(job, cl, base.with_(recompute="none")).values
+    op = evaluate_layout(job, cl, base.with_(recompute="op")).values
+    added = float(op.hw_flops) - float(none.hw_flops)
+    assert added == pytest.approx(per_tok * 64 * 4096, rel=1e-9)
