@@ -16,6 +16,7 @@ are priced as the separate projections they hold.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from ..specs.model import ModelSpec
 from .params import LayerParams, ParamCount, attention_params, count_params, mlp_params
@@ -52,7 +53,22 @@ def _priced(m: ModelSpec, prefix: str, linears: list[tuple[str, int, int]], tota
 
 
 def weight_bytes(m: ModelSpec, e_w: float) -> ParamCount:
-    """Stored bytes of every part of the model, in the shape of its parameter count."""
+    """Stored bytes of every part of the model, in the shape of its parameter count. A pure
+    function of a frozen spec and a byte width, remembered: a serving search asks it for the same
+    model and precision at every layout it screens (640 calls, 40% of a 64-GPU SLA search). A spec
+    that cannot be hashed is priced afresh."""
+    try:
+        return _weight_bytes_remembered(m, e_w)
+    except TypeError:  # an unhashable field in a user's spec
+        return _weight_bytes(m, e_w)
+
+
+@lru_cache(maxsize=256)
+def _weight_bytes_remembered(m: ModelSpec, e_w: float) -> ParamCount:
+    return _weight_bytes(m, e_w)
+
+
+def _weight_bytes(m: ModelSpec, e_w: float) -> ParamCount:
     pc = count_params(m)
     if m.quant is None:
         return ParamCount(pc.embedding * e_w, pc.lm_head * e_w, pc.final_norm * e_w,  # type: ignore[arg-type]
