@@ -55,16 +55,21 @@ def test_the_row_states_that_policy():
     assert "selective_ac_option '2'" in row["notes"] or "default '2'" in row["notes"]
 
 
+def _titan_a100_fsdp64(model: str, seq: int):
+    """torchtitan 2024-04 (eager) on 64 A100 80GB, FSDP over all 64 at micro-batch 1, global
+    batch 64 sequences: the setting of the torchtitan-performance rows."""
+    _, s = job_settings("torchtitan-2024-04", "a100-sxm-80gb", kernels="eager")
+    job = make_job(get_model(model), seq_len=seq, global_batch_seqs=64, precision="bf16", **s)
+    return (job, make_cluster("a100-sxm-80gb", 64),
+            TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1))
+
+
 def test_half_the_forward_is_run_again():
     """A checkpointed block re-runs its forward once in the backward; nothing else in the step
     depends on which blocks are wrapped. So checkpointing 16 of the 32 blocks adds exactly half
     of what checkpointing all 32 adds, in hardware FLOPs and in compute seconds, and leaves the
     model FLOPs alone."""
-    m = get_model("llama-3-8b")
-    _, s = job_settings("torchtitan-2024-04", "a100-sxm-80gb", kernels="eager")
-    job = make_job(m, seq_len=8192, global_batch_seqs=64, precision="bf16", **s)
-    cl = make_cluster("a100-sxm-80gb", 64)
-    base = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1)
+    job, cl, base = _titan_a100_fsdp64("llama-3-8b", 8192)
     none = evaluate_layout(job, cl, base.with_(recompute="none")).values
     full = evaluate_layout(job, cl, base.with_(recompute="full")).values
     half = evaluate_layout(job, cl, base.with_(recompute="full", recompute_layers=16)).values
@@ -134,11 +139,7 @@ def test_op_policy_recomputes_wk_wo_w3_by_hand():
     assert _op_policy_recomputed(calls) == ["wk", "wo", "w3"]
     per_tok = 2 * 80 * 8192 * (1024 + 8192 + 28672)
     assert per_tok == pytest.approx(4.966e10, rel=1e-3)
-    m = get_model("llama-2-70b")
-    _, s = job_settings("torchtitan-2024-04", "a100-sxm-80gb", kernels="eager")
-    job = make_job(m, seq_len=4096, global_batch_seqs=64, precision="bf16", **s)
-    cl = make_cluster("a100-sxm-80gb", 64)
-    base = TrainLayout(tp=1, pp=1, dp=64, cp=1, zero=3, micro_batch=1)
+    job, cl, base = _titan_a100_fsdp64("llama-2-70b", 4096)
     none = evaluate_layout(job, cl, base.with_(recompute="none")).values
     op = evaluate_layout(job, cl, base.with_(recompute="op")).values
     added = float(op.hw_flops) - float(none.hw_flops)
