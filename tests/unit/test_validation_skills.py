@@ -71,9 +71,11 @@ PLANNER_EFFECT_GUARD = {
     "skills-moonlight-16b-h100-layernorm-moe-act": (1.00, 0.5),
     # -17.29 before session 13 priced the Hybrid-EP dispatch at its measured rate (a larger
     # all-to-all for the phase model to hide: docs/planner.md "The per-destination dispatch at
-    # its kernels' measured rate")
-    "skills-qwen3-30b-a3b-h100-ep-overlap-on": (-23.99, 2.0),
-    "skills-qwen3-30b-a3b-h100-canonical": (-23.99, 2.0),
+    # its kernels' measured rate"); -23.99 before session 14 priced the compute beside the
+    # dispatch kernels on the SMs they leave (32 of 132, frameworks.toml ep_comm_sms; measured
+    # effect -15.06)
+    "skills-qwen3-30b-a3b-h100-ep-overlap-on": (-19.40, 2.0),
+    "skills-qwen3-30b-a3b-h100-canonical": (-19.40, 2.0),
     "skills-llama3-70b-sft-h100-mlp": (16.46, 2.0),
     "skills-llama3-70b-sft-h100-mlp-core-attn": (18.19, 2.0),
     "skills-llama3-70b-sft-h100-core-attn-layernorm": (0.0, 1.0),

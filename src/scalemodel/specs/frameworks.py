@@ -84,6 +84,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_dispatch": (lambda v: v in ("per_expert", "per_destination"),
                     "per_expert or per_destination"),
     "ep_dispatch_kernel": (lambda v: v in ("deepep", "hybridep"), "deepep or hybridep"),
+    # SMs a dispatch / combine kernel family holds while it runs (step/comm.py _ep_overlapped)
+    "ep_comm_sms": (lambda v: isinstance(v, dict) and bool(v) and all(
+        k in ("deepep", "hybridep") and isinstance(x, int) and not isinstance(x, bool) and x > 0
+        for k, x in v.items()), "a table deepep / hybridep = SMs (a whole number > 0)"),
     "cp_impl": (lambda v: isinstance(v, str), "text"),
     "cp_exchange": (lambda v: v in ("ring", "all_gather", "all_to_all"),
                     "ring, all_gather or all_to_all"),

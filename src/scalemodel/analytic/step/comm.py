@@ -15,6 +15,7 @@ from .candidates import Candidates, unique_rows
 from .config import (
     TP_FWD_COLLECTIVES,
     constants,
+    ep_comm_sm_share,
     ep_dispatch,
     ep_dispatch_kernel,
     moe_dispatcher,
@@ -552,7 +553,7 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any,
 
 
 def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any,
-                   meta: Any = 0.0) -> tuple[Any, Any]:
+                   meta: Any = 0.0, sm_share: float = 0.0) -> tuple[Any, Any]:
     """(forward, backward) all-to-all seconds left exposed where a forward layer of one
     micro-batch runs beside a backward layer of another, sub-module by sub-module as
     Megatron-Core 0.16 schedules it (models/common/model_chunk_schedule_plan.py
@@ -564,14 +565,23 @@ def _ep_overlapped(lc: LayerCompute, e_f: Any, e_b: Any, rcx: Any,
     each phase lasts as long as its longer stream. Dispatch and combine are half of each
     direction's all-to-all traffic (``e_f``, ``e_b``: the all-to-all and the expert-TP gather,
     the backward with what full recompute repeats); the middle phase's excess is split evenly.
-    ``meta`` (inside ``e_f``), the dispatcher's metadata exchange, belongs to dispatch_fwd."""
+    ``meta`` (inside ``e_f``), the dispatcher's metadata exchange, belongs to dispatch_fwd.
+
+    The dispatch and combine kernels hold ``sm_share`` of the SMs while they run (frameworks.toml
+    ``ep_comm_sms``: DeepEP's and Hybrid-EP's kernels keep one block per SM for the call), so
+    the compute beside them runs on the rest, at (1 - s) of its rate: work w beside a kernel of
+    c seconds, both starting together, ends at max(c, w + s c) (w + s c while the compute
+    outlasts the kernel, c once c >= w / (1 - s)). A phase's exposed time is then
+    max(c - w, s c); the metadata exchange (NCCL) is not charged."""
     attn_f, attn_b = lc.attn_f, lc.attn_b
     mlp_f = lc.fwd - attn_f
     mlp_b = lc.bwd + rcx - attn_b
     a2a_f = e_f - meta
-    p1 = np.maximum(0.0, 0.5 * e_b - attn_f)
-    p2 = np.maximum(0.0, 0.5 * (a2a_f + e_b) + meta - (mlp_f + mlp_b))
-    p3 = np.maximum(0.0, 0.5 * a2a_f - attn_b)
+    s = sm_share
+    p1 = np.maximum(0.5 * e_b - attn_f, s * 0.5 * e_b)
+    p2 = np.maximum(0.5 * (a2a_f + e_b) + meta - (mlp_f + mlp_b), s * 0.5 * (a2a_f + e_b))
+    p3 = np.maximum(0.5 * a2a_f - attn_b, s * 0.5 * a2a_f)
+    p1, p2, p3 = np.maximum(0.0, p1), np.maximum(0.0, p2), np.maximum(0.0, p3)
     return p3 + 0.5 * p2, p1 + 0.5 * p2
 
 
@@ -613,7 +623,8 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     rc_ep = (c.full_share + c.recomputes("moe")) * e_f
     rc_cp = c.full_share * cm.cp_f
     if moe and c.job.ep_overlap:
-        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx, cm.ep_meta)
+        x_f, x_b = _ep_overlapped(lc, e_f, e_b + rc_ep, rcx, cm.ep_meta,
+                                  ep_comm_sm_share(c.job, c.gpu))
         if c.job.schedule == "1f1b":
             alone = ep_alone_share(c.pp, c.mb)
             x_f = (1 - alone) * x_f + alone * ep_exp * e_f

@@ -118,6 +118,20 @@ def ep_dispatch_kernel(job: Any, gpu_id: str | None) -> str | None:
     return None if v is None else str(v)
 
 
+def ep_comm_sm_share(job: Any, gpu: Any) -> float:
+    """Share of the GPU's SMs the dispatch and combine kernels hold while they run: the
+    profile's ``ep_comm_sms`` for the job's kernel family (deepep, hybridep) over the GPU's
+    sm_count (gpus.toml); 0 where the profile records none for it (the all-to-all dispatcher's
+    NCCL channels, a GPU without an SM count). Compute beside those kernels runs on the rest
+    (step/comm.py _ep_overlapped)."""
+    kernel = ep_dispatch_kernel(job, gpu.id)
+    sms = (profile_value(job, "ep_comm_sms", None) or {}).get(kernel) if kernel else None
+    n = getattr(gpu, "sm_count", None)
+    if not sms or not n:
+        return 0.0
+    return min(1.0, float(sms) / float(n))
+
+
 def moe_dispatcher(job: Any, gpu_id: str | None) -> str | None:
     """The token dispatcher of the profile's recipe for this model on this GPU (frameworks.toml
     moe_recipes: alltoall, flex-deepep or flex-hybridep), None where the profile records none."""
