@@ -203,3 +203,58 @@ def test_decode_pool_ranks(it_ab):
     one = simulate(it_ab, _pol(), np.array([0.0, 0.0025]), np.full(2, 100), np.full(2, 3),
                    prefilled=True)
     assert one.finish_s == pytest.approx([2 * (A + B), 4 * (A + B)])
+
+
+# SGLang 0.4.6 (source sglang-046-dp-attention-schedule, read in the PyPI wheel
+# sglang-0.4.6-py3-none-any.whl): server_args.py line 108 load_balance_method = "round_robin";
+# managers/data_parallel_controller.py 231-236 round_robin_scheduler sends each request, as the
+# event loop receives it (246-258), to workers[round_robin_counter] and advances the counter mod
+# dp_size, whatever the ranks hold; managers/scheduler.py 1514-1525 all-gathers every rank's
+# token count each iteration and gives a rank with nothing to run an idle batch, which
+# schedule_batch.py 1332-1343 (prepare_for_idle) builds with empty input_ids: zero tokens.
+
+
+def test_round_robin_ignores_the_ranks_load():
+    # 3 ranks, 4 requests handed out before (counter 4 mod 3 = 1); rank 0 holds 5 requests of
+    # 5,000 tokens, the others none: the next 4 go to ranks 1, 2, 0, 1 all the same
+    assert adp_assign([5, 0, 0], [5000, 0, 0], [10, 20, 30, 40], rule="round_robin",
+                      dealt=4) == [1, 2, 0, 1]
+
+
+def test_empty_idle_batch_by_hand(it_ab):
+    # ranks' tokens [8, 0, 2, 2] with SGLang's idle batch of no tokens: own max 8 A, experts at
+    # the mean (8 + 0 + 2 + 2) / 4 = 3 tokens: 8 ms + 6 ms = 14 ms (TensorRT-LLM's one-token
+    # dummy: 14.5 ms, test_lockstep_time_by_hand)
+    T = np.array([8, 0, 2, 2])
+    it = dataclasses.replace(it_ab, adp_idle="empty_batch")
+    assert it.time_lockstep(T, T, np.zeros(4), [], []) == pytest.approx(8 * A + 3 * B)
+
+
+def test_round_robin_prefill_pool_by_hand(it_ab):
+    # a prefill pool (osl 1) under SGLang's on-demand reserve: prompts [300, 100, 100] at t = 0
+    # on 2 ranks, max_batch 4. Round robin: #0 -> r0, #1 -> r1, #2 -> r0, so one iteration runs
+    # T = [400, 100]: 400 A + 250 B = 0.9 s, and every request is done (its one token out).
+    # TensorRT-LLM's rule on the same requests: expected ceil(3 / 2) = 2; 300 -> r0, then the
+    # two 100s -> r1 (fewest tokens): T = [300, 200], 300 A + 250 B = 0.8 s.
+    isl, osl = np.array([300, 100, 100]), np.ones(3, np.int64)
+    pol = dataclasses.replace(_pol(max_batch=4), reserve="on_demand", adp_assign="round_robin")
+    it = dataclasses.replace(it_ab, adp_idle="empty_batch")
+    r = simulate_lockstep(it, pol, 2, np.zeros(3), isl, osl)
+    assert r.makespan_s == pytest.approx(400 * A + 250 * B)
+    trt = simulate_lockstep(it_ab, _pol(max_batch=4), 2, np.zeros(3), isl, osl)
+    assert trt.makespan_s == pytest.approx(300 * A + 250 * B)
+
+
+def test_sglang_profile_and_its_ranks():
+    from scalemodel.analytic.serving.engine import get_serving_engine
+    from scalemodel.analytic.serving.iteration import ServeLayout
+    from scalemodel.analytic.serving.service import adp_ranks
+
+    eng = get_serving_engine("sglang-0.4.6-deepep")
+    assert eng.adp_schedule() == {"assign": "round_robin", "idle": "empty_batch",
+                                  "gather_padding": False}
+    lay = ServeLayout(tp=4, ep=4, attention_dp=True)
+    # the on-demand reserve (retraction) is simulated in lock-step only where nothing decodes
+    assert adp_ranks(lay, eng, 1) == 4
+    assert adp_ranks(lay, eng, 100) == 1
+    assert adp_ranks(lay, get_serving_engine("trtllm-1.0-bench"), 100) == 4

@@ -330,7 +330,8 @@ ADP_DEEPEP = ("dispatcher", "deepep_mode", "dispatch_bytes_per_element",
               "combine_bytes_per_element", "ll_row_extra_bytes")
 
 
-ADP_ASSIGN = ("prompt_tokens_under_count",)
+ADP_ASSIGN = ("prompt_tokens_under_count", "round_robin")
+ADP_IDLE = ("dummy_generation", "empty_batch")
 
 
 def _adp_ok(v: dict[str, Any]) -> bool:
@@ -449,13 +450,17 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # (analytic/serving/scheduler.py simulate_lockstep): assign "prompt_tokens_under_count" (a
     # new request goes to the rank with the fewest unfinished prompt tokens among those under
     # the count target ceil(unfinished / n)); idle "dummy_generation" (a rank with no request
-    # runs a one-token generation request); gather_padding false (the exchange and the experts
+    # runs a one-token generation request); assign "round_robin" (request i, in arrival order,
+    # goes to rank i mod n as it arrives, whatever the ranks hold: SGLang's DataParallelController);
+    # idle "empty_batch" (a rank with no request runs a zero-token batch: no work of its own,
+    # it only joins the exchange); gather_padding false (the exchange and the experts
     # take each rank's own tokens) or true (every rank padded to the largest rank's count)
     "attention_dp_schedule": (
         lambda v: (isinstance(v, dict) and set(v) == {"assign", "idle", "gather_padding"}
-                   and v["assign"] in ADP_ASSIGN and v["idle"] in ("dummy_generation",)
+                   and v["assign"] in ADP_ASSIGN and v["idle"] in ADP_IDLE
                    and isinstance(v["gather_padding"], bool)),
-        "a table assign = " + " | ".join(ADP_ASSIGN) + ", idle = dummy_generation, "
+        "a table assign = " + " | ".join(ADP_ASSIGN) + ", idle = "
+        + " | ".join(ADP_IDLE) + ", "
         "gather_padding = true | false"),
     # CUDA-graph batch-size buckets (analytic/serving/engine.py capture_sizes): the default
     # capture list (a list, or {small, step, start, stop} for small + range(start, stop + 1,

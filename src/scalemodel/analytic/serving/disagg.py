@@ -101,9 +101,11 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
     from .service import adp_ranks
 
     for c in (p, d):
-        if c.layout.attention_dp and adp_ranks(c.layout, eng) == 1:
-            raise BadInput(f"--disaggregated with --layout adp=1: {eng.id}'s attention-DP rank "
-                           "assignment was not read (frameworks.toml attention_dp_schedule)")
+        if c.layout.attention_dp and adp_ranks(c.layout, eng, 1 if c is p else None) == 1:
+            raise BadInput(f"--disaggregated with --layout adp=1: {eng.id}'s attention-DP ranks "
+                           "are not simulated in lock-step (rank assignment not read in "
+                           "frameworks.toml attention_dp_schedule, or an on-demand KV reserve "
+                           "with decoding requests)")
     a, i, o = draw(stream, isl, osl, m.max_context)
     n = a.size
     # prefill pool: requests dealt round robin to its replicas, OSL 1 each
@@ -112,7 +114,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         idx = np.arange(k, n, p.layout.dp)
         pol = policy(eng, p.es)
         r = simulate(p.it, pol, a[idx], i[idx], np.ones(idx.size, np.int64),
-                     concurrency=0, ranks=adp_ranks(p.layout, eng))
+                     concurrency=0, ranks=adp_ranks(p.layout, eng, 1))
         first[idx] = r.first_token_s
     ready = first + kv_transfer_s(m, p.kv_dtype, i, p.layout.tp, link)
     finish = np.empty(n)

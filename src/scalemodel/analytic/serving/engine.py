@@ -84,7 +84,7 @@ class Engine:
         """How this engine's attention-DP ranks take requests and meet at each MoE layer, or one
         line where that was not read."""
         a = self.attention_dp_schedule
-        if a.get("assign") != "prompt_tokens_under_count":
+        if a.get("assign") not in ("prompt_tokens_under_count", "round_robin"):
             raise BadInput(f"--layout adp=1: {self.id}'s attention-DP request assignment was not "
                            "read (frameworks.toml attention_dp_schedule); it is not priced")
         return a

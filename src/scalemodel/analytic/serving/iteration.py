@@ -229,6 +229,9 @@ class IterationModel:
     host_iters_per_schedule: int = 1
     # attention DP: every rank's rows padded to the largest rank's before the exchange
     adp_gather_padding: bool = False
+    # attention DP: what a rank with no request runs ("dummy_generation": one generation token;
+    # "empty_batch": nothing of its own, it only joins the exchange)
+    adp_idle: str = "dummy_generation"
     # speculative decoding (speculative.py): the decode attention's two sides per context token
     # (all layers, a stage's share), the Speculation, and the drafter's priced parts: one
     # drafter pass by sequences (MTP module or EAGLE head: its layer, projection and head), its
@@ -380,7 +383,9 @@ class IterationModel:
         exchange once, at the ranks' tokens together: n times their mean where the gather is
         sized by each rank's own count (``all_rank_num_tokens``: CutlassFusedMoE without DP
         padding), n times their largest where the engine pads (``adp_gather_padding``). A
-        rank with no work runs the engine's one-token dummy generation request. Host work as
+        rank with no work runs the engine's one-token dummy generation request
+        (``adp_idle`` "dummy_generation") or a batch of no tokens ("empty_batch": its own work
+        and its rows in the exchange are zero). Host work as
         :meth:`time`, for the rank with the most sampling sequences."""
         tb = self.tables
         if tb.moe_shared is None:
@@ -399,6 +404,9 @@ class IterationModel:
                + self.dec_s_per_ctx_token * ctx
                + np.asarray([self.prefill_attention(c, p) for c, p in zip(chunks, cached, strict=True)]
                             + [0.0] * (T.size - len(chunks))))
+        if self.adp_idle == "empty_batch":
+            own = np.where(idle, 0.0, own)
+            i = np.where(idle, 0, i)
         x = float(i.max()) if self.adp_gather_padding else float(i.mean())
         # no rank with prefill tokens: the engine's decode-mode dispatcher where it has one
         # (DeepEP low-latency under --deepep-mode auto, Tables.moe_shared_ll)
@@ -500,7 +508,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           host_s_per_iter: float = 0.0, host_s_per_seq: float = 0.0,
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
           adp_exchange: dict[str, Any] | None = None,
-          adp_gather_padding: bool = False, spec: Any = None,
+          adp_gather_padding: bool = False, adp_idle: str = "dummy_generation",
+          spec: Any = None,
           graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
           graph_padding: bool = True, graph_max_ctx: int = 0) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
@@ -514,7 +523,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     when the layout runs attention data-parallel; ``adp_gather_padding``: the engine pads every
     rank's rows to the largest rank's before the exchange (frameworks.toml
     attention_dp_schedule gather_padding), so the lock-step's experts and exchange take n times
-    the largest rank's tokens (:meth:`IterationModel.time_lockstep`). ``spec``
+    the largest rank's tokens (:meth:`IterationModel.time_lockstep`); ``adp_idle``: what a
+    rank with no request runs (attention_dp_schedule idle). ``spec``
     (speculative.Speculation): the tables reach k + 1 tokens per sequence and the drafter is
     priced (:meth:`IterationModel.verify_gpu`). ``graph_*``: the
     engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`)."""
@@ -729,7 +739,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         dec_bound="memory (KV read)" if mem_s >= cmp_s else "compute", eff_x=eff_x,
         eff_y=eff_y, host_s_per_iter=float(host_s_per_iter), host_s_per_seq=float(host_s_per_seq),
         host_overlap=bool(host_overlap), host_iters_per_schedule=int(host_iters_per_schedule),
-        adp_gather_padding=bool(adp_gather_padding),
+        adp_gather_padding=bool(adp_gather_padding), adp_idle=str(adp_idle),
         dec_mem_s=m.n_layers * mem_s / lay.pp, dec_cmp_s=m.n_layers * cmp_s / lay.pp,
         spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it,
         graph_sizes=tuple(int(x) for x in graph_sizes), graph_batch=graph_batch,

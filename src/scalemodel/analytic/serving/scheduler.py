@@ -49,6 +49,9 @@ class SchedulerPolicy:
     # the automatic prefix cache (engine profile prefix_cache): "off", "scheduled" (a prompt's
     # full blocks are findable from the step that schedules them) or "prefilled" (once run)
     prefix_cache: str = "off"
+    # attention DP (engine profile attention_dp_schedule assign): how the engine hands waiting
+    # requests to its ranks (:func:`adp_assign`)
+    adp_assign: str = "prompt_tokens_under_count"
 
 
 def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> SchedulerPolicy:
@@ -62,7 +65,9 @@ def policy(eng: Any, es: Any, *, chunked_prefill: bool | None = None) -> Schedul
     return SchedulerPolicy(
         es.max_batch, es.token_budget, chunked, eng.reserve, es.kv.block_size, es.kv.blocks,
         prefill_alone=v0, steps_per_schedule=int(eng.host_iters_per_schedule) if v0 else 1,
-        prefix_cache=str(getattr(eng, "prefix_cache", "off") or "off"))
+        prefix_cache=str(getattr(eng, "prefix_cache", "off") or "off"),
+        adp_assign=str((getattr(eng, "attention_dp_schedule", None) or {}).get(
+            "assign") or "prompt_tokens_under_count"))
 
 
 @dataclass(frozen=True)
@@ -688,8 +693,13 @@ def _simulate_v0(it: IterationModel, pol: SchedulerPolicy, arrival_s: np.ndarray
                      t_mix / max(n_mix_it, 1))
 
 
-def adp_assign(active_n: list[int], active_tokens: list[int], new_isl: list[int]) -> list[int]:
-    """The rank each new request goes to under attention DP, by TensorRT-LLM's rule
+def adp_assign(active_n: list[int], active_tokens: list[int], new_isl: list[int], *,
+               rule: str = "prompt_tokens_under_count", dealt: int = 0) -> list[int]:
+    """The rank each new request goes to under attention DP, by the engine's ``rule``.
+    ``"round_robin"`` (SGLang's DataParallelController, data_parallel_controller.py
+    round_robin_scheduler at 0.4.6): the j-th new request goes to rank (dealt + j) mod n,
+    ``dealt`` being the requests handed out before, whatever the ranks hold.
+    ``"prompt_tokens_under_count"``: TensorRT-LLM's rule
     (executor_request_queue.py ``_schedule_attention_dp_requests`` and
     ``_balance_requests_across_ranks``): each rank's target is ``expected`` = max(ceil((active +
     new) / n), the largest rank's active count); the new requests, longest prompt first (a
@@ -699,6 +709,10 @@ def adp_assign(active_n: list[int], active_tokens: list[int], new_isl: list[int]
     their prompt lengths."""
     n = len(active_n)
     k = len(new_isl)
+    if rule == "round_robin":
+        return [(int(dealt) + j) % n for j in range(k)]
+    if rule != "prompt_tokens_under_count":
+        raise BadInput(f"attention DP: no request assignment {rule!r} is simulated")
     expected = max(-(-(sum(active_n) + k) // n), max(active_n))
     heap = [(int(active_tokens[r]), int(active_n[r]), r) for r in range(n)
             if active_n[r] < expected]
@@ -719,19 +733,24 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
     """One replica under attention data parallelism: ``n_ranks`` ranks, each with its own batch,
     limits and KV pool (``pol``), all running every iteration together (each MoE layer waits
     for the slowest, :meth:`IterationModel.time_lockstep`). The engine keeps one waiting queue;
-    each iteration it hands waiting requests to ranks (:func:`adp_assign`) while the ranks hold
-    fewer than n x max_batch unfinished requests, and a request stays on its rank to the end.
-    Each rank then schedules its own requests by the rules of :func:`simulate` with the
-    guaranteed-no-evict reserve (TensorRT-LLM's, the one engine priced with attention DP):
+    each iteration it hands waiting requests to ranks (:func:`adp_assign`, the profile's rule
+    ``pol.adp_assign``) while the ranks hold fewer than n x max_batch unfinished requests
+    (TensorRT-LLM's), or all of them on arrival (round robin, SGLang's), and a request stays on
+    its rank to the end. Each rank then schedules its own requests by the rules of
+    :func:`simulate` with the guaranteed-no-evict reserve (TensorRT-LLM's); an on-demand
+    reserve (SGLang's) is taken only where no request decodes (every osl 1, a prefill pool),
+    where it preempts nothing and the one difference left is that a prompt's blocks are taken
+    whole at admission, not chunk by chunk (it binds only where the KV pool is the limit):
     decode tokens first, prompts in flight, then its assigned requests in order while its batch,
     budget and KV blocks allow. Stretches where no rank's batch can change are advanced in one
     move, as in :func:`simulate`; ``prefilled``: prompts arrive with their KV (a disaggregated
     decode pool), as there."""
-    if pol.reserve != "full":
-        raise BadInput("attention DP is simulated with the guaranteed-no-evict reserve only "
-                       f"(TensorRT-LLM's); got reserve {pol.reserve!r}")
     R = int(n_ranks)
     n, arrival_s, isl, osl, need_full = _inputs(pol, arrival_s, isl, osl, concurrency, prefilled)
+    if pol.reserve != "full" and (pol.reserve != "on_demand" or (n and int(osl.max()) > 1)):
+        raise BadInput("attention DP is simulated with the guaranteed-no-evict reserve, or an "
+                       "on-demand one where no request decodes (osl 1: a prefill pool); got "
+                       f"reserve {pol.reserve!r}")
     bs, cap = pol.block_tokens, pol.kv_blocks
     order, done_p, kv, gen, blocks, first, finish = _request_state(arrival_s, isl, prefilled)
     gwait: deque[int] = deque()  # the engine's waiting queue, shared by the ranks
@@ -741,6 +760,7 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
     free = [cap] * R
     act_n = [0] * R
     act_tok = [0] * R
+    dealt = 0  # requests handed to ranks so far (the round-robin counter)
     nxt, t = 0, 0.0
     iters = peak = finished = 0
     seq_iters = t_dec = t_mix = 0.0
@@ -755,14 +775,19 @@ def simulate_lockstep(it: IterationModel, pol: SchedulerPolicy, n_ranks: int,
         if iters > max_iterations:
             raise BadInput("the serving simulation did not finish (no progress); check the "
                            "token budget and KV pool")
-        room = R * pol.max_batch - sum(act_n)
+        # round robin deals every request on arrival; TensorRT-LLM's queue gives up to
+        # n x max_batch unfinished
+        room = (len(gwait) if pol.adp_assign == "round_robin"
+                else R * pol.max_batch - sum(act_n))
         if gwait and room > 0:
             take = [gwait.popleft() for _ in range(min(room, len(gwait)))]
-            for q, r in zip(take, adp_assign(act_n, act_tok, [int(isl[q]) for q in take]),
+            for q, r in zip(take, adp_assign(act_n, act_tok, [int(isl[q]) for q in take],
+                                             rule=pol.adp_assign, dealt=dealt),
                             strict=True):
                 rwait[r].append(q)
                 act_n[r] += 1
                 act_tok[r] += int(isl[q])
+            dealt += len(take)
         decs, cids, clens, dones, comps = [], [], [], [], []
         admitted_any = False
         for r in range(R):

@@ -258,13 +258,13 @@ def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, 
 
     from .service import _shares, stream_prefix
 
-    sh = _shares(lay, eng)
+    sh = _shares(lay, eng, osl)
     share = replace(stream, requests=max(1, -(-stream.requests // sh)),
                     rate_per_s=stream.rate_per_s / sh,
                     concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng),
+    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng, osl),
                  prefix=stream_prefix(eng, share, isl, i))
     return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
 

@@ -92,6 +92,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  adp_exchange=eng.adp_exchange() if lay.attention_dp else None,
                  adp_gather_padding=(bool(eng.attention_dp_schedule.get("gather_padding", False))
                                      if lay.attention_dp else False),
+                 adp_idle=str(eng.attention_dp_schedule.get("idle") or "dummy_generation"),
                  spec=eng.speculation,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
                  graph_padding=bool(g.get("cuda_graph_padding", True)),
@@ -165,14 +166,15 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
     # attention DP: the replica's tp ranks each run their own batch (their own KV pool and
     # engine limits), in lock-step at each MoE layer; the scheduler simulates them together,
     # handing requests to ranks by the engine's rule (scheduler.simulate_lockstep)
-    sh = _shares(lay, eng)
+    sh = _shares(lay, eng, osl)
     share = replace(stream, requests=max(1, -(-stream.requests // sh)),
                     rate_per_s=stream.rate_per_s / sh,
                     concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
     a, i, o = draw(share, isl, osl, m.max_context)
     pol = policy(eng, es)
-    r = simulate(it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng),
-                 prefix=stream_prefix(eng, share, isl, i), stop_p99=stop_p99)
+    r = simulate(it, pol, a, i, o, concurrency=share.concurrency,
+                 ranks=adp_ranks(lay, eng, osl), prefix=stream_prefix(eng, share, isl, i),
+                 stop_p99=stop_p99)
     if r.stopped:
         return None
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
@@ -191,24 +193,28 @@ def stream_prefix(eng: Engine, stream: Stream, isl: int, i: np.ndarray) -> np.nd
     return prefix_lengths(stream, i)
 
 
-def _shares(lay: ServeLayout, eng: Engine | None = None) -> int:
+def _shares(lay: ServeLayout, eng: Engine | None = None, osl: int | None = None) -> int:
     """Independent batches the stream is split over: the dp replicas (the tp attention-DP
     ranks of a replica are simulated together, :func:`adp_ranks`), times the tp ranks where
     the engine's rank assignment was not read and one simulated rank stands for each."""
-    if lay.attention_dp and adp_ranks(lay, eng) == 1:
+    if lay.attention_dp and adp_ranks(lay, eng, osl) == 1:
         return lay.dp * lay.tp
     return lay.dp
 
 
-def adp_ranks(lay: ServeLayout, eng: Engine | None = None) -> int:
+def adp_ranks(lay: ServeLayout, eng: Engine | None = None, osl: int | None = None) -> int:
     """Ranks of a replica simulated together: tp under attention DP where the engine's rule for
-    handing requests to ranks was read (frameworks.toml attention_dp_schedule), else 1. An
-    engine without that reading (SGLang's DeepEP profile) is simulated as one rank on a 1/tp
-    share of the replica's requests, the ranks taken as equal: an assumption, stated in
+    handing requests to ranks was read (frameworks.toml attention_dp_schedule) and the
+    lock-step can run its KV reserve (guaranteed-no-evict, or on-demand where no request
+    decodes: ``osl`` 1, scheduler.simulate_lockstep), else 1. Otherwise (an engine without that
+    reading; SGLang's on-demand reserve with decoding requests) a replica is simulated as one
+    rank on a 1/tp share of its requests, the ranks taken as equal: an assumption, stated in
     docs/serving.md."""
     if not lay.attention_dp:
         return 1
     if eng is not None and not eng.attention_dp_schedule.get("assign"):
+        return 1
+    if eng is not None and eng.reserve != "full" and (osl is None or int(osl) > 1):
         return 1
     return lay.tp
 
@@ -221,7 +227,7 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
             es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
             ) -> ServeResult:
     span = r.makespan_s
-    sh = _shares(lay, eng)
+    sh = _shares(lay, eng, osl)
     out = float(r.osl.sum()) / span * sh
     tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv
