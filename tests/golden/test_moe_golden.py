@@ -77,10 +77,10 @@ def test_node_limited_dispatch_sends_fewer_nic_bytes():
     # network at most 3 times (its own node is one of the 4); without the limit about 8 x 3/4.
     from scalemodel.analytic.moe_serving import layout_fanout
 
-    gpus, remote = layout_fanout(256, 8, 8, 4, 32, 32, "groups-on-node", 8, 0.6)
+    gpus, remote, _ = layout_fanout(256, 8, 8, 4, 32, 32, "groups-on-node", 8, 0.6)
     assert remote <= 3.0 + 1e-9 and remote < 8 * 3 / 4
     assert gpus <= 8
-    _, remote_free = layout_fanout(256, 8, 0, 0, 32, 32, "global", 8, 0.6)
+    _, remote_free, _ = layout_fanout(256, 8, 0, 0, 32, 32, "global", 8, 0.6)
     assert remote < remote_free <= 3.0 + 1e-9  # 4 nodes: at most the 3 others
 
 
@@ -107,3 +107,36 @@ def test_alltoall_with_kernel_floor_matches_deepep_low_latency(ep):
         1024.0, row_d, ep, fab))), rel=1e-9)
     assert float(both[0]) == pytest.approx(d_us, rel=0.025)
     assert float(both[1]) == pytest.approx(c_us, rel=0.025)
+
+
+# moe serve's node-limited (prefill) exchange is floored by the same measured rates as the step
+# model's and plan serve's (step/comm.py kernel_network_floor / kernel_nvlink_floor). DeepEP V1's
+# normal kernels (docs/legacy.md, H800 + ConnectX-7 400 Gb/s): internode EP16 = 2 nodes,
+# 43 GB/s RDMA dispatch and combine, counted with the own node's copy (test_internode.py);
+# intranode EP8 153 GB/s dispatch, 158 GB/s combine on NVLink. By hand, 2 nodes: 2,000 counted
+# rows x 7,392 B / 43 GB/s = 343.8 us dispatch, 2,000 x 14,336 B / 43 GB/s = 666.8 us combine;
+# the wire (1,000 rows that leave the node at ~50 GB/s, ~150 us) and the NVLink stage (100 rows)
+# are shorter, so the floor is the time.
+def test_node_limited_exchange_floored_by_deepep_normal_kernels():
+    fab = serving_fabric(get_gpu("h800"), 8)
+    rows = np.array([1000.0, 1000.0])
+    t = alltoall_time_s(np.array([100.0, 100.0]), 1.0, 16, fab, mode="node-limited",
+                        bytes_per_copy_each=np.array([7392.0, 14336.0]), nic_copies=rows,
+                        nic_copies_counted=2 * rows, calls=("dispatch", "combine"))
+    assert t[0] == pytest.approx(2000 * 7392 / 43e9, rel=1e-9)
+    assert t[1] == pytest.approx(2000 * 14336 / 43e9, rel=1e-9)
+    wire = alltoall_time_s(np.array([100.0, 100.0]), 1.0, 16, fab, mode="node-limited",
+                           bytes_per_copy_each=np.array([7392.0, 14336.0]), nic_copies=rows)
+    assert np.all(wire < t)
+
+
+def test_one_node_normal_kernels_no_faster_than_deepep_nvlink_rate():
+    # EP8 on one H800 node, 4,096 tokens x 6.5 GPUs per token received (as in DeepEP's test):
+    # no faster than 153 GB/s (dispatch) and 158 GB/s (combine) over the received rows
+    fab = serving_fabric(get_gpu("h800"), 8)
+    vol = np.array([4096 * 6.5, 4096 * 6.5])
+    b = np.array([7392.0, 14336.0])
+    t = alltoall_time_s(vol, 1.0, 8, fab, mode="node-limited", bytes_per_copy_each=b,
+                        calls=("dispatch", "combine"))
+    assert t[0] >= vol[0] * b[0] / 153e9 * (1 - 1e-9)
+    assert t[1] >= vol[1] * b[1] / 158e9 * (1 - 1e-9)

@@ -141,7 +141,8 @@ def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarra
 def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
                     mode: str = "per-expert", nic_copies: Any = None,
                     bytes_per_copy_each: Any = None,
-                    calls: tuple[str, ...] | None = None) -> np.ndarray:
+                    calls: tuple[str, ...] | None = None,
+                    nic_copies_counted: Any = None) -> np.ndarray:
     """One dispatch or combine on the busiest GPU, vectorised over ``copies``.
 
     ``per-expert`` (DeepEP's low-latency kernels, decode): each of a token's copies goes
@@ -158,10 +159,16 @@ def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
     over the p GPUs of the node. ``bytes_per_copy_each`` (optional) gives a byte size per row
     of a stacked ``copies`` (dispatch and combine priced in one call).
 
-    ``calls`` (one of "dispatch" / "combine" per stacked row): in ``per-expert`` mode across
-    nodes, each row is priced no faster than DeepEP's measured low-latency rate at ``ep`` ranks
-    allows (step/comm.py ``low_latency_stage_time``, the model ``plan serve``'s wide-EP layouts
-    use; collectives.toml [ep_dispatch_lowlatency.deepep]). None: the engine's wire alone.
+    ``calls`` (one of "dispatch" / "combine" per stacked row): each row is priced no faster
+    than DeepEP's measured rates allow, through the functions ``plan serve``'s wide-EP layouts
+    and the training step model use (step/comm.py). In ``per-expert`` mode across nodes, the
+    low-latency rate at ``ep`` ranks (``low_latency_stage_time``; collectives.toml
+    [ep_dispatch_lowlatency.deepep]). In ``node-limited`` mode, each stage no faster than the
+    normal kernels' rate: the network stage at the N nodes (``kernel_network_floor``,
+    [ep_dispatch_kernel.deepep]) over ``nic_copies_counted`` rows (a token's nodes with its own,
+    as the kernels' benchmark counts them; ``nic_copies`` where not given), the NVLink stage at
+    the p GPUs of a node (``kernel_nvlink_floor``, [ep_dispatch_nvlink.deepep]) over the rows a
+    GPU receives. None: the engine's wire alone.
     """
     p = fabric.gpus_per_node
     if bytes_per_copy_each is not None:
@@ -170,24 +177,42 @@ def alltoall_time_s(copies: Any, bytes_per_copy: float, ep: int, fabric: Any, *,
     vol = np.asarray(copies, dtype=np.float64) * bytes_per_copy
     if ep <= 1:
         return np.zeros(vol.shape)
+    if mode not in DISPATCH_MODES[1:]:
+        raise BadInput(f"--dispatch: {mode!r} is not one of {', '.join(DISPATCH_MODES[1:])}")
+    kinds = (None if calls is None
+             else np.array(calls).reshape((-1,) + (1,) * (np.ndim(vol) - 1)))
+
+    def floored(wire: np.ndarray, floor: Any) -> np.ndarray:
+        if kinds is None:
+            return wire
+        return np.maximum(wire, np.where(kinds == "dispatch", floor("dispatch"),
+                                         floor("combine")))
+
+    from .step.comm import (
+        kernel_network_floor,
+        kernel_nvlink_floor,
+        low_latency_stage_time,
+        nic_bytes_per_s,
+    )
+
+    up = fabric.intra.bytes_per_s_per_direction
     if mode == "per-expert" or ep <= p:
         wire = _a2a(vol, ep, min(ep, p), fabric)
-        if calls is None or mode != "per-expert" or fabric.inter is None:
+        if mode == "node-limited":  # one node: the normal kernels' NVLink stage alone
+            return floored(wire, lambda c: kernel_nvlink_floor("deepep", up, vol, ep, c))
+        if fabric.inter is None:
             return wire
-        from .step.comm import low_latency_stage_time
-
-        kinds = np.array(calls).reshape((-1,) + (1,) * (np.ndim(vol) - 1))
-        floor = np.where(kinds == "dispatch",
-                         low_latency_stage_time("deepep", fabric, vol, ep, "dispatch"),
-                         low_latency_stage_time("deepep", fabric, vol, ep, "combine"))
-        return np.maximum(wire, floor)
-    if mode != "node-limited":
-        raise BadInput(f"--dispatch: {mode!r} is not one of {', '.join(DISPATCH_MODES[1:])}")
+        return floored(wire, lambda c: low_latency_stage_time("deepep", fabric, vol, ep, c))
     nodes = -(-ep // p)
     nic = np.asarray(nic_copies, dtype=np.float64) * bytes_per_copy
+    counted = (nic if nic_copies_counted is None
+               else np.asarray(nic_copies_counted, dtype=np.float64) * bytes_per_copy)
     # the rail all-to-all sends (N-1)/N of its per-rank buffer to other nodes
-    t_nic = _a2a(nic * nodes / (nodes - 1), nodes, 1, fabric)
-    t_nvl = _a2a(vol, p, p, fabric)
+    t_nic = floored(_a2a(nic * nodes / (nodes - 1), nodes, 1, fabric),
+                    lambda c: kernel_network_floor("deepep", nic_bytes_per_s(fabric), counted,
+                                                   nodes, c))
+    t_nvl = floored(_a2a(vol, p, p, fabric),
+                    lambda c: kernel_nvlink_floor("deepep", up, vol, p, c))
     return np.maximum(t_nic, t_nvl)
 
 
@@ -293,8 +318,10 @@ def _distinct(a: np.ndarray) -> np.ndarray:
 
 def fanout(pop: np.ndarray, plan: np.ndarray, *, k: int, groups: int, groups_per_token: int,
            ep: int, gpus_per_node: int, rng: np.random.Generator, tokens: int = 1024
-           ) -> tuple[float, float]:
-    """(distinct GPUs, distinct other nodes) one token's dispatch reaches, sampled.
+           ) -> tuple[float, float, float]:
+    """(distinct GPUs, distinct other nodes, distinct nodes with its own) one token's dispatch
+    reaches, sampled. The third is the network stage's row count as DeepEP's normal kernels
+    count their bytes (test_internode.py: a token's nodes, its own not masked).
 
     A token on a random GPU picks ``groups_per_token`` of the router's ``groups`` expert groups
     (when the model limits them; DeepSeek-V3: 4 of 8) in proportion to group popularity, then
@@ -322,8 +349,9 @@ def fanout(pop: np.ndarray, plan: np.ndarray, *, k: int, groups: int, groups_per
     gpu = order[first[sel] + rep] // spg
     node = gpu // gpus_per_node
     src = rng.integers(0, ep, tokens) // gpus_per_node
-    d_node = _distinct(node) - (node == src[:, None]).any(axis=1)
-    return float(_distinct(gpu).mean()), float(d_node.mean())
+    all_nodes = _distinct(node)
+    d_node = all_nodes - (node == src[:, None]).any(axis=1)
+    return float(_distinct(gpu).mean()), float(d_node.mean()), float(all_nodes.mean())
 
 
 @cache
@@ -359,7 +387,7 @@ def layout_stats(E: int, k: int, groups: int, groups_per_token: int, ep: int, re
 @cache
 def layout_fanout(E: int, k: int, groups: int, groups_per_token: int, ep: int, redundant: int,
                   placement: str, gpus_per_node: int, s: float, *, draws: int = 256,
-                  patterns: int = 4, seed: int = 0) -> tuple[float, float]:
+                  patterns: int = 4, seed: int = 0) -> tuple[float, float, float]:
     """Mean over the popularity patterns of :func:`fanout` for a layout's placements."""
     st = layout_stats(E, k, groups, groups_per_token, ep, redundant, placement, gpus_per_node, s,
                       draws=draws, seed=seed) if patterns == 4 else layout_stats(
@@ -369,7 +397,8 @@ def layout_fanout(E: int, k: int, groups: int, groups_per_token: int, ep: int, r
     r = [fanout(row, plan, k=k, groups=groups, groups_per_token=groups_per_token, ep=ep,
                 gpus_per_node=gpus_per_node, rng=rng) for row, plan in zip(st.pop, st.plans,
                                                                              strict=True)]
-    return float(np.mean([a for a, _ in r])), float(np.mean([b for _, b in r]))
+    a, b, c = (float(np.mean(col)) for col in zip(*r, strict=True))
+    return a, b, c
 
 
 def recv_tail(st: LayoutStats, copies: np.ndarray, *, seed: int = 0, gpus_per_node: int = 8
@@ -502,17 +531,20 @@ def grid(mm: _Model, kb: Knobs, *, phase: str, ep: int, redundant: int, placemen
     t_exp = np.maximum(2 * mm.P_x * recv / peak, slots_per_gpu * mm.P_x * e_w / bw)
     mode = kb.mode(phase)
     send = nn[:, None] * mm.k
-    vol, nic, fan = np.maximum(send, recv), None, (float(mm.k), 0.0)
+    vol, nic, counted, fan = np.maximum(send, recv), None, None, (float(mm.k), 0.0, 1.0)
     if mode == "node-limited" and ep > 1:
         fan = layout_fanout(mm.E, mm.k, mm.groups, mm.groups_per_token, ep, redundant,
                             placement, kb.gpus_per_node, kb.skew, draws=kb.draws, seed=kb.seed)
         vol = vol * fan[0] / mm.k  # one copy per (token, GPU)
         nic = nn[:, None] * fan[1] * np.maximum(1.0, node_imb)  # one per (token, other node)
+        counted = nn[:, None] * fan[2] * np.maximum(1.0, node_imb)  # the kernels' count
     # dispatch (FP8 + scales) and combine (BF16) priced together
     both = alltoall_time_s(np.stack([vol, vol]), 1.0, ep, fab, mode=mode,
                            bytes_per_copy_each=np.array([mm.h * kb.dispatch_bytes,
                                                          mm.h * kb.combine_bytes]),
                            nic_copies=None if nic is None else np.stack([nic, nic]),
+                           nic_copies_counted=None if counted is None else np.stack([counted,
+                                                                                     counted]),
                            calls=("dispatch", "combine"))
     t_disp, t_comb = both[0], both[1]
     comp = (t_attn + t_tp + t_shared)[:, :, None] + t_exp[None]

@@ -232,8 +232,30 @@ def kernel_network_stage(kernel: str | None, cl: Cluster, rdma_buf: Any, n_nodes
     wire = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, cl)
     if kernel is None:
         return wire
-    measured = rdma_buf / (kernel_rate(kernel, call, n_nodes) * nic_bytes_per_s(cl))
-    return np.where(np.asarray(n_nodes) > 1, np.maximum(wire, measured), wire)
+    return np.maximum(wire, kernel_network_floor(kernel, nic_bytes_per_s(cl), rdma_buf, n_nodes,
+                                                 call))
+
+
+def kernel_network_floor(kernel: str, nic_bytes: float, rdma_buf: Any, n_nodes: Any,
+                         call: str) -> Any:
+    """The least seconds a per-destination kernel's network stage takes: ``rdma_buf`` (counted
+    as the kernels' benchmarks count it, the own node's copy included) at the kernel's measured
+    rate at ``n_nodes`` nodes (:func:`kernel_rate`) times ``nic_bytes`` per second per GPU; 0 on
+    one node. Every model of the normal kernels' network stage (the step model, ``plan serve``,
+    ``moe serve``) floors its wire with this."""
+    measured = (np.asarray(rdma_buf, dtype=np.float64)
+                / (kernel_rate(kernel, call, n_nodes) * nic_bytes))
+    return np.where(np.asarray(n_nodes) > 1, measured, 0.0)
+
+
+def kernel_nvlink_floor(kernel: str, up: float, nvl_buf: Any, r_ep: Any, call: str) -> Any:
+    """The least seconds a per-destination kernel's NVLink stage takes: ``nvl_buf`` (the rows a
+    rank receives, its own included) at the kernel's measured NVLink rate at ``r_ep`` ranks of
+    one domain (:func:`kernel_rate`, ``stage="nvlink"``) times ``up`` bytes per second per
+    direction; 0 for one rank."""
+    measured = (np.asarray(nvl_buf, dtype=np.float64)
+                / (kernel_rate(kernel, call, r_ep, "nvlink") * float(up)))
+    return np.where(np.asarray(r_ep) > 1, measured, 0.0)
 
 
 def nvlink_stage_time(c: Candidates, nvl_buf: Any, r_ep: Any, call: str) -> Any:
@@ -253,8 +275,7 @@ def kernel_nvlink_stage(kernel: str | None, cl: Cluster, up: Any, nvl_buf: Any, 
     wire = collective_time("all_to_all", nvl_buf, r_ep, r_ep, cl)
     if kernel is None or not up:
         return wire
-    measured = nvl_buf / (kernel_rate(kernel, call, r_ep, "nvlink") * float(up))
-    return np.where(np.asarray(r_ep) > 1, np.maximum(wire, measured), wire)
+    return np.maximum(wire, kernel_nvlink_floor(kernel, up, nvl_buf, r_ep, call))
 
 
 def low_latency_stage_time(kernel: str, cl: Cluster, nbytes: Any, ep: Any, call: str) -> Any:
