@@ -126,15 +126,20 @@ MIB = 2**20
 
 
 def _nccl_2262_pair() -> int:
-    """One P2P send + receive buffer pair of a channel, NCCL v2.26.2-1: Simple DEFAULT_BUFFSIZE
-    1 << 22 on the send side under P2P read (p2p.cc lines 376-379), LL 8 lines x 512 threads x 8
-    steps x 16 B and LL128 120 x 640 x 8 x 8 B on the receive side (lines 444-447; init.cc lines
-    606-619, device.h lines 24, 68-69, 85-86), each side with a 4 KiB header, aligned to
-    CUDA_IPC_MIN = 2 MiB (comm.h line 34)."""
+    """One P2P send + receive buffer pair of a channel between two H100s, NCCL v2.26.2-1. P2P
+    read is enabled only between two sm_80 GPUs (graph/paths.cc line 354), so on sm_90 the
+    receive side holds Simple (DEFAULT_BUFFSIZE 1 << 22), LL (8 lines x 512 threads x 8 steps x
+    16 B) and LL128 (120 x 640 x 8 x 8 B) and the send side only its header (p2p.cc lines
+    376-379, 444-447; init.cc lines 606-619; device.h lines 24, 68-69, 85-86); each side's
+    header is one MEM_ALIGN (4 KiB, comm.h line 33), each side aligned to CUDA_IPC_MIN = 2 MiB
+    (comm.h line 34). NCCL issue #1685's ALLOC log on 8 H100s shows exactly these two sizes,
+    2,097,152 and 10,485,760 B."""
     def up(x: int) -> int:
         return -(-x // (2 * MIB)) * 2 * MIB
     simple, ll, ll128 = 1 << 22, 8 * 512 * 8 * 16, 120 * 640 * 8 * 8
-    return up(simple + 4096) + up(ll + ll128 + 4096)
+    send, recv = up(4096), up(simple + ll + ll128 + 4096)
+    assert (send, recv) == (2_097_152, 10_485_760)
+    return send + recv
 
 
 def test_vllm_v092_tp_communicators_from_nccl_2262_source():

@@ -319,7 +319,7 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
                 parts["channels"], "1", src)
         d.given("P2P connection pairs per channel (ring, plus the tree chain's other neighbour "
                 "above 2 GPUs)", "P_nccl", parts["pairs"], "1", src)
-        d.given("one send + receive buffer pair (Simple | LL + LL128, 2 MiB granules)", "B_pair",
+        d.given("one send + receive buffer pair (Simple, LL, LL128, headers; 2 MiB granules)", "B_pair",
                 parts["pair"], "B", src)
         d.given(f"NCCL {version} NVLS buffers and credits per communicator", "B_nvls",
                 parts["nvls"], "B", src if parts["nvls"] else "none: 2 GPUs or no NVLS on the GPU")

@@ -53,7 +53,7 @@ def nccl_comm_bytes(gpu: Any, tp: int, version: str, eager: bool) -> tuple[dict[
     or the GPU's channel count is not recorded, or where NCCL connects lazily (not modelled).
 
     A P2P connection pair (one send and one receive side, each its own allocation in 2 MiB
-    granules) per channel for the ring, and one more for the intra-node tree chain on a GPU inside
+    granules; the GPU's ``p2p_read`` says which side holds the Simple buffer) per channel for the ring, and one more for the intra-node tree chain on a GPU inside
     the chain (its other neighbour; the chain follows the ring order, so its first pair is the
     ring's); NVLS: nvls_channels x 2 x chunk x steps per head, one head per GPU, plus the credits,
     for more than two GPUs where the GPU records NVLS."""
@@ -63,12 +63,18 @@ def nccl_comm_bytes(gpu: Any, tp: int, version: str, eager: bool) -> tuple[dict[
         return None
     a = float(t["alloc_align_bytes"])
     h = float(t["header_bytes"])
-    pair = (_granules(t["simple_bytes"] + h, a)
-            + _granules(t["ll_bytes"] + t["ll128_bytes"] + h, a))
+    if g.get("p2p_read", False):  # the sender holds Simple, the receiver LL and LL128
+        pair = (_granules(t["simple_bytes"] + h, a)
+                + _granules(t["ll_bytes"] + t["ll128_bytes"] + h, a))
+    else:  # P2P write: the receiver holds all three, the sender its header
+        pair = _granules(h, a) + _granules(t["simple_bytes"] + t["ll_bytes"] + t["ll128_bytes"] + h, a)
     pairs = 2.0 if tp >= 3 else 1.0
     nvls = 0.0
     if tp >= int(g.get("nvls_min_ranks", 3)) and "nvls_bytes_per_rank" in g:
         nvls = (_granules(float(t["nvls_channels"]) * 2 * t["nvls_chunk_bytes"] * t["nccl_steps"]
                           * tp, a) + float(t["nvls_credit_bytes"]))
     parts = {"channels": float(g["coll_channels"]), "pairs": pairs, "pair": pair, "nvls": nvls}
-    return parts, f"{cite(t['source'])}; {cite(g['coll_channels_source'])}"
+    src = f"{cite(t['source'])}; {cite(g['coll_channels_source'])}"
+    if g.get("p2p_buffers_check_source"):
+        src += f"; check of the pair's two buffers: {cite(g['p2p_buffers_check_source'])}"
+    return parts, src
