@@ -13,6 +13,7 @@ Sources of the formulas (specs/data/sources_frameworks.toml):
 - TensorRT-LLM 1.0 _torch/pyexecutor/_util.py _cal_max_memory: (total - peak) * fraction.
 """
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -112,12 +113,69 @@ def test_default_budgets_follow_the_engines_rules():
 
 
 def test_nvls_buffers_count_from_three_gpus():
-    """NCCL maps nvlsPerRankSize x n for NVLS on NVSwitch GPUs when n > 2 (vLLM #9699)."""
+    """Where no NCCL version is read (vLLM V0: torch 2.5.1's NCCL 2.21.5), NCCL's own NVLS log
+    line is used: nvlsPerRankSize x n on NVSwitch GPUs when n > 2 (vLLM #9699)."""
     m = get_model("llama-3-70b")
     g = get_gpu("h100-sxm")
-    n2 = engine_kv_budget(m, g, engine_id="vllm-v1", tp=2, max_model_len=8192).non_torch_bytes
-    n4 = engine_kv_budget(m, g, engine_id="vllm-v1", tp=4, max_model_len=8192).non_torch_bytes
+    n2 = engine_kv_budget(m, g, engine_id="vllm-v0", tp=2, max_model_len=8192).non_torch_bytes
+    n4 = engine_kv_budget(m, g, engine_id="vllm-v0", tp=4, max_model_len=8192).non_torch_bytes
     assert n4 - n2 == 4 * 301_989_888
+
+
+MIB = 2**20
+
+
+def _nccl_2262_pair() -> int:
+    """One P2P send + receive buffer pair of a channel between two H100s, NCCL v2.26.2-1. P2P
+    read is enabled only between two sm_80 GPUs (graph/paths.cc line 354), so on sm_90 the
+    receive side holds Simple (DEFAULT_BUFFSIZE 1 << 22), LL (8 lines x 512 threads x 8 steps x
+    16 B) and LL128 (120 x 640 x 8 x 8 B) and the send side only its header (p2p.cc lines
+    376-379, 444-447; init.cc lines 606-619; device.h lines 24, 68-69, 85-86); each side's
+    header is one MEM_ALIGN (4 KiB, comm.h line 33), each side aligned to CUDA_IPC_MIN = 2 MiB
+    (comm.h line 34). NCCL issue #1685's ALLOC log on 8 H100s shows exactly these two sizes,
+    2,097,152 and 10,485,760 B."""
+    def up(x: int) -> int:
+        return -(-x // (2 * MIB)) * 2 * MIB
+    simple, ll, ll128 = 1 << 22, 8 * 512 * 8 * 16, 120 * 640 * 8 * 8
+    send, recv = up(4096), up(simple + ll + ll128 + 4096)
+    assert (send, recv) == (2_097_152, 10_485_760)
+    return send + recv
+
+
+def test_vllm_v092_tp_communicators_from_nccl_2262_source():
+    """Memory outside torch at TP 4 on H100s, vLLM 0.9.2 (torch 2.7.0 -> NCCL 2.26.2), by hand.
+
+    vLLM sets NCCL_CUMEM_ENABLE=0 (env_override.py lines 16-32), so NCCL 2.26.2 has no runtime
+    connection (init.cc line 1135) and connects rings, trees and NVLS buffers inside
+    ncclCommInitRank (lines 1146-1158). Per communicator on a GPU inside the tree chain: 24
+    channels (NCCL's 'Channel 23/0' on 4 H100s, vLLM #10453) x 2 pairs (ring; the tree chain
+    follows the ring order, vLLM #6732, and adds the other neighbour) x 12 MiB, plus NVLS:
+    16 channels x 2 x (128 KiB x 8 steps) x 4 heads + one 2 MiB granule of credits (nvls.cc
+    lines 144-149, 271-297, 379-409). Two communicators of the TP ranks (the PyNccl one and
+    torch's process group used by the logits all-gather), and the custom all-reduce's two
+    cudaMalloc'd buffers, meta_size() + 8 MiB (10 MiB in 2 MiB granules) and 8 MiB
+    (custom_all_reduce.py lines 157-162)."""
+    pair = _nccl_2262_pair()
+    assert pair == 12 * MIB
+    nvls = 16 * 2 * (128 * 1024 * 8) * 4 + 2 * MIB
+    per_comm = 24 * 2 * pair + nvls
+    n_tp = 2 * per_comm + (10 + 8) * MIB
+    n_0 = 171_798_692  # vLLM PR #12126's H100 log, TP 1 (0.16 GiB)
+    m = get_model(str(MODELS / "qwen3-235b-a22b-fp8.json"))
+    r = engine_kv_budget(m, get_gpu("h100-sxm"), engine_id="vllm-v1", tp=4, max_model_len=40_960)
+    assert r.non_torch_bytes == n_0 + n_tp
+    # at 2 GPUs: one pair per channel (the chain's only neighbour is the ring's), no NVLS
+    r2 = engine_kv_budget(get_model("llama-3-70b"), get_gpu("h100-sxm"), engine_id="vllm-v1",
+                          tp=2, max_model_len=8192)
+    assert r2.non_torch_bytes == n_0 + 2 * (24 * pair) + (10 + 8) * MIB
+
+
+def test_unknown_nccl_version_is_bad_input():
+    fw = get_engine("vllm-v1")
+    bad = dataclasses.replace(fw, values={**fw.values, "nccl_version": "9.9.9"})
+    with pytest.raises(BadInput, match="nccl_version"):
+        engine_kv_budget(get_model("llama-3-70b"), get_gpu("h100-sxm"), engine_id=bad, tp=4,
+                         max_model_len=8192)
 
 
 def test_quantized_checkpoints_priced_per_module_against_logged_weights():
@@ -269,9 +327,9 @@ def test_vllm_rotary_cache_is_counted_with_the_weights():
 
 def test_logged_capacities():
     """validation/serving_kv.csv: every start/refusal right; most capacities within 3%. Known
-    misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (about 0.7 GiB per GPU left
-    unexplained once the sampler's sort and the held hidden states are counted; the TP group's
-    second NCCL communicator is not priced) and the V1 0.7.1 row of PR #12569 (+9%: 0.6 GiB of
+    misses (docs/serving-memory.md): the vLLM TP4 Qwen3-235B row (+12.5%: about 0.9 GiB per GPU
+    left unexplained once the sampler's sort, the held hidden states and NCCL 2.26.2's two TP
+    communicators are counted) and the V1 0.7.1 row of PR #12569 (+9%: 0.6 GiB of
     the memory outside torch that 0.7.1 counts whole has no H100 log)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
     assert s["start_matches"] == s["row_count"] == len(results) >= 6

@@ -36,7 +36,13 @@ from typing import Any
 from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, dtype
-from ..specs.device_memory import engine_visible_bytes, nvls_bytes
+from ..specs.device_memory import (
+    engine_visible_bytes,
+    nccl_comm_bytes,
+    nccl_table,
+    nccl_versions,
+    nvls_bytes,
+)
 from ..specs.frameworks import Framework, get_engine
 from ..specs.sources import cite
 from .kv import check_tp
@@ -300,6 +306,33 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
             note=fw.notes.get("non_torch_bytes", ""))
     if tp == 1:
         return float(d.calc("memory outside torch per GPU", "N", "N_0", "B"))
+    version = str(v.get("nccl_version", "unread"))
+    if version != "unread" and nccl_table(version) is None:
+        raise BadInput(f"{fw.id}: nccl_version {version!r} has no buffer table in "
+                       "device_memory.toml (known: " + ", ".join(nccl_versions()) + ")")
+    comm = (nccl_comm_bytes(gpu, tp, version, bool(v.get("nccl_eager_connect", False)))
+            if version != "unread" else None)
+    if comm is not None:
+        parts, src = comm
+        ver = cite(fw.sources.get("nccl_version", fw.source))
+        d.given(f"NCCL {version} ring / tree channels per communicator ({tp} GPUs)", "C_nccl",
+                parts["channels"], "1", src)
+        d.given("P2P connection pairs per channel (ring, plus the tree chain's other neighbour "
+                "above 2 GPUs)", "P_nccl", parts["pairs"], "1", src)
+        d.given("one send + receive buffer pair (Simple, LL, LL128, headers; 2 MiB granules)", "B_pair",
+                parts["pair"], "B", src)
+        d.given(f"NCCL {version} NVLS buffers and credits per communicator", "B_nvls",
+                parts["nvls"], "B", src if parts["nvls"] else "none: 2 GPUs or no NVLS on the GPU")
+        d.given("NCCL communicators of the TP ranks per GPU", "n_comm",
+                float(v.get("tp_nccl_communicators", 1)),
+                "1", cite(fw.sources.get("tp_nccl_communicators", fw.source)),
+                note=fw.notes.get("tp_nccl_communicators", "") + f" (NCCL {version}: {ver})")
+        d.given("custom all-reduce IPC buffers", "B_car", float(v.get("custom_all_reduce_bytes", 0)),
+                "B", cite(fw.sources.get("custom_all_reduce_bytes", fw.source)),
+                note=fw.notes.get("custom_all_reduce_bytes", ""))
+        d.calc("TP communicator buffers", "N_tp",
+               "n_comm * (C_nccl * P_nccl * B_pair + B_nvls) + B_car", "B")
+        return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp", "B"))
     d.given("TP communicator buffers (NCCL rings, custom all-reduce)", "N_tp",
             float(v.get("non_torch_tp_bytes") or 0), "B",
             cite(fw.sources.get("non_torch_tp_bytes", fw.source)),

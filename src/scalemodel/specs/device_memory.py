@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
@@ -30,3 +31,50 @@ def nvls_bytes(gpu: Any, tp: int) -> tuple[float, str]:
     if not t or tp < int(t.get("nvls_min_ranks", 3)):
         return 0.0, ""
     return float(t["nvls_bytes_per_rank"]) * tp, cite(t["source"])
+
+
+def nccl_table(version: str) -> dict[str, Any] | None:
+    """NCCL's buffer sizes at ``version`` (device_memory.toml ["nccl-VERSION"]), or None."""
+    return _table().get(f"nccl-{version}")
+
+
+def nccl_versions() -> list[str]:
+    """The NCCL versions whose buffer sizes are recorded."""
+    return [k.removeprefix("nccl-") for k in _table() if k.startswith("nccl-")]
+
+
+def _granules(nbytes: float, align: float) -> float:
+    return math.ceil(nbytes / align) * align
+
+
+def nccl_comm_bytes(gpu: Any, tp: int, version: str, eager: bool) -> tuple[dict[str, float], str] | None:
+    """Device memory one NCCL communicator of ``tp`` GPUs of one node holds on each of them, by
+    part: {"channels", "pairs", "pair", "nvls"} (bytes), with the sources; None where the version
+    or the GPU's channel count is not recorded, or where NCCL connects lazily (not modelled).
+
+    A P2P connection pair (one send and one receive side, each its own allocation in 2 MiB
+    granules; the GPU's ``p2p_read`` says which side holds the Simple buffer) per channel for the ring, and one more for the intra-node tree chain on a GPU inside
+    the chain (its other neighbour; the chain follows the ring order, so its first pair is the
+    ring's); NVLS: nvls_channels x 2 x chunk x steps per head, one head per GPU, plus the credits,
+    for more than two GPUs where the GPU records NVLS."""
+    t = nccl_table(version)
+    g = (_table().get(getattr(gpu, "id", "")) or {}).get("nccl") or {}
+    if not t or "coll_channels" not in g or not eager:
+        return None
+    a = float(t["alloc_align_bytes"])
+    h = float(t["header_bytes"])
+    if g.get("p2p_read", False):  # the sender holds Simple, the receiver LL and LL128
+        pair = (_granules(t["simple_bytes"] + h, a)
+                + _granules(t["ll_bytes"] + t["ll128_bytes"] + h, a))
+    else:  # P2P write: the receiver holds all three, the sender its header
+        pair = _granules(h, a) + _granules(t["simple_bytes"] + t["ll_bytes"] + t["ll128_bytes"] + h, a)
+    pairs = 2.0 if tp >= 3 else 1.0
+    nvls = 0.0
+    if tp >= int(g.get("nvls_min_ranks", 3)) and "nvls_bytes_per_rank" in g:
+        nvls = (_granules(float(t["nvls_channels"]) * 2 * t["nvls_chunk_bytes"] * t["nccl_steps"]
+                          * tp, a) + float(t["nvls_credit_bytes"]))
+    parts = {"channels": float(g["coll_channels"]), "pairs": pairs, "pair": pair, "nvls": nvls}
+    src = f"{cite(t['source'])}; {cite(g['coll_channels_source'])}"
+    if g.get("p2p_buffers_check_source"):
+        src += f"; check of the pair's two buffers: {cite(g['p2p_buffers_check_source'])}"
+    return parts, src
