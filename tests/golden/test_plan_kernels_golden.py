@@ -12,17 +12,21 @@ from scalemodel.analytic.planner import attention_efficiency, constants
 from scalemodel.specs import get_gpu
 
 H100_PEAK = 989.4  # TFLOP/s, dense bf16, H100 SXM5 datasheet
+# the figures are burst rates (the authors' scripts sleep 1 s before each kernel's timing); a step
+# keeps the die's sustained share, MSMF 698.6 / MAMF 823.9 (ml-engineering mamf-finder, H200)
+SUSTAINED = 698.6 / 823.9
 
 
 def test_h100_fa2_rates_from_the_fa3_paper():
     g = get_gpu("h100-sxm")
     # Fig. 5 (forward, causal mask, head dim 128): 335 TFLOP/s at 16k, 260 at 1k
-    assert attention_efficiency(g, 16384) == pytest.approx(335 / H100_PEAK, rel=1e-6)
-    assert attention_efficiency(g, 1024) == pytest.approx(260 / H100_PEAK, rel=1e-6)
+    assert attention_efficiency(g, 16384) == pytest.approx(335 / H100_PEAK * SUSTAINED, rel=1e-3)
+    assert attention_efficiency(g, 1024) == pytest.approx(260 / H100_PEAK * SUSTAINED, rel=1e-3)
     # Fig. 5 (forward, no mask): 350 at 1k; Fig. 6 (backward, no mask): 291 at 2k
-    assert attention_efficiency(g, 1024, causal=False) == pytest.approx(350 / H100_PEAK, rel=1e-6)
+    assert attention_efficiency(g, 1024, causal=False) == pytest.approx(
+        350 / H100_PEAK * SUSTAINED, rel=1e-3)
     assert attention_efficiency(g, 2048, causal=False, backward=True) == pytest.approx(
-        291 / H100_PEAK, rel=1e-6)
+        291 / H100_PEAK * SUSTAINED, rel=1e-3)
 
 
 def test_a100_maxima_from_the_fa2_paper():
