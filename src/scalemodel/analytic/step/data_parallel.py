@@ -154,5 +154,33 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     synced = (group > 1) | (egroup > 1)
     sent = (_bytes_sent(c, group, loc.dense, g_bytes, root)
             + _bytes_sent(c, egroup, loc.expert, ge_bytes))
-    return DPTerms(group, egroup, g_bytes, ge_bytes, np.where(synced, raw, 0.0),
-                   np.where(synced, exposed, 0.0), sent, tp * c.cp * c.dp <= dom)
+    raw, exposed = np.where(synced, raw, 0.0), np.where(synced, exposed, 0.0)
+    t_emb, b_emb = tied_embedding_sync(c, e_red)
+    raw, exposed, sent = raw + t_emb, exposed + t_emb, sent + b_emb
+    return DPTerms(group, egroup, g_bytes, ge_bytes, raw, exposed, sent, tp * c.cp * c.dp <= dom)
+
+
+def tied_embedding_sync(c: Candidates, e_red: float) -> tuple[Any, Any]:
+    """(seconds, bytes sent per GPU) of the tied word embedding's gradient all-reduce.
+
+    Under PP a tied embedding lives on the first stage (input) and on the last (output head);
+    after the backward the two gradients are summed by one blocking all-reduce over those two
+    ranks, before the optimizer step and after (Megatron) or before (DeepSpeed) the DP
+    reduction: Megatron-LM 6985e589 megatron/training.py train_step ('backward-embedding-
+    all-reduce', torch.distributed.all_reduce over mpu.get_embedding_group()); DeepSpeed
+    cd7967d6b deepspeed/runtime/pipe/engine.py _exec_reduce_tied_grads ->
+    PipelineModule.allreduce_tied_weight_gradients (dist.all_reduce(weight.grad) over the tied
+    group), which TrainSchedule issues right before ReduceGrads; Megatron-Core core_r0.8.0
+    (baf94af3) megatron/core/distributed/finalize_model_grads.py
+    _allreduce_word_embedding_grads, over parallel_state.get_embedding_group(). V h / tp elements of the reduced
+    gradient's dtype (the profile's grad_reduce_bytes: DeepSpeed's fp16 .grad, its BF16
+    optimizer's fp32 copy, Megatron's main_grad); the two ranks are (pp - 1) tp dp cp ranks
+    apart; nothing overlaps it. Zero without PP or with an untied head."""
+    m, pc = c.job.model, c.ms.sm.pc
+    if not m.tied_embeddings or pc.lm_head:
+        return 0.0 * c.pp, 0.0 * c.pp
+    wte = m.vocab * m.hidden / c.tp * e_red
+    r = ranks_per_node(np.maximum(c.pp - 1, 1) * c.tp * c.dp * c.cp, 2, c.dom)
+    t = np.where(c.pp > 1, collective_time("all_reduce", wte, 2, r, c.cl), 0.0)
+    # a ring all-reduce of two ranks sends (n - 1) / n x 2 x S = S bytes per rank
+    return t, np.where(c.pp > 1, wte, 0.0)
