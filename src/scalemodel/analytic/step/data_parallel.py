@@ -87,9 +87,14 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
     grad_sync = np.where(zero == 0, ar, rs)
     n_sync = np.where(zero == 2, mb, 1.0)
-    raw01 = n_sync * grad_sync + np.where(zero >= 1, ag, 0.0)
+    # an optimizer that shards its states over DP by itself at ZeRO 0 (frameworks.toml
+    # optimizer_shards_states: DeepSpeed's BF16_Optimizer) all-reduces the gradients and then
+    # all-gathers the updated 16-bit weights after its step (all_gather_dp_groups)
+    gathers = (zero >= 1) | ((zero == 0) & bool(profile_value(c.job, "optimizer_shards_states",
+                                                               False)))
+    raw01 = n_sync * grad_sync + np.where(gathers, ag, 0.0)
     exp01 = (n_sync * np.maximum(grad_sync * last_bucket, grad_sync - bwd)
-             + np.where(zero >= 1, np.maximum(ag * last_bucket, ag - fwd), 0.0))
+             + np.where(gathers, np.maximum(ag * last_bucket, ag - fwd), 0.0))
     z3_raw = mb * (2 * ag + rs)
     z3_exp = mb * (np.maximum(ag * last_bucket, ag - fwd)
                    + np.maximum((ag + rs) * last_bucket, ag + rs - bwd))
@@ -113,7 +118,8 @@ def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None
     return np.where(group > 1, (group - 1) / group * np.where(
         zero >= 3, mb * (gathers * p_loc * E_W + gb),
         np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
-        + np.where((zero >= 1) & (zero < 3), p_loc * E_W, 0.0)), 0.0)
+        + np.where(((zero >= 1) & (zero < 3)) | ((zero == 0) & bool(profile_value(
+            c.job, "optimizer_shards_states", False))), p_loc * E_W, 0.0)), 0.0)
 
 
 def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
