@@ -639,6 +639,17 @@ def grad_buffer_bytes(framework: str | None) -> tuple[float | None, str]:
     return (None if v is None else float(v)), fw.sources.get("grad_buffer_bytes", "")
 
 
+def state_zero(framework: str | None, zero: Any) -> Any:
+    """The ZeRO stage the optimizer states are held at: the layout's, or at least 1 where the
+    profile's optimizer shards its fp32 master weights and states over DP by itself
+    (frameworks.toml ``optimizer_shards_states``: DeepSpeed's BF16_Optimizer at 56c522386, which
+    the pipeline engine runs at ZeRO stage 0). Only the optimizer states move; the weights and
+    gradients keep the layout's stage."""
+    if get_framework(framework).get("optimizer_shards_states"):
+        return np.maximum(np.asarray(zero), 1)
+    return zero
+
+
 def training_bytes(
     sm: StaticModel,
     *,
@@ -1113,7 +1124,8 @@ def memory_report(
     extra_w, extra_src = pp_extra_warmup(framework, ep_on)
     bucket, bucket_src = ddp_bucket_bytes(framework)
     vec = training_bytes(
-        sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp, zero=lay.zero,
+        sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp,
+        zero=state_zero(framework, lay.zero),
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=e_g, k_opt=opt.bytes_per_param,
@@ -1214,7 +1226,7 @@ def memory_report(
         g_formula += f" + {held(False)} * e_bkt"
     grads_b = d.calc("gradients per GPU", "M_g", g_formula, "B",
                      check=float(vec["grads"]), rel_tol=1e-6)
-    opt_b = d.calc("optimizer states per GPU", "M_o", f"{held(lay.zero >= 1)} * K", "B",
+    opt_b = d.calc("optimizer states per GPU", "M_o", f"{held(bool(state_zero(framework, lay.zero) >= 1))} * K", "B",
                    check=float(vec["optimizer"]), rel_tol=1e-6)
 
     # activations
@@ -1552,7 +1564,8 @@ def find_min_gpus(
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
     sp = bool(get_framework(framework).values.get("sequence_parallel", True))
     gathered, accum, _, _ = pp_fsdp_terms(framework)
-    res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=Z, rc=R, sp=sp,
+    res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=state_zero(framework, Z),
+                         rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=e_g,
                          k_opt=opt.bytes_per_param, pp_gathered=gathered,
                          pp_grad_accum_bytes=accum,

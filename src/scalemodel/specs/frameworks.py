@@ -59,6 +59,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "a2a_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "grad_reduce_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per reduced gradient)"),
     "dp_bucket_params": (lambda v: isinstance(v, int) and v > 0, "a whole number of parameters"),
+    # the optimizer shards its fp32 master weights and states over DP by itself at ZeRO stage 0
+    # and all-gathers the 16-bit weights after its step (DeepSpeed's BF16_Optimizer;
+    # analytic/memory.py state_zero, analytic/step/data_parallel.py)
+    "optimizer_shards_states": (lambda v: isinstance(v, bool), "true or false"),
     # HBM bytes per local parameter of the optimizer step as the framework's optimizer runs it,
     # per optimizer id (numerics.toml [optimizers]); an id not listed keeps the planner's one
     # fused pass (analytic/step/optimizer.py)
@@ -76,7 +80,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
                                 "bytes per parameter >= 0"),
     # ... and over the whole (unsharded) gradient buffer once per step: zeroing it, a norm of it
     # bytes per local parameter of the gradient kept through the step (memory)
-    "grad_buffer_bytes": (lambda v: v in (2, 4), "2 or 4 (bytes per kept gradient)"),
+    "grad_buffer_bytes": (lambda v: v in (2, 4, 6), "2, 4 or 6 (bytes per kept gradient; 6: a 16-bit .grad kept beside an fp32 copy)"),
     "unsharded_step_grad_bytes": (lambda v: isinstance(v, (int, float))
                                   and not isinstance(v, bool) and v >= 0,
                                   "bytes per parameter >= 0"),

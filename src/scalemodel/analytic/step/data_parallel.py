@@ -87,9 +87,14 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
     grad_sync = np.where(zero == 0, ar, rs)
     n_sync = np.where(zero == 2, mb, 1.0)
-    raw01 = n_sync * grad_sync + np.where(zero >= 1, ag, 0.0)
+    # an optimizer that shards its states over DP by itself at ZeRO 0 (frameworks.toml
+    # optimizer_shards_states: DeepSpeed's BF16_Optimizer) all-reduces the gradients and then
+    # all-gathers the updated 16-bit weights after its step (all_gather_dp_groups)
+    gathers = (zero >= 1) | ((zero == 0) & bool(profile_value(c.job, "optimizer_shards_states",
+                                                               False)))
+    raw01 = n_sync * grad_sync + np.where(gathers, ag, 0.0)
     exp01 = (n_sync * np.maximum(grad_sync * last_bucket, grad_sync - bwd)
-             + np.where(zero >= 1, np.maximum(ag * last_bucket, ag - fwd), 0.0))
+             + np.where(gathers, np.maximum(ag * last_bucket, ag - fwd), 0.0))
     z3_raw = mb * (2 * ag + rs)
     z3_exp = mb * (np.maximum(ag * last_bucket, ag - fwd)
                    + np.maximum((ag + rs) * last_bucket, ag + rs - bwd))
@@ -113,7 +118,8 @@ def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None
     return np.where(group > 1, (group - 1) / group * np.where(
         zero >= 3, mb * (gathers * p_loc * E_W + gb),
         np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
-        + np.where((zero >= 1) & (zero < 3), p_loc * E_W, 0.0)), 0.0)
+        + np.where(((zero >= 1) & (zero < 3)) | ((zero == 0) & bool(profile_value(
+            c.job, "optimizer_shards_states", False))), p_loc * E_W, 0.0)), 0.0)
 
 
 def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
@@ -154,5 +160,33 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     synced = (group > 1) | (egroup > 1)
     sent = (_bytes_sent(c, group, loc.dense, g_bytes, root)
             + _bytes_sent(c, egroup, loc.expert, ge_bytes))
-    return DPTerms(group, egroup, g_bytes, ge_bytes, np.where(synced, raw, 0.0),
-                   np.where(synced, exposed, 0.0), sent, tp * c.cp * c.dp <= dom)
+    raw, exposed = np.where(synced, raw, 0.0), np.where(synced, exposed, 0.0)
+    t_emb, b_emb = tied_embedding_sync(c, e_red)
+    raw, exposed, sent = raw + t_emb, exposed + t_emb, sent + b_emb
+    return DPTerms(group, egroup, g_bytes, ge_bytes, raw, exposed, sent, tp * c.cp * c.dp <= dom)
+
+
+def tied_embedding_sync(c: Candidates, e_red: float) -> tuple[Any, Any]:
+    """(seconds, bytes sent per GPU) of the tied word embedding's gradient all-reduce.
+
+    Under PP a tied embedding lives on the first stage (input) and on the last (output head);
+    after the backward the two gradients are summed by one blocking all-reduce over those two
+    ranks, before the optimizer step and after (Megatron) or before (DeepSpeed) the DP
+    reduction: Megatron-LM 6985e589 megatron/training.py train_step ('backward-embedding-
+    all-reduce', torch.distributed.all_reduce over mpu.get_embedding_group()); DeepSpeed
+    cd7967d6b deepspeed/runtime/pipe/engine.py _exec_reduce_tied_grads ->
+    PipelineModule.allreduce_tied_weight_gradients (dist.all_reduce(weight.grad) over the tied
+    group), which TrainSchedule issues right before ReduceGrads; Megatron-Core core_r0.8.0
+    (baf94af3) megatron/core/distributed/finalize_model_grads.py
+    _allreduce_word_embedding_grads, over parallel_state.get_embedding_group(). V h / tp elements of the reduced
+    gradient's dtype (the profile's grad_reduce_bytes: DeepSpeed's fp16 .grad, its BF16
+    optimizer's fp32 copy, Megatron's main_grad); the two ranks are (pp - 1) tp dp cp ranks
+    apart; nothing overlaps it. Zero without PP or with an untied head."""
+    m, pc = c.job.model, c.ms.sm.pc
+    if not m.tied_embeddings or pc.lm_head:
+        return 0.0 * c.pp, 0.0 * c.pp
+    wte = m.vocab * m.hidden / c.tp * e_red
+    r = ranks_per_node(np.maximum(c.pp - 1, 1) * c.tp * c.dp * c.cp, 2, c.dom)
+    t = np.where(c.pp > 1, collective_time("all_reduce", wte, 2, r, c.cl), 0.0)
+    # a ring all-reduce of two ranks sends (n - 1) / n x 2 x S = S bytes per rank
+    return t, np.where(c.pp > 1, wte, 0.0)

@@ -22,6 +22,7 @@ from ..memory import (
     offload_layer_bytes,
     pp_extra_warmup,
     pp_fsdp_terms,
+    state_zero,
     training_bytes,
     usable_memory,
     with_kernels,
@@ -74,7 +75,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     off_b = np.where(c.offload > 0, offload_layer_bytes(sm, c.S / c.cp, c.b, c.tp, sp),
                      0.0)
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
-                         zero=c.zero, rc=c.rc, rc_mods=c.rc_mods,
+                         zero=state_zero(job.framework_id, c.zero), rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=sp, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=e_g, k_opt=opt.bytes_per_param,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
