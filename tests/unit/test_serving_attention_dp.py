@@ -149,3 +149,49 @@ def test_profile_field_is_checked(table, ok):
 
     check, _ = SERVING_FIELDS["attention_dp"]
     assert check(table) is ok
+
+
+# The fused MoE op on the gathered rows (fused_moe_cutlass.py at commit 000a01de,
+# CutlassFusedMoE.forward_chunk lines 255-275: allgather of [x, x_sf, ids, weights], then
+# torch.ops.trtllm.fused_moe(x, ...) with x of sum(all_rank_num_tokens) rows, its output
+# reduce-scattered by forward at line 330); the finalize kernel (finalizeMoeRoutingKernel,
+# cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu) runs one block per original row
+# (blockIdx.x = original_row, gridDim.x = num_rows) and writes each row's h outputs.
+def test_gathered_permute_bytes_by_hand():
+    from scalemodel.analytic.serving.iteration import gathered_permute_bytes
+
+    m = get_model("qwen3-235b-a22b")  # hidden 4096, top 8
+    lay = ServeLayout(tp=8, ep=8, attention_dp=True)
+    # 32 tokens on each of 8 ranks, FP8 activations (1 B): 256 gathered tokens, each with
+    # 8 / 8 = 1 copy to this rank's experts on average: expand reads and writes 1 row, finalize
+    # reads 1 and writes 1: 4 x 256 x 4096 = 4,194,304 B (a rank alone: (3 x 8 + 1) x 32 x 4096
+    # = 3,276,800 B)
+    assert float(gathered_permute_bytes(m, precision("fp8"), lay, 32)) == 4 * 256 * 4096
+    assert 4 * 256 * 4096 == 4_194_304
+    # DEP4: 8 / 4 = 2 copies a gathered token: (3 x 2 + 1) x 4 x 32 x 4096 = 3,670,016 B
+    lay4 = ServeLayout(tp=4, ep=4, attention_dp=True)
+    assert float(gathered_permute_bytes(m, precision("fp8"), lay4, 32)) == 3_670_016
+
+
+def test_gathered_permute_is_the_lockstep_shared_part():
+    # the all-gather form sizes the permutation by the ranks' tokens together: it leaves the
+    # rank's own part (moe - moe_shared: attention, router, shared experts) and joins
+    # moe_shared. DeepEP's form (SGLang) dispatches each rank's own tokens, so its rank keeps
+    # the (3 k + 1) T h of its own copies in the own part. The own parts are otherwise the same
+    # GEMMs, so their difference is that term alone, at the GEMM model's HBM rate
+    # (gpus.toml h200 HBM x constants gemm.hbm_efficiency): (3 x 8 + 1) x T x 4096 x 1 B
+    from scalemodel.analytic.step.config import constants
+
+    m, g = get_model("qwen3-235b-a22b"), get_gpu("h200")
+    lay = ServeLayout(tp=8, ep=8, attention_dp=True)
+
+    def own(engine):
+        it = build(m, g, lay, precision("fp8"), "fp8", max_tokens=2048, max_seqs=256,
+                   attention_kind="flash", overhead_s=0.0, cluster=make_cluster(g, 8),
+                   adp_exchange=_adp(engine))
+        return it.tables.moe - it.tables.moe_shared
+
+    hbm = g.hbm_bytes_per_s * float(constants()["gemm"]["hbm_efficiency"])
+    d = own("sglang-0.4.6-deepep") - own("trtllm-1.0")
+    for T in (1, 64, 512):
+        assert d[T] == pytest.approx(25 * T * 4096 / hbm, rel=1e-9)

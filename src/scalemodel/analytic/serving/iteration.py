@@ -601,6 +601,16 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         # rows (read k, write k) and the k expert outputs are gathered back and summed (read
         # k, write 1): (3 k + 1) h activations per token, memory-bound
         permute = (3 * k + 1) * M * h * e_a / hbm
+        permute_shared = np.zeros_like(M)
+        if adp and (adp_exchange or {}).get("exchange") == "allgather_reducescatter":
+            # the all-gather form (TensorRT-LLM 1.0.0rc4 CutlassFusedMoE.forward_chunk): the
+            # fused op runs on the n ranks' gathered rows, so a rank copies the k / ep local
+            # expert rows of each of the n M gathered tokens (read and write), reads them back
+            # and writes one output row for every gathered token (finalize, one block per
+            # original row) before the reduce-scatter: (3 k / ep + 1) n M h, all of it sized by
+            # the ranks' tokens together (the lock-step's shared part)
+            permute_shared = gathered_permute_bytes(m, prec, lay, M) / hbm
+            permute = permute_shared
         moe = attn + eu + ed + rt + su + sd + permute
         moe_c = attn_c + eu_c + ed_c + rt_c + su_c + sd_c
     else:
@@ -648,8 +658,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         moe_ll = moe + (moe_x if moe_x_ll is None else moe_x_ll)
         moe = moe + moe_x
         if adp:
-            moe_shared = eu + ed + moe_x
-            moe_shared_ll = eu + ed + (moe_x if moe_x_ll is None else moe_x_ll)
+            moe_shared = eu + ed + permute_shared + moe_x
+            moe_shared_ll = eu + ed + permute_shared + (moe_x if moe_x_ll is None else moe_x_ll)
     else:
         moe_ll = moe
     if lay.pp > 1:
@@ -763,6 +773,22 @@ def _draft_model(spec: Any, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: 
     return build(d, gpu, dl, prec, kv_dtype, max_tokens=max_seqs, max_seqs=max_seqs,
                  attention_kind=attention_kind, overhead_s=0.0, cluster=cluster,
                  decode_kv_reads=decode_kv_reads, logits_gather=logits_gather)
+
+
+def gathered_permute_bytes(m: ModelSpec, prec: Any, lay: ServeLayout, T: Any) -> Any:
+    """HBM bytes one rank's fused MoE op moves to permute and un-permute the routed copies when
+    the attention-DP ranks all-gather their tokens first (TensorRT-LLM 1.0.0rc4
+    ``CutlassFusedMoE.forward_chunk``, fused_moe_cutlass.py at commit 000a01de: ``fused_moe``
+    takes the gathered ``x`` of n T rows, its output has n T rows and is reduce-scattered after;
+    source ``trtllm-cutlass-moe-adp-10rc4``), T tokens on each of the n = tp ranks: the expand
+    kernel copies the k / ep copies per gathered token that go to the rank's own experts (read
+    and write), the finalize kernel (one block per original row) reads them back and writes one
+    row for every gathered token: (3 k / ep + 1) n T h elements at the activation's bytes, the
+    (3 k + 1) T h of a rank that runs only its own tokens when n = ep = 1."""
+    n = float(lay.tp)
+    k, ep = float(m.top_k), float(lay.ep)
+    return (3.0 * k / ep + 1.0) * n * np.asarray(T, dtype=np.float64) * m.hidden \
+        * prec.activation_bytes
 
 
 def exchange_bytes(m: ModelSpec, prec: Precision, lay: ServeLayout, T: Any,
