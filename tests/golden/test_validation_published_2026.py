@@ -116,3 +116,36 @@ def test_the_26_02_and_26_02_01_h100_rows_share_every_planner_input():
     results, _ = validate((ROOT / NAME).read_text())
     pred = {r.id: r.predicted for r in results}
     assert pred[a["id"]] == pytest.approx(pred[b["id"]], rel=1e-9)
+
+
+@pytest.mark.parametrize("dispatcher, overlap", [
+    ("flex-deepep", True),     # the v0.3.0 preset as written (lines 421-429)
+    ("alltoall", True),        # the Qwen3 provider's default dispatcher in DeepEP's place
+    ("flex-hybridep", False),  # v0.3.1's preset (commit f29a269f8, lines 408-415)
+])
+def test_no_dispatcher_reading_makes_the_26_02_h100_row_slower_than_26_02_01(
+        monkeypatch, dispatcher, overlap):
+    """Megatron-Bridge docs/releases/known-issues.md (v0.3.0 line 9): DeepEP is not supported
+    in the NeMo 26.02 container, while the v0.3.0 Qwen3-30B-A3B H100 preset names it and
+    Megatron-Core b0cc2706 token_dispatcher.py lines 1148-1150 refuse a flex-deepep dispatcher
+    without DeepEP; so the 26.02 row (5113 tokens/s) ran some other dispatcher, not stated.
+    Whichever of the three the recipes name is priced, the row stays above 1.5x its
+    measurement (the 26.02.01 table has 9058 = 1.77x 5113 at the same printed layout): the
+    dispatcher is not what separates the two tables (docs/planner.md "What the 26.02
+    container could run on H100")."""
+    import scalemodel.specs.frameworks as fw
+    orig = fw.moe_recipe
+
+    def patched(values, model_id, gpu_id):
+        r = orig(values, model_id, gpu_id)
+        if r and model_id == "qwen3-30b-a3b" and gpu_id == "h100-sxm" \
+                and r["dispatcher"] == "flex-deepep":
+            r = {**r, "dispatcher": dispatcher, "a2a_overlap": overlap}
+        return r
+
+    monkeypatch.setattr(fw, "moe_recipe", patched)
+    text = (ROOT / NAME).read_text().splitlines()
+    row = [ln for ln in text if ln.startswith("nemo-qwen3-30b-a3b-h100-2602,")]
+    results, skipped = validate("\n".join([text[0], *row]) + "\n")
+    assert not skipped and len(results) == 1
+    assert results[0].predicted > 1.5 * 5113
