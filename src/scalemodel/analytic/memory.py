@@ -150,7 +150,7 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
         rep += 2 * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)  # latents
     # the attention output: kept 16-bit by a fused attention kernel for its own backward, and
     # by the output projection (the same tensor at 2 B; its own fp8 copy at 1 B)
-    split = 2 * q + _kept(lin, 0 if ks.scores else 1, 1) * o
+    split = 2 * q + (ks.attn_out_kept or _kept(lin, 0 if ks.scores else 1, 1)) * o
     kv = 2 * (k + v)
     if ks.kv_repeat and not mla and m.n_kv_heads < m.n_heads:
         split += 2 * 2 * m.q_dim  # repeat_kv: K and V kept at the query heads' width
@@ -166,11 +166,14 @@ def layer_act_coeffs(m: ModelSpec, moe_layer: bool, saves: KernelSaves | None = 
     # the MLP's fc1 output kept by the activation, the activation's output kept by fc2 (at the
     # Linear's input bytes)
     mlp_k = (ks.swiglu if m.gated_mlp else 4) - 2 + lin
+    # a routed expert's fc1 output kept at the framework's bytes with the activation's output
+    # recomputed (fp8_moe_act_input_saved), else as the dense MLP keeps it
+    mlp_e = _expert_mlp_bytes(m, ks, mlp_k)
     if moe_layer:
         # per routed copy: the dispatched input (kept by the expert fc1), the expert MLP, and the
         # expert output kept by the multiply with its routing weight (the unpermute), or, where
         # the weight is applied inside the activation, the weight itself (fp32)
-        split += m.top_k * (lin * h + mlp_k * m.moe_ffn + _moe_weight_bytes(ks, h)) \
+        split += m.top_k * (lin * h + mlp_e * m.moe_ffn + _moe_weight_bytes(ks, h)) \
             + mlp_k * shared
         rep += 4 * m.n_experts  # fp32 router probabilities
     else:
@@ -215,6 +218,17 @@ def _norm_out_bytes(m: ModelSpec, moe_layer: bool, lin: float, shared: float) ->
     return _kept(lin, 0, n_in) + mlp_in
 
 
+def _expert_mlp_bytes(m: ModelSpec, ks: KernelSaves, mlp_k: float) -> float:
+    """Bytes per element of a routed expert's width its MLP keeps: ``mlp_k`` (the activation's
+    saved input and output, fc2's input), or, where the framework keeps the activation's input
+    (the fc1 output: 2 elements per element of the width when gated) at ``ks.moe_act_input``
+    bytes and recomputes its output in the backward (frameworks.toml fp8_moe_act_input_saved),
+    that input alone."""
+    if not ks.moe_act_input:
+        return mlp_k
+    return (2 if m.gated_mlp else 1) * ks.moe_act_input
+
+
 def _moe_weight_bytes(ks: KernelSaves, h: int) -> float:
     """Bytes per routed copy per token kept for the routing-weight multiply: the expert output
     (2 B per element of h) where the unpermute applies the weight, the fp32 weight where the
@@ -243,14 +257,18 @@ def _module_drops(m: ModelSpec, moe_layer: bool, mlp_k: float, kv: float, n_norm
     q, _, _, _ = _attention_widths(m)
     mla = bool(m.kv_lora_rank)
     zero = (0.0, 0.0, 0.0)
+    mlp_e = _expert_mlp_bytes(m, ks, mlp_k)
+    # moe_act drops fc2's input; where the framework recomputes the activation's output anyway
+    # (fp8_moe_act_input_saved) nothing of it is kept to drop
+    act_out = 0.0 if ks.moe_act_input else lin
     return (
         zero,  # core_attn: c.scores and c.lse
         zero if moe_layer else (0.0, mlp_k * m.ffn, 0.0),
-        (4.0 * m.n_experts, m.top_k * (lin * h + _moe_weight_bytes(ks, h) + mlp_k * m.moe_ffn)
+        (4.0 * m.n_experts, m.top_k * (lin * h + _moe_weight_bytes(ks, h) + mlp_e * m.moe_ffn)
          + mlp_k * shared, 0.0) if moe_layer else zero,
         # with fp8 Megatron-Core has fc2 keep its original 16-bit input (set_save_original_input)
         # so that this recompute frees it: what fc2's input cost is freed either way
-        (0.0, lin * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
+        (0.0, act_out * m.top_k * m.moe_ffn, 0.0) if moe_layer else zero,
         (0.0, mlp_k * shared, 0.0) if shared else zero,
         (2.0 * h * min(n_norm, int(mla) + int(moe_layer)), 0.0, 0.0),
         (0.0, 2.0 * q, kv) if mla else zero,
@@ -629,6 +647,15 @@ def ddp_bucket_bytes(framework: str | None) -> tuple[float, str]:
     return float(v or 0.0), fw.sources.get("ddp_bucket_bytes", "")
 
 
+def framework_optimizer(framework: str | None, optimizer_id: str | None = None) -> str:
+    """The optimizer id priced: ``optimizer_id`` where one is given (--optimizer), else the
+    framework profile's ``optimizer`` (frameworks.toml: the one its report states, e.g. the
+    DeepSeek-V3 report's bf16 AdamW moments), else ``adam`` (fp32 master, m and v)."""
+    if optimizer_id:
+        return optimizer_id
+    return str(get_framework(framework).get("optimizer") or "adam")
+
+
 def grad_buffer_bytes(framework: str | None) -> tuple[float | None, str]:
     """(bytes per local parameter of the gradient the framework keeps through the step, and the
     source): the profile's ``grad_buffer_bytes`` (frameworks.toml; Megatron-Core's DDP keeps fp32
@@ -917,13 +944,24 @@ def linear_input_bytes(framework: str | None, fp8: bool) -> tuple[float, str]:
     return (2.0, "") if v is None else (float(v), fw.sources.get("fp8_saved_input", ""))
 
 
-def moe_saves(framework: str | None) -> dict[str, Any]:
+def moe_saves(framework: str | None, fp8: bool = False) -> dict[str, Any]:
     """kernel_saves keywords of a framework's MoE layer: the profile's moe_probs_in_expert_act
-    (the routing weights applied inside the expert activation) with its source; absent: False."""
+    (the routing weights applied inside the expert activation) with its source; absent: False.
+    For an fp8 run also the profile's own fp8 storage of the attention output
+    (fp8_attn_out_saved: bytes per element of the one copy both the attention backward and the
+    output projection read) and of the routed experts' SwiGLU input (fp8_moe_act_input_saved:
+    bytes per element of the fc1 output kept, the SwiGLU output recomputed), with their
+    sources; absent: not in the keywords (the accounting of linear_input_bytes)."""
     fw = get_framework(framework)
     v = fw.get("moe_probs_in_expert_act")
-    return {"moe_probs_in_act": bool(v),
-            "moe_probs_source": fw.sources.get("moe_probs_in_expert_act", "") if v else ""}
+    out = {"moe_probs_in_act": bool(v),
+           "moe_probs_source": fw.sources.get("moe_probs_in_expert_act", "") if v else ""}
+    for name, kw, key in (("fp8_attn_out_saved", "attn_out_kept", "attn_out"),
+                           ("fp8_moe_act_input_saved", "moe_act_input", "moe_act_input")):
+        x = fw.get(name) if fp8 else None
+        if x is not None:
+            out[kw], out[f"{key}_source"] = float(x), fw.sources.get(name, "")
+    return out
 
 
 LOSS_TP_NOTE = ("with TP the loss runs vocab-parallel; the profile does not give its buffers: one "
@@ -1068,7 +1106,7 @@ def memory_report(
     seq_len: int = 4096,
     microbatches: int | None = None,
     gpu: GPUSpec | None = None,
-    optimizer_id: str = "adam",
+    optimizer_id: str | None = None,
     weight_dtype: str = "bf16",
     grad_dtype: str | None = None,
     memory_fraction: float | None = None,
@@ -1088,14 +1126,14 @@ def memory_report(
     validate_layout(m, lay, seq_len, microbatches,
                     2 if edge_chunk_split(framework, m.id) else 0)
     ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
-                      **moe_saves(framework))
+                      **moe_saves(framework, _fp8(precision)))
     warnings: list[str] = []
     if seq_len > m.max_context:
         warnings.append(
             f"--seq-len {seq_len:,} exceeds {m.id}'s max_position_embeddings "
             f"{m.max_context:,}; computed anyway"
         )
-    opt = optimizer(optimizer_id)
+    opt = optimizer(framework_optimizer(framework, optimizer_id))
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     e_g, eg_src = float(eg.bytes), eg.source
@@ -1275,6 +1313,16 @@ def _kernel_note(m: ModelSpec, ks: KernelSaves) -> str:
         src = ks.source_of("linear_input")
         parts.append(f"fp8 Linears keep {ks.linear_input:g} B per element of their inputs "
                      f"(QKV, proj, fc1, fc2, experts){' [' + cite(src) + ']' if src else ''}")
+    if ks.attn_out_kept:
+        src = ks.source_of("attn_out_kept")
+        parts.append(f"the attention output kept once at {ks.attn_out_kept:g} B per element for "
+                     "the attention backward and proj (frameworks.toml fp8_attn_out_saved)"
+                     + (f" [{cite(src)}]" if src else ""))
+    if ks.moe_act_input and m.is_moe:
+        src = ks.source_of("moe_act_input")
+        parts.append(f"routed experts keep the SwiGLU input at {ks.moe_act_input:g} B per "
+                     "element and recompute its output (frameworks.toml fp8_moe_act_input_saved)"
+                     + (f" [{cite(src)}]" if src else ""))
     return f"{ks.kernels} kernels, {ks.attention} attention: " + "; ".join(parts)
 
 
@@ -1494,7 +1542,7 @@ def find_min_gpus(
     *,
     seq_len: int = 4096,
     micro_batch: int = 1,
-    optimizer_id: str = "adam",
+    optimizer_id: str | None = None,
     weight_dtype: str = "bf16",
     grad_dtype: str | None = None,
     fixed: dict[str, Any] | None = None,
@@ -1514,7 +1562,7 @@ def find_min_gpus(
     counts tried are powers of two up to one node and whole nodes beyond it.
     """
     fixed = dict(fixed or {})
-    opt = optimizer(optimizer_id)
+    opt = optimizer(framework_optimizer(framework, optimizer_id))
     ew = dtype(weight_dtype, "--dtype")
     eg = dtype(grad_dtype or weight_dtype, "--grad-dtype")
     fw_g = grad_buffer_bytes(framework)[0]
@@ -1522,7 +1570,7 @@ def find_min_gpus(
     node = int(assumption("gpus_per_node").value)
     sm = static_model(m, kernel_saves(kernels, attention,
                                       *linear_input_bytes(framework, _fp8(precision)),
-                                      **moe_saves(framework)))
+                                      **moe_saves(framework, _fp8(precision))))
     tps = [fixed["tp"]] if "tp" in fixed else tp_options(m, node)
     pps = [fixed["pp"]] if "pp" in fixed else _divisors(m.n_layers, m.n_layers)
     cps = [fixed.get("cp", 1)]

@@ -182,7 +182,7 @@ class Job:
 
 def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None = None,
              global_batch_seqs: int | None = None, precision: str = "bf16",
-             optimizer_id: str = "adam", memory_fraction: float | None = None,
+             optimizer_id: str | None = None, memory_fraction: float | None = None,
              attention: str = "flash", ep_overlap: bool = False,
              kernels: str = "fused", grad_accum_fusion: bool = True,
              schedule: str = "1f1b", framework_id: str | None = None,
@@ -222,6 +222,9 @@ def make_job(model: ModelSpec, *, seq_len: int, global_batch_tokens: int | None 
                            f"--seq-len {seq_len:,}; nearest: "
                            f"{max(1, round(global_batch_tokens / seq_len)) * seq_len:,}")
         global_batch_seqs = global_batch_tokens // seq_len
+    from .memory import framework_optimizer
+
+    optimizer_id = framework_optimizer(framework_id, optimizer_id)
     optimizer(optimizer_id)  # validates the id
     if global_batch_seqs < 1:
         raise BadInput("the global batch must hold at least one sequence")

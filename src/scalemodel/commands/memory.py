@@ -33,9 +33,9 @@ def register(sub: Any) -> None:
     add_gpu(p, default="h100-sxm")
     add_dtypes(p)
     p.add_argument("--grad-dtype", default=None, help="gradient precision (default: --dtype)")
-    p.add_argument("--optimizer", default="adam",
+    p.add_argument("--optimizer", default=None,
                    help="adam (fp32 master + m, v: 12 B/param), adam-bf16, adam-pure-bf16, "
-                        "adam-8bit, sgd (default adam)")
+                        "adam-8bit, sgd (default: the framework profile's optimizer, else adam)")
     p.add_argument("--seq-len", type=tokens, default=8192,
                    help="training sequence length (default 8192, as plan train)")
     g = p.add_mutually_exclusive_group()

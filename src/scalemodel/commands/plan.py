@@ -50,7 +50,8 @@ def register(sub: Any) -> None:
                    help="sequences per step (instead of tokens)")
     t.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
                    help="training precision of the GEMMs (default bf16)")
-    t.add_argument("--optimizer", default="adam", help="optimizer id (default adam)")
+    t.add_argument("--optimizer", default=None,
+                   help="optimizer id (default: the framework profile's optimizer, else adam)")
     t.add_argument("--layout", type=layout_arg, default=None, metavar="K=V,...",
                    help="fix any of tp, pp, dp, cp, ep, etp, zero, vpp, micro_batch, "
                         "recompute, stages; the others are searched (etp: expert tensor parallelism, "
@@ -132,7 +133,7 @@ def plan_job(args: argparse.Namespace, m: Any, gpu: Any, *, seq_len: int | None 
                                          or 4 * 1024 * 1024)
     job = make_job(m, seq_len=seq, global_batch_tokens=tok, global_batch_seqs=seqs,
                    precision=getattr(args, "precision", "bf16"),
-                   optimizer_id=getattr(args, "optimizer", "adam"),
+                   optimizer_id=getattr(args, "optimizer", None),
                    memory_fraction=getattr(args, "mem_fraction", None),
                    fp8_scaling=getattr(args, "fp8_recipe", None), **settings)
     return job, fw

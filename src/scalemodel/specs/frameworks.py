@@ -19,6 +19,12 @@ from .sources import all_sources, load_toml, read_user_toml
 _MERGE_BYTES_WANT = "a table fwd_out, fwd_kv, bwd_q, bwd_kv = bytes >= 0 per element"
 
 
+def _optimizer_ids() -> list[str]:
+    from .numerics import optimizer_ids
+
+    return optimizer_ids()
+
+
 def _merge_bytes_ok(v: object) -> bool:
     return (isinstance(v, dict) and set(v) == {"fwd_out", "fwd_kv", "bwd_q", "bwd_kv"}
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
@@ -116,6 +122,12 @@ FIELDS: dict[str, tuple[Any, str]] = {
         "a list of output_head, router, attention_matmuls"),
     "fp8_saved_input": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                         and 0 < v <= 2, "bytes per input element in (0, 2]"),
+    "fp8_attn_out_saved": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and 0 < v <= 4, "bytes per attention-output element in (0, 4]"),
+    "fp8_moe_act_input_saved": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                                and 0 < v <= 2, "bytes per SwiGLU-input element in (0, 2]"),
+    "optimizer": (lambda v: isinstance(v, str) and v in _optimizer_ids(),
+                  "an optimizer id of numerics.toml [optimizers]"),
     "loss_logit_bytes": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                          and 4 <= v <= 64, "bytes per logit element in [4, 64]"),
     "loss_logit_bytes_tp": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)

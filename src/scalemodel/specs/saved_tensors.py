@@ -39,6 +39,13 @@ class KernelSaves:
     # weighted SwiGLU keeps the probs, 4 B per routed copy) instead of on the expert output in
     # the unpermute (which then keeps that output, 2 B per element of h per routed copy)
     moe_probs_in_act: bool = False
+    # a framework's own fp8 storage of two tensors (frameworks.toml fp8_attn_out_saved and
+    # fp8_moe_act_input_saved, read for fp8 runs; 0: not set, the accounting above): the
+    # attention output kept once, at these bytes per element, for both the attention backward
+    # and the output projection's weight gradient; the routed experts' SwiGLU input (fc1 output)
+    # kept at these bytes per element, the SwiGLU output recomputed in the backward (not kept)
+    attn_out_kept: float = 0.0
+    moe_act_input: float = 0.0
     kernels: str = "fused"
     attention: str = "flash"
     sources: tuple[tuple[str, str], ...] = ()  # (field, source key)
@@ -75,12 +82,15 @@ def _table(raw: dict[str, Any], section: str, key: str, fields: tuple[str, ...],
 @cache
 def kernel_saves(kernels: str = "fused", attention: str = "flash", linear_input: float = 2.0,
                  linear_input_source: str = "", moe_probs_in_act: bool = False,
-                 moe_probs_source: str = "") -> KernelSaves:
+                 moe_probs_source: str = "", attn_out_kept: float = 0.0,
+                 attn_out_source: str = "", moe_act_input: float = 0.0,
+                 moe_act_input_source: str = "") -> KernelSaves:
     """The saved-tensor figures of a kernel mode (fused / eager) and attention kernel;
     ``linear_input`` the bytes per element a Linear keeps of its input (2, or a framework's
     fp8_saved_input for an fp8 run, with its source); ``moe_probs_in_act`` whether the MoE
     routing weights are applied inside the expert activation (a framework's
-    moe_probs_in_expert_act, with its source)."""
+    moe_probs_in_expert_act, with its source); ``attn_out_kept`` / ``moe_act_input`` a
+    framework's fp8_attn_out_saved / fp8_moe_act_input_saved for an fp8 run (0: not set)."""
     if not 0 < linear_input <= 2:
         raise BadInput(f"bytes a Linear keeps per input element must be in (0, 2], "
                        f"got {linear_input}")
@@ -93,9 +103,15 @@ def kernel_saves(kernels: str = "fused", attention: str = "flash", linear_input:
         srcs["linear_input"] = linear_input_source
     if moe_probs_source:
         srcs["moe_probs_in_act"] = moe_probs_source
+    if attn_out_source:
+        srcs["attn_out_kept"] = attn_out_source
+    if moe_act_input_source:
+        srcs["moe_act_input"] = moe_act_input_source
     notes = {**kn, **an, "dropout_mask": drop.get("mask_note", "")}
     return KernelSaves(**{k: float(v) if not isinstance(v, bool) else v
                           for k, v in {**kv, **av}.items()},
                        dropout_mask=float(drop["mask"]), linear_input=float(linear_input),
-                       moe_probs_in_act=bool(moe_probs_in_act), kernels=kernels, attention=attention,
+                       moe_probs_in_act=bool(moe_probs_in_act),
+                       attn_out_kept=float(attn_out_kept), moe_act_input=float(moe_act_input),
+                       kernels=kernels, attention=attention,
                        sources=tuple(srcs.items()), notes=tuple(notes.items()))

@@ -220,7 +220,7 @@ def planned_layout_section(model: str, gpu: str, gpus: int, *, seq_len: int = 81
     """Run the planner for an answer and return (Section, data) explaining the winner."""
     m = get_model(model)
     job = make_job(m, seq_len=seq_len, global_batch_tokens=global_batch_tokens,
-                   precision=kw.pop("precision", "bf16"), optimizer_id=kw.pop("optimizer", "adam"))
+                   precision=kw.pop("precision", "bf16"), optimizer_id=kw.pop("optimizer", None))
     cl = make_cluster(gpu, gpus, **kw)
     res = search(job, cl, {}, top=3)
     b = res.best

@@ -56,7 +56,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     opt = optimizer(job.optimizer_id)
     sm = with_kernels(c.ms.sm, c.m, kernel_saves(job.kernels, job.attention,
                                                  *linear_input_bytes(job.framework_id, c.fp8),
-                                                 **moe_saves(job.framework_id)))
+                                                 **moe_saves(job.framework_id, c.fp8)))
     gathered, accum, _, _ = pp_fsdp_terms(job.framework_id)
     # the interleaved warmup's extra chunk comes with the EP all-to-all overlap; a layout whose
     # full recompute the framework refuses with that overlap runs without it (step/comm.py)
