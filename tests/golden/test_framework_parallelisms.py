@@ -393,3 +393,10 @@ def test_torchtitan_replicates_only_on_a_one_dimensional_mesh(fw, capsys):
                "--layout", "tp=2,dp=8,zero=0"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "replication" in err and len(err.splitlines()) == 1
+    rc = main(["memory", "--model", "llama-3-8b", "--framework", fw, "--layout",
+               "tp=1,pp=1,dp=4,cp=2,zero=0"])  # CP alone: its ranks are under FSDP too
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "cp=2" in err and "replication" in err and len(err.splitlines()) == 1
+    assert main(["memory", "--model", "llama-3-8b", "--framework", fw, "--layout",
+                 "tp=1,pp=1,dp=8,zero=0", "--json"]) == 0  # DDP on a 1-D mesh
+    capsys.readouterr()
