@@ -371,3 +371,32 @@ def test_megatron_lm_2021_splits_the_layers_evenly_only():
     # Megatron-DeepSpeed splits with DeepSpeed's partition_balanced (source
     # deepspeed-pipe-partition-balanced: BLOOM ran 70 layers on 12 stages), so it keeps PP16
     assert (16, 1) in pairs("megatron-deepspeed-2021")
+
+
+@pytest.mark.parametrize("fw", ["torchtitan", "torchtitan-2024-12"])
+def test_torchtitan_replicates_only_on_a_one_dimensional_mesh(fw, capsys):
+    # torchtitan parallelize_llama.py at 9dec370 (lines 79-108; source
+    # torchtitan-9dec370-parallelisms) and models/llama3/infra/parallelize.py at 6b11290c (lines
+    # 93-123; torchtitan-parallelism-2025-06): FSDP over the dp_shard x cp mesh whenever
+    # dp_shard > 1 or cp > 1; DDP only where the world mesh is one-dimensional, else
+    # RuntimeError("DDP has not supported > 1D parallelism"). So ZeRO 0 across more than one
+    # data-parallel or CP rank exists only with no TP, PP or CP (frameworks.toml
+    # replicate_1d_only)
+    c = _grid(fw, seq=8192)
+    z0 = c["zero"] == 0
+    other = (c["tp"] > 1) | (c["pp"] > 1) | (c["cp"] > 1)
+    assert not (z0 & (c["dp"] * c["cp"] > 1) & other).any()
+    assert (z0 & (c["dp"] > 1) & ~other).any()  # plain DDP stays offered
+    assert ((c["zero"] == 3) & (c["cp"] > 1)).any() and ((c["zero"] == 3) & (c["tp"] > 1)).any()
+    assert (z0 & (c["dp"] == 1) & (c["cp"] == 1) & (c["tp"] > 1)).any()  # no DP: nothing to shard
+    rc = main(["plan", "train", "--model", "llama-3-8b", "--gpus", "16", "--framework", fw,
+               "--layout", "tp=2,dp=8,zero=0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "replication" in err and len(err.splitlines()) == 1
+    rc = main(["memory", "--model", "llama-3-8b", "--framework", fw, "--layout",
+               "tp=1,pp=1,dp=4,cp=2,zero=0"])  # CP alone: its ranks are under FSDP too
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "cp=2" in err and "replication" in err and len(err.splitlines()) == 1
+    assert main(["memory", "--model", "llama-3-8b", "--framework", fw, "--layout",
+                 "tp=1,pp=1,dp=8,zero=0", "--json"]) == 0  # DDP on a 1-D mesh
+    capsys.readouterr()

@@ -108,8 +108,9 @@ def test_full_recompute_adds_one_layer_working_set(capsys):
 def test_usable_memory_leaves_the_framework_reserve(capsys):
     """A100 80GB (85,899,345,920 B): TP 2 x DP 4 uses 2 communicators. megatron-core: minus
     the CUDA context 758,120,448 and 2 x 805,306,368 of NCCL buffers, over 1.05 allocator slack;
-    torchtitan (expandable segments): no slack."""
-    lay = "tp=2,pp=1,dp=4,recompute=full"
+    torchtitan (expandable segments): no slack. ZeRO-3: torchtitan runs its DP ranks beside TP
+    under FSDP only (frameworks.toml replicate_1d_only); the stage does not change the reserve."""
+    lay = "tp=2,pp=1,dp=4,zero=3,recompute=full"
     hbm = 85_899_345_920
     base = hbm - 758_120_448 - 2 * 805_306_368
     for fw, slack in (("megatron-core", 0.05), ("torchtitan", 0.0)):

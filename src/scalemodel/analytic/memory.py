@@ -1583,6 +1583,7 @@ def find_min_gpus(
         offered_values,
         pipeline_zero_max,
         recompute_modes,
+        replicate_1d_only,
     )
 
     offered = {"tp": offered_values(framework, "tp", tps),
@@ -1607,6 +1608,8 @@ def find_min_gpus(
     zmax = pipeline_zero_max(framework)
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
         ok &= ~((P > 1) & np.greater(Z, zmax))
+    if replicate_1d_only(framework):  # replication on a 1-D mesh only; CP always under FSDP
+        ok &= ~((Z == 0) & (D * C > 1) & ((T > 1) | (P > 1) | (C > 1)))
     if whole_nodes:  # 1, 2, 4, ... up to a node, then whole nodes
         ok &= np.where(n < node, (n & (n - 1)) == 0, n % node == 0)
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))

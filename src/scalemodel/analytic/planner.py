@@ -303,6 +303,24 @@ def check_pipeline_zero(job: Job, pp: int, zero: int, where: str = "--layout") -
                        f"stages with ZeRO-{zmax} at most")
 
 
+def check_replicate_1d(job: Job, fixed: dict[str, Any], where: str = "--layout") -> None:
+    """BadInput (one line) where the given keys alone already ask a profile that replicates on
+    a one-dimensional mesh only (frameworks.toml replicate_1d_only: torchtitan) for ZeRO 0
+    across data-parallel or CP ranks beside TP, PP or CP."""
+    from ..specs.frameworks import get_framework, replicate_1d_only
+
+    if fixed.get("zero") != 0 or not replicate_1d_only(job.framework_id):
+        return
+    dp, cp = fixed.get("dp"), int(fixed.get("cp", 1))
+    ranks = cp if dp is None else int(dp) * cp
+    beside = [k for k in ("tp", "pp", "cp") if int(fixed.get(k, 1)) > 1]
+    if ranks > 1 and beside:
+        fw = get_framework(job.framework_id)
+        raise BadInput(f"{where} zero=0 with {', '.join(f'{k}={fixed[k]}' for k in beside)}: "
+                       f"{fw.id} ({fw.version}) runs ZeRO 0 (replication) only with data "
+                       f"parallelism alone (no TP, PP or CP); FSDP (zero=3) otherwise")
+
+
 def check_pipeline_split(job: Job, pp: int, vpp: int, stages: tuple[int, ...] | None = None,
                          where: str = "--layout") -> None:
     """BadInput (one line) where a pipeline needs a split the framework cannot build: a profile
@@ -362,6 +380,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
         check_recompute_offered(job, fixed["recompute"])
     if "pp" in fixed and "zero" in fixed:
         check_pipeline_zero(job, int(fixed["pp"]), int(fixed["zero"]))
+    check_replicate_1d(job, fixed)
     if "pp" in fixed and ("vpp" in fixed or "stages" in fixed):
         check_pipeline_split(job, int(fixed["pp"]), int(fixed.get("vpp", 1)),
                              tuple(fixed["stages"]) if "stages" in fixed else None)
@@ -446,7 +465,12 @@ def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
     """The rows a framework version cannot build, beside the general layout RULES: splits that
     are not even where it splits evenly only, and pipeline stages beside a ZeRO stage it does not
     pair them with; each removal counted in ``rejected`` under its reason."""
-    from ..specs.frameworks import even_edge_split, even_pipeline_split, pipeline_zero_max
+    from ..specs.frameworks import (
+        even_edge_split,
+        even_pipeline_split,
+        pipeline_zero_max,
+        replicate_1d_only,
+    )
 
     n_layers = job.model.n_layers
     pp_c = np.asarray(c["pp"])
@@ -472,6 +496,13 @@ def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
         alive = drop(alive & (pp_c > 1) & (np.asarray(c["zero"]) > zmax),
                      f"{job.framework_id}: pipeline stages with ZeRO-{zmax} at most")
+    if replicate_1d_only(job.framework_id):  # DDP on a 1-D mesh only; CP always under FSDP
+        z0 = np.asarray(c["zero"]) == 0
+        dp_c, cp_c, tp_c = (np.asarray(c[k]) for k in ("dp", "cp", "tp"))
+        other = (tp_c > 1) | (pp_c > 1) | (cp_c > 1)
+        alive = drop(alive & z0 & (dp_c * cp_c > 1) & other,
+                     f"{job.framework_id}: ZeRO 0 (replication) only with data parallelism "
+                     f"alone (no TP, PP or CP)")
     return alive
 
 
@@ -854,6 +885,8 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
         where = f"layout {i + 1}:" if len(lays) > 1 else "--layout"
         check_recompute_offered(job, lay.recompute, where)
         check_pipeline_zero(job, lay.pp, lay.zero, where)
+        check_replicate_1d(job, {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp,
+                                 "zero": lay.zero}, where)
         check_pipeline_split(job, lay.pp, lay.vpp, lay.stages, where)
     c = derived(c, ctx)
     for r in RULES:

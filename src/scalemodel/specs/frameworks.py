@@ -161,6 +161,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
                      "1 or 2 (blocking P2P calls per pipeline crossing)"),
     "pipeline_zero_max": (lambda v: v in (0, 1, 2, 3) and not isinstance(v, bool),
                           "the highest ZeRO stage beside pipeline stages, 0-3"),
+    "replicate_1d_only": (lambda v: isinstance(v, bool), "true or false"),
     "pipeline_split": (lambda v: v in PIPELINE_SPLITS,
                        "even (L divisible by pp x vpp, every chunk L / (pp x vpp) layers), any, "
                        "edge_chunks (the first chunk the embedding only, the last chunk the "
@@ -707,6 +708,13 @@ def pipeline_zero_max(fid: str | None) -> int | None:
     DeepSpeed's pipeline engine takes ZeRO-1 only); None where any stage it offers may pair."""
     v = get_framework(fid).values.get("pipeline_zero_max")
     return None if v is None else int(v)
+
+
+def replicate_1d_only(fid: str | None) -> bool:
+    """Whether a profile replicates (ZeRO 0 across data-parallel ranks) only on a one-dimensional
+    mesh (``replicate_1d_only``: torchtitan 9dec370 applies DDP only where data parallelism is
+    the only dimension and FSDP over the DP and CP ranks wherever CP is on); False by default."""
+    return bool(get_framework(fid).values.get("replicate_1d_only", False))
 
 
 def pipeline_split_of(fid: str | None, model_id: str | None = None) -> str:
