@@ -91,6 +91,41 @@ def test_overlap_per_step_and_lost_overlap_verdict(tmp_path):
     assert r.verdict == "lost-overlap", r.evidence
 
 
+def _two_phase_rank(r: int, before: tuple[float, bool], after: tuple[float, bool],
+                    comp_us: float = 600.0) -> dict:
+    """Six steps with an all-reduce of ``before`` = (duration us, starts mid-compute), then six
+    with ``after``; the step lasts until both compute and the all-reduce have ended."""
+    ev, t = [], 0.0
+    for s in range(12):
+        nccl_us, overlap = before if s < 6 else after
+        start = t + 10 + (comp_us / 2 if overlap else comp_us)
+        end = max(t + 10 + comp_us, start + nccl_us)
+        ev.append(_x(f"ProfilerStep#{s}", t, end + 100 - t, cat="user_annotation"))
+        ev.append(_x("ampere_bf16_gemm", t + 10, comp_us, cat="kernel", tid=7))
+        ev.append(_x("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage)", start,
+                     nccl_us, cat="kernel", tid=20))
+        t = end + 150
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": r,
+                                                      "world_size": 4}, "traceEvents": ev}
+
+
+@pytest.mark.parametrize("before, after, verdict", [
+    # the overlapped 280 us all-reduce turns synchronous and its span grows to 420 us (a
+    # synchronous collective also waits for the last rank to arrive): 280 us stopped hiding,
+    # 140 us were added, so the lost overlap is the larger part of the 420 us exposed
+    ((280.0, True), (420.0, False), "lost-overlap"),
+    # still overlapped, but the all-reduce takes 3x as long: the 280 us it hid stays hidden
+    # (up to the 300 us of compute behind it) and the rest is the slower fabric
+    ((280.0, True), (840.0, True), "fabric"),
+    # never overlapped and 3x as long: fabric
+    ((280.0, False), (840.0, False), "fabric"),
+])
+def test_lost_overlap_vs_fabric_splits_the_exposed_time(tmp_path, before, after, verdict):
+    d = _write(tmp_path / "run", [_two_phase_rank(r, before, after) for r in range(4)])
+    r = analyse_slow(load_dir(d))
+    assert r.verdict == verdict, r.evidence
+
+
 def test_straggler_from_gz_traces(tmp_path):
     tr = [_gpu_rank(r, 4, 12, slow_from=6 if r == 2 else None, factor=3.0) for r in range(4)]
     r = analyse_slow(load_dir(_write(tmp_path / "g", tr, gz=True)))

@@ -12,9 +12,11 @@ recent window, or the reference is another run (``baseline``). Then:
   median rank; NVRx's score below 0.75 marks it severe. Everyone else's blocked time rises
   because they wait for it.
 * **compute**: every rank's compute grew (a fleet-wide slowdown, not a single rank).
+* **lost-overlap**: compute unchanged, the exposed (blocked) communication grew and the
+  communication time hidden behind compute fell by more than the collectives grew. The step's
+  growth is the added collective time plus the time that stopped hiding; a slower fabric keeps
+  the hidden time (the compute it hides behind is unchanged), so the larger part names the cause.
 * **fabric**: compute unchanged, collective durations up on (nearly) all ranks together.
-* **lost-overlap**: compute and collective durations unchanged or lower, but the exposed
-  (blocked) communication grew: the part of communication hidden behind compute fell.
 * **healthy**: step time within 5% of the reference and no outlier rank.
 
 Flight Recorder dumps of gloo have no durations; there only arrival lateness (how long after
@@ -233,6 +235,19 @@ def analyse_slow(ts: TraceSet, baseline: TraceSet | None = None, skip_first: int
                   "slower (clocks, thermals, a code or data change)")
         return SlowResult("compute", tuple(ranks), scores, tuple(ev), wins, per_rank,
                           ts.summary())
+    # Compute unchanged, the step grew by the exposed communication, which splits into the added
+    # collective time and the time that no longer hides behind compute. A slower fabric keeps the
+    # hidden time (the compute window it runs behind is the same); lost overlap removes it. So
+    # whichever of the two is larger names the cause: a collective span that also grew a little
+    # (synchronous collectives wait for the last rank to arrive) does not make it a fabric fault.
+    lost_s = float(np.median(m_ref - b_ref) - np.median(m_cur - b_cur))
+    grew_s = float(np.median(m_cur - m_ref))
+    if np.median(b_cur) > GREW * np.median(b_ref) + 1e-4 and hid_cur < hid_ref - HIDDEN_DROP \
+            and lost_s > max(grew_s, 0.0):
+        ev.append(f"communication hidden behind compute fell by {lost_s * 1e3:.1f} ms per step, "
+                  f"more than the collectives grew ({grew_s * 1e3:+.1f} ms): communication that "
+                  "used to run behind compute is exposed (lost overlap)")
+        return SlowResult("lost-overlap", (), scores, tuple(ev), wins, per_rank, ts.summary())
     if frac(comm_ratio) >= MOST:
         ev.append(f"collective time up {np.median(comm_ratio):.2f}x on {frac(comm_ratio):.0%} "
                   "of ranks together while compute is unchanged: the fabric (links, switches, "
