@@ -40,6 +40,7 @@ from ..specs.device_memory import (
     context_stack_bytes,
     engine_visible_bytes,
     nccl_comm_bytes,
+    nccl_device_code_bytes,
     nccl_kernel_stack_bytes,
     nccl_table,
     nccl_versions,
@@ -333,22 +334,9 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
                 note=fw.notes.get("custom_all_reduce_bytes", ""))
         d.calc("TP communicator buffers", "N_tp",
                "n_comm * (C_nccl * P_nccl * B_pair + B_nvls) + B_car", "B")
-        stack = nccl_kernel_stack_bytes(gpu, version) if v.get("nccl_kernel_stack_in_budget") else None
-        threads = resident_threads(gpu)
-        if stack is None or threads is None:
+        if not v.get("nccl_library_in_budget"):
             return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp", "B"))
-        l0, l0_src = context_stack_bytes()
-        d.given("per-thread stack a CUDA context starts with (default limit)", "L_0", l0, "B",
-                l0_src)
-        d.given(f"per-thread stack NCCL {version}'s collective kernels need (sm "
-                f"{gpu.compute_capability})", "L_nccl", stack[0], "B", stack[1])
-        d.given("threads the GPU keeps resident (SMs x max threads per SM)", "T_res",
-                threads[0], "1", threads[1])
-        d.calc("context local memory grown at NCCL's first kernel launch, after the engine's "
-               "baseline", "N_stk", "max(L_nccl - L_0, 0) * T_res", "B",
-               source=cite(fw.sources["nccl_kernel_stack_in_budget"]),
-               note=fw.notes.get("nccl_kernel_stack_in_budget", ""))
-        return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp + N_stk", "B"))
+        return _nccl_library(d, fw, gpu, version)
     d.given("TP communicator buffers (NCCL rings, custom all-reduce)", "N_tp",
             float(v.get("non_torch_tp_bytes") or 0), "B",
             cite(fw.sources.get("non_torch_tp_bytes", fw.source)),
@@ -357,6 +345,34 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
     d.given(f"NCCL NVLS buffers of the TP group ({tp} GPUs)", "N_nvls", nv, "B",
             nv_src or "none: the GPU has no NVLS entry or the group is too small")
     return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp + N_nvls", "B"))
+
+
+def _nccl_library(d: Derivation, fw: Framework, gpu: GPUSpec, version: str) -> float:
+    """``N`` with what loading and first running NCCL costs once per process, for a profile whose
+    baseline predates it: the kernel module's device code and the context's local memory grown
+    to the kernels' stack. Each term only where its figure is read for the GPU's architecture."""
+    lib = cite(fw.sources["nccl_library_in_budget"])
+    why = fw.notes.get("nccl_library_in_budget", "")
+    terms = ["N_0", "N_tp"]
+    code = nccl_device_code_bytes(gpu, version)
+    if code is not None:
+        d.given(f"NCCL {version}'s kernel module, loaded at its first kernel (sm "
+                f"{gpu.compute_capability})", "N_code", code[0], "B", code[1])
+        terms.append("N_code")
+    stack = nccl_kernel_stack_bytes(gpu, version)
+    threads = resident_threads(gpu)
+    if stack is not None and threads is not None:
+        l0, l0_src = context_stack_bytes()
+        d.given("per-thread stack a CUDA context starts with (default limit)", "L_0", l0, "B",
+                l0_src)
+        d.given(f"per-thread stack NCCL {version}'s collective kernels need (sm "
+                f"{gpu.compute_capability})", "L_nccl", stack[0], "B", stack[1])
+        d.given("threads the GPU keeps resident (SMs x max threads per SM)", "T_res",
+                threads[0], "1", threads[1])
+        d.calc("context local memory grown at NCCL's first kernel launch, after the engine's "
+               "baseline", "N_stk", "max(L_nccl - L_0, 0) * T_res", "B", source=lib, note=why)
+        terms.append("N_stk")
+    return float(d.calc("memory outside torch per GPU", "N", " + ".join(terms), "B"))
 
 
 def _base_non_torch(d: Derivation, fw: Framework, gpu: GPUSpec) -> float:

@@ -48,6 +48,16 @@ def nccl_kernel_stack_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
     return float(v), cite(t["kernel_stack_source"])
 
 
+def nccl_device_code_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
+    """(bytes, source): device memory NCCL ``version``'s kernel module takes once loaded on
+    ``gpu``'s compute capability (once per process), or None where not read."""
+    t = nccl_table(version) or {}
+    v = (t.get("device_code_bytes") or {}).get(str(getattr(gpu, "compute_capability", "")))
+    if v is None:
+        return None
+    return float(v), cite(t["device_code_source"])
+
+
 def context_stack_bytes() -> tuple[float, str]:
     """(bytes, source): the per-thread local memory a new CUDA context is sized for (the default
     stack limit); the context holds it for every thread the GPU can keep resident."""
