@@ -405,6 +405,8 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "nccl_eager_connect": (lambda v: isinstance(v, bool), "true or false"),
     "tp_nccl_communicators": (_num(0, whole=True), "a whole number of communicators >= 0"),
     "custom_all_reduce_bytes": (_num(0), "bytes >= 0"),
+    "nccl_library_in_budget": (lambda v: isinstance(v, bool), "true or false"),
+    "non_torch_ref_resident_threads": (_num(1), "threads >= 1"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),
     "cuda_graph_in_budget": (lambda v: isinstance(v, bool), "true or false"),
     "cuda_graph_bytes": (_num(0), "bytes >= 0"),
