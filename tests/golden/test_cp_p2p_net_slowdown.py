@@ -15,7 +15,8 @@ beside the step's attention call on another stream. NCCL runs those as point-to-
 
 So one ring step's send and receive hold at most 2 x 2 = 4 blocks; taken as 4 whole SMs of the
 H100's 132, compute beside them runs 4 / 132 = 3.03% slower, where the planner's generic
-sigma (Lee et al. 2025, 18.9%, measured beside NVLink collectives) charged six times as much.
+sigma (Lee et al. 2025, 18.9%, measured beside the collectives of 4-GPU training runs) charged
+six times as much.
 The NeMo 24.03 launcher (tag 24.03.01, launcher_scripts/conf/config.yaml env_vars) sets no
 NCCL channel variable, so the defaults apply.
 """
@@ -39,7 +40,7 @@ def test_constant_is_nccls_block_count():
     assert ov["cp_p2p_net_ctas_source"] in all_sources()
     # H100 SXM: 132 SMs (gpus.toml, NVIDIA H100 whitepaper)
     assert cp_p2p_net_sm_share(get_gpu("h100-sxm")) == pytest.approx(4 / 132)
-    assert 4 / 132 < ov["compute_slowdown"] / 6
+    assert ov["compute_slowdown"] / 6 > 4 / 132
 
 
 def _nemo_7b(seq: int, gbs: int, gpus: int, lay: dict):
