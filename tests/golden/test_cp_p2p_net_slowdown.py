@@ -88,3 +88,10 @@ def test_torch_all_gather_exchange_untouched():
            "micro_batch": 1, "recompute": "full"}
     v = search(job, make_cluster("h100-sxm-hbm2e-500w", 8), lay, top=0).best.values
     assert float(v.cp_net_hidden_s) == 0.0
+
+
+def test_gpu_without_sm_count_keeps_sigma():
+    import dataclasses
+
+    g = dataclasses.replace(get_gpu("h100-sxm"), sm_count=None)
+    assert cp_p2p_net_sm_share(g) == constants()["overlap"]["compute_slowdown"]

@@ -136,11 +136,13 @@ class LayerComm:
 def cp_p2p_net_sm_share(gpu: Any) -> float:
     """Share of the SMs the NCCL send and receive kernels of one ring-attention step hold when
     both peers sit across the network: planner.toml [overlap] cp_p2p_net_ctas blocks (a send
-    and a receive, at most 2 channels each, one block per channel) over the GPU's sm_count; 0
-    for a GPU without an SM count."""
+    and a receive, at most 2 channels each, one block per channel) over the GPU's sm_count. A
+    GPU without an SM count keeps the collectives' slowdown (planner.toml compute_slowdown)."""
     ov = constants()["overlap"]
     n = getattr(gpu, "sm_count", None)
-    return min(1.0, float(ov["cp_p2p_net_ctas"]) / float(n)) if n else 0.0
+    if not n:
+        return float(ov["compute_slowdown"])
+    return min(1.0, float(ov["cp_p2p_net_ctas"]) / float(n))
 
 
 def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:

@@ -395,7 +395,8 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
         d.given("SM share the NCCL send / receive kernels of one ring step hold", "s_cp", s_net,
                 "1", cite(ov["cp_p2p_net_ctas_source"]),
                 note=(f"{ov['cp_p2p_net_ctas']:g} blocks (2 channels per network peer, a send "
-                      f"and a receive) of {cl.gpu.sm_count} SMs"))
+                      f"and a receive) of {cl.gpu.sm_count} SMs" if cl.gpu.sm_count else
+                      "no SM count for this GPU: the collectives' sigma"))
         d.calc("overlap slowdown", "t_ov", "sigma * t_hid + s_cp * t_hid_cp", "s",
                check=v.overlap_s, rel_tol=1e-6)
     else:
