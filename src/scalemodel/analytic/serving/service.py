@@ -93,7 +93,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  adp_gather_padding=(bool(eng.attention_dp_schedule.get("gather_padding", False))
                                      if lay.attention_dp else False),
                  adp_idle=str(eng.attention_dp_schedule.get("idle") or "dummy_generation"),
-                 spec=eng.speculation,
+                 spec=eng.speculation, layer_kernels=eng.layer_kernels,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
                  graph_padding=bool(g.get("cuda_graph_padding", True)),
                  graph_max_ctx=int(g.get("cuda_graph_max_seq_len") or 0))
