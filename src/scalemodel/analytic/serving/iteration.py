@@ -21,6 +21,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   copies; where the engine's profile names its grouped GEMM kernel, each of those expert GEMMs
   also pays that kernel's measured per-expert cost, step/gemm.py ``grouped_overhead``), the
   shared experts, and the permutation of the routed copies in HBM;
+* kernel boundaries: where the engine's profile counts the kernels a decoder layer runs one
+  after another on its critical path (``layer_kernels``), each adds the GPU's idle time per
+  kernel boundary (:func:`layer_launch_s`), whatever the batch;
 * PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
 * per iteration: the output head and sampling for every sequence that emits a token (where the
