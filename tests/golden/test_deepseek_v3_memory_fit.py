@@ -66,37 +66,43 @@ def test_moe_layer_bytes_per_token():
     assert stored == pytest.approx(166568, abs=1e-9)
 
 
-def _dualpipe_peak_chunks(rank: int, pp: int, chunks: int) -> int:
-    """Most chunk-micro-batches rank ``rank`` holds, replaying DualPipe.step (dualpipe.py) steps
-    1 to 4: forwards add one, backwards free one; a paired forward and backward holds the new
-    forward's chunk beside the one being freed."""
+def _dualpipe_peak_chunks(rank: int, pp: int, chunks: int) -> tuple[int, int]:
+    """(chunk-0, chunk-1) micro-batches rank ``rank`` holds at its first peak, replaying
+    DualPipe.step (dualpipe.py) steps 1 to 4: forwards add one, backwards free one; a paired
+    forward and backward holds the new forward's chunk beside the one being freed. Chunk 0 is
+    stage r on the first half of the ranks (stage pp - 1 - r on the second)."""
     half = pp // 2
     hr = min(rank, pp - 1 - rank)
-    held = peak = 0
+    held = [0, 0]
+    peak = (0, 0)
 
-    def f(n=1):
-        nonlocal held, peak
-        held += n
-        peak = max(peak, held)
+    def f(c):
+        nonlocal peak
+        held[c] += 1
+        if sum(held) > sum(peak):
+            peak = (held[0], held[1])
+
+    def b(c):
+        held[c] -= 1
 
     for _ in range((half - hr - 1) * 2):  # step 1: nF0
-        f()
+        f(0)
     for _ in range(hr + 1):  # step 2: nF0F1
-        f(), f()
+        f(0), f(1)
     for _ in range(half - hr - 1):  # step 3: nB1W1F1
-        held -= 1
-        f()
+        b(1), f(1)
     for _ in range(chunks // 2 - pp + hr + 1):  # step 4: (F0 & B1), then (F1 & B0)
-        for _pair in range(2):
-            f()
-            held -= 1
+        f(0), b(1), f(1), b(0)
     return peak
 
 
 def test_dualpipe_holds_pp_plus_one_chunks_on_every_rank():
     # Table 2 of the report: PP + 1; 120 micro-batches per step at the row's batch (15360 / 128)
     for rank in range(16):
-        assert _dualpipe_peak_chunks(rank, 16, 120) == 17
+        assert sum(_dualpipe_peak_chunks(rank, 16, 120)) == 17
+    # rank 0 holds 16 micro-batches of stage 0 and one of stage 15; the middle ranks 9 and 8
+    assert _dualpipe_peak_chunks(0, 16, 120) == (16, 1)
+    assert _dualpipe_peak_chunks(7, 16, 120) == (9, 8)
 
 
 def test_step_model_memory_of_the_reported_layout():
@@ -108,9 +114,14 @@ def test_step_model_memory_of_the_reported_layout():
                       recompute="selective", recompute_modules=("layernorm", "mla_up_proj"))
     v = evaluate_layout(job, make_cluster("h800", 2048), lay).values
     # heaviest rank (first stage of the 1F1B split, 4 layers + embedding): dense parameters
-    # 4 x (MLA 187,107,328 + shared expert 44,040,192 + router 1,835,008 + norms 2 x 7168 +
-    # MLA's latent norms 1536 + 512) + embedding 129,280 x 7168 = 1,858,667,520; routed
-    # experts 4 layers x 4 of 256 / 64 x 3 x 7168 x 2048 = 704,643,072
+    # 4 x (MLA 187,107,328 with its latent norms + shared expert 44,040,192 + router 1,835,008
+    # and its 256-entry bias + norms 2 x 7168) + embedding 129,280 x 7168; routed experts
+    # 4 layers x 4 of 256 / 64 x 3 x 7168 x 2048
+    mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 16384 * 7168 + 2048
+    assert mla == 187_107_328
+    dense = 4 * (mla + 3 * 7168 * 2048 + 256 * 7168 + 256 + 2 * 7168) + 129_280 * 7168
+    assert dense == 1_858_667_520
+    assert 4 * 4 * 3 * 7168 * 2048 == 704_643_072
     p = 1_858_667_520 + 704_643_072
     assert float(v.mem_params) == pytest.approx(2 * 2 * p, rel=1e-12)  # two copies, bf16
     assert float(v.mem_grads) == pytest.approx(4 * p, rel=1e-12)  # fp32
