@@ -1,6 +1,7 @@
 """Host (CPU) work of one eager Megatron-Core MoE transformer layer: ops and seconds.
 
 Run: /work/main/.venv/bin/python bench/bench_moe_host.py [--reps 7] [--hidden 32] [--json FILE]
+     [--scopes]   (only the host seconds inside the CUDA-graph scopes, see scope_split)
 
 What it builds (Megatron-Core 0.16.1, torch CPU): a gloo process group of one rank,
 ``parallel_state.initialize_model_parallel`` with TP = PP = EP = 1, and one TransformerLayer
@@ -288,6 +289,94 @@ def _row(name: str, experts: int | None, hidden: int, seq: int, batch: int, reps
     return row
 
 
+# The parts of an MoE layer that Megatron-Core's TE-scoped CUDA graphs capture (cuda_graph_scope,
+# Megatron-LM PR 1917; TransformerLayer at 0.16.1): ``attn`` the layer's _forward_attention (input
+# norm, attention, residual), ``moe_router`` _forward_mlp up to MoELayer.router (the pre-MLP norm
+# and MoELayer.route), ``moe_preprocess`` MoELayer.preprocess (the dispatcher's
+# dispatch_preprocess). Each is wrapped on the built layer instance.
+_SCOPES = (("_forward_attention", None, "attn"), ("_forward_pre_mlp_layernorm", None, "moe_router"),
+           ("route", "mlp", "moe_router"), ("preprocess", "mlp", "moe_preprocess"))
+
+
+def scope_split(layer, x, reps: int) -> dict:
+    """Host seconds of each capturable scope in one forward and one backward, and the layer's.
+
+    Forward: wall seconds inside each scope's methods, profiler off (median of ``reps`` after 2
+    warm-ups, like :func:`time_layer`). Backward: the autograd engine runs one node per forward op
+    that recorded one; each node's ``autograd::engine::evaluate_function`` event carries the
+    sequence number of the forward op that made it, so a profiled backward's node CPU time is
+    attributed to the scope whose forward made the node; a scope's backward seconds are its share
+    of that node time times the profiler-off backward median (five profiled forward-backward passes after
+    the timed ones, their node times summed)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    spent: dict[str, float] = {}
+    originals = []
+    for name, owner, scope in _SCOPES:
+        obj = getattr(layer, owner) if owner else layer
+        fn = getattr(obj, name)
+        originals.append((obj, name, fn))
+
+        def wrapped(*a, _fn=fn, _scope=scope, **k):
+            t0 = time.perf_counter()
+            with record_function("scope::" + _scope):
+                out = _fn(*a, **k)
+            spent[_scope] = spent.get(_scope, 0.0) + time.perf_counter() - t0
+            return out
+
+        setattr(obj, name, wrapped)
+    try:
+        fwd: dict[str, list] = {}
+        for i in range(reps + 2):
+            spent.clear()
+            x1 = x.detach().requires_grad_(True)
+            _fwd_bwd(layer, x1)
+            layer.zero_grad(set_to_none=True)
+            if i >= 2:
+                for k, v in spent.items():
+                    fwd.setdefault(k, []).append(v)
+        profs = []
+        for _ in range(5):
+            x1 = x.detach().requires_grad_(True)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                out = layer(x1, attention_mask=_MASK[0])
+                out = out[0] if isinstance(out, tuple) else out
+                out.sum().backward()
+            layer.zero_grad(set_to_none=True)
+            profs.append(prof)
+    finally:
+        for obj, name, fn in originals:
+            setattr(obj, name, fn)
+    by: dict[str, float] = {}
+    n_nodes = 0
+    for prof in profs:
+        ev = prof.events()
+        ranges = [e for e in ev if e.name.startswith("scope::")]
+        made_in: dict[int, str] = {}
+        for e in ev:
+            if e.sequence_nr is None or e.sequence_nr < 0 or e.name.startswith("autograd::"):
+                continue
+            for r in ranges:
+                if (e.thread == r.thread and r.time_range.start <= e.time_range.start
+                        and e.time_range.end <= r.time_range.end):
+                    made_in[e.sequence_nr] = r.name[len("scope::"):]
+                    break
+        nodes = [e for e in ev if e.name.startswith("autograd::engine::evaluate_function")]
+        n_nodes = len(nodes)
+        for e in nodes:
+            sc = made_in.get(e.sequence_nr, "rest")
+            by[sc] = by.get(sc, 0.0) + e.cpu_time_total
+    total = sum(by.values()) or 1.0
+    share = {k: v / total for k, v in by.items()}
+    whole = time_layer(layer, x, reps)
+    scopes = sorted({s for _, _, s in _SCOPES})
+    return {"layer_forward_s": whole["forward_s"], "layer_backward_s": whole["backward_s"],
+            "scope_forward_s": {s: statistics.median(fwd.get(s, [0.0])) for s in scopes},
+            "scope_backward_share": {s: share.get(s, 0.0) for s in scopes},
+            "scope_backward_s": {s: share.get(s, 0.0) * whole["backward_s"] for s in scopes},
+            "backward_nodes": n_nodes}
+
+
 def add1_s(n: int = 20000) -> float:
     """Seconds per ``x + 1`` on a 1-element CPU tensor (the add1 micro-benchmark behind planner.toml
     [host] op_launch_s): median of 5 loops of ``n``, to place this CPU against that source's."""
@@ -307,6 +396,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--experts", default="128,16,8", help="comma list of expert counts")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--scopes", action="store_true",
+                    help="only the host seconds of the CUDA-graph scopes (attn, moe_router, "
+                         "moe_preprocess) per MoE layer at 128 tokens, for each --experts")
     a = ap.parse_args(argv)
     try:
         experts = [int(e) for e in a.experts.split(",")]
@@ -326,6 +418,27 @@ def main(argv=None) -> int:
                          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
               "torch": torch.__version__, "megatron_core": mcore_version,
               "hidden": a.hidden, "reps": a.reps, "layers": []}
+    if a.scopes:
+        _MASK[0] = torch.triu(torch.ones(16, 16), diagonal=1).bool()[None, None]
+        result["scopes"] = []
+        for e in experts:
+            torch.manual_seed(0)
+            row = {"experts": e, "tokens": 128, "hidden": a.hidden,
+                   **scope_split(build_layer(a.hidden, e), torch.randn(16, 8, a.hidden), a.reps)}
+            result["scopes"].append(row)
+            f, b, sh = row["scope_forward_s"], row["scope_backward_s"], row["scope_backward_share"]
+            print(f"moe-{e:<4} layer fwd {row['layer_forward_s'] * 1e3:6.3f} ms bwd "
+                  f"{row['layer_backward_s'] * 1e3:6.3f} ms | "
+                  + " | ".join(f"{k} fwd {f[k] * 1e3:.3f} ms bwd {b[k] * 1e3:.3f} ms "
+                               f"({sh[k] * 100:.1f}% of node time)" for k in sorted(f)),
+                  flush=True)
+        print(f"{result['date']}; {result['machine']}; torch {result['torch']}, megatron-core "
+              f"{result['megatron_core']}; median of {a.reps} after 2 warm-ups, one thread; "
+              f"add1 {result['add1_s'] * 1e6:.2f} us")
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(result, fh, indent=1)
+        return 0
     # 4096 tokens (sequence 32 x batch 128): op counts and host time with the CPU's arithmetic;
     # 128 tokens (16 x 8; force-balanced top-8 still hits all 128 experts, 8 rows each): the
     # same ops with little arithmetic, the host figure.
