@@ -1,7 +1,8 @@
 """Host (CPU) work of one eager Megatron-Core MoE transformer layer: ops and seconds.
 
 Run: /work/main/.venv/bin/python bench/bench_moe_host.py [--reps 7] [--hidden 32] [--json FILE]
-     [--scopes]   (only the host seconds inside the CUDA-graph scopes, see scope_split)
+     [--scopes]   (only the CPU seconds inside the CUDA-graph scopes and their shares of the
+                   layer's, thread CPU time; see scope_split)
 
 What it builds (Megatron-Core 0.16.1, torch CPU): a gloo process group of one rank,
 ``parallel_state.initialize_model_parallel`` with TP = PP = EP = 1, and one TransformerLayer
@@ -298,19 +299,43 @@ _SCOPES = (("_forward_attention", None, "attn"), ("_forward_pre_mlp_layernorm", 
            ("route", "mlp", "moe_router"), ("preprocess", "mlp", "moe_preprocess"))
 
 
+def _nodes(roots) -> set:
+    """Autograd nodes reachable from ``roots`` (tensors or nodes) along next_functions."""
+    seen, todo = set(), [getattr(r, "grad_fn", r) for r in roots]
+    while todo:
+        n = todo.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        todo.extend(f for f, _ in n.next_functions)
+    return seen
+
+
+def _tensors(obj) -> list:
+    if torch.is_tensor(obj):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
 def scope_split(layer, x, reps: int) -> dict:
-    """Host seconds of each capturable scope in one forward and one backward, and the layer's.
+    """CPU seconds of each capturable scope in one forward and one backward, and the layer's.
 
-    Forward: wall seconds inside each scope's methods, profiler off (median of ``reps`` after 2
-    warm-ups, like :func:`time_layer`). Backward: the autograd engine runs one node per forward op
-    that recorded one; each node's ``autograd::engine::evaluate_function`` event carries the
-    sequence number of the forward op that made it, so a profiled backward's node CPU time is
-    attributed to the scope whose forward made the node; a scope's backward seconds are its share
-    of that node time times the profiler-off backward median (five profiled forward-backward passes after
-    the timed ones, their node times summed)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
+    Thread CPU time (``time.thread_time``), not wall time, so that other processes on a shared
+    machine do not count. Forward: the CPU seconds inside each scope's methods. Backward: every
+    autograd node of the pass gets a pre-hook and a hook that time its own run on the calling
+    thread (the CPU backward runs there); a node belongs to the scope whose forward made it (the
+    nodes reachable from the scope's outputs and not from its inputs); a scope's backward seconds
+    are its nodes' share of all node time times the layer's backward CPU seconds; its forward
+    share is its CPU seconds over the same pass's layer forward (less the wrappers' own
+    bookkeeping). Medians of
+    ``reps`` passes after 2 warm-ups; the layer's own forward and backward CPU seconds are timed
+    in separate passes without the wrappers and hooks (which cost host time of their own)."""
     spent: dict[str, float] = {}
+    made: dict[str, set] = {}
     originals = []
     for name, owner, scope in _SCOPES:
         obj = getattr(layer, owner) if owner else layer
@@ -318,64 +343,84 @@ def scope_split(layer, x, reps: int) -> dict:
         originals.append((obj, name, fn))
 
         def wrapped(*a, _fn=fn, _scope=scope, **k):
-            t0 = time.perf_counter()
-            with record_function("scope::" + _scope):
-                out = _fn(*a, **k)
-            spent[_scope] = spent.get(_scope, 0.0) + time.perf_counter() - t0
+            t_in = time.thread_time()
+            before = _nodes([t for t in _tensors((a, k)) if t.requires_grad])
+            t0 = time.thread_time()
+            out = _fn(*a, **k)
+            t1 = time.thread_time()
+            spent[_scope] = spent.get(_scope, 0.0) + t1 - t0
+            after = _nodes([t for t in _tensors(out) if t.requires_grad])
+            made.setdefault(_scope, set()).update(after - before)
+            # the bookkeeping's own time, taken out of the instrumented layer forward
+            spent["_bookkeeping"] = (spent.get("_bookkeeping", 0.0) + (t0 - t_in)
+                                     + time.thread_time() - t1)
             return out
 
         setattr(obj, name, wrapped)
+    fwd: dict[str, list] = {}
+    share: dict[str, list] = {}
+    fshare: dict[str, list] = {}
     try:
-        fwd: dict[str, list] = {}
         for i in range(reps + 2):
             spent.clear()
+            made.clear()
             x1 = x.detach().requires_grad_(True)
-            _fwd_bwd(layer, x1)
+            t0 = time.thread_time()
+            out = layer(x1, attention_mask=_MASK[0])
+            out = out[0] if isinstance(out, tuple) else out
+            loss = out.sum()
+            layer_f = time.thread_time() - t0 - spent.get("_bookkeeping", 0.0)
+            node_s: dict = {}
+            started: dict = {}
+            handles = []
+            for n in _nodes([loss]):
+                def pre(*_a, _n=n, _st=started):
+                    _st[_n] = time.thread_time()
+
+                def post(*_a, _n=n, _st=started, _ns=node_s):
+                    _ns[_n] = _ns.get(_n, 0.0) + time.thread_time() - _st[_n]
+
+                handles.append(n.register_prehook(pre))
+                handles.append(n.register_hook(post))
+            loss.backward()
+            for h in handles:
+                h.remove()
             layer.zero_grad(set_to_none=True)
-            if i >= 2:
-                for k, v in spent.items():
-                    fwd.setdefault(k, []).append(v)
-        profs = []
-        for _ in range(5):
-            x1 = x.detach().requires_grad_(True)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                out = layer(x1, attention_mask=_MASK[0])
-                out = out[0] if isinstance(out, tuple) else out
-                out.sum().backward()
-            layer.zero_grad(set_to_none=True)
-            profs.append(prof)
+            if i < 2:
+                continue
+            total = sum(node_s.values()) or 1.0
+            for sc in {s for _, _, s in _SCOPES}:
+                fwd.setdefault(sc, []).append(spent.get(sc, 0.0))
+                fshare.setdefault(sc, []).append(spent.get(sc, 0.0) / layer_f)
+                mine = made.get(sc, set())
+                share.setdefault(sc, []).append(sum(v for k, v in node_s.items() if k in mine) / total)
     finally:
         for obj, name, fn in originals:
             setattr(obj, name, fn)
-    by: dict[str, float] = {}
-    n_nodes = 0
-    for prof in profs:
-        ev = prof.events()
-        ranges = [e for e in ev if e.name.startswith("scope::")]
-        made_in: dict[int, str] = {}
-        for e in ev:
-            if e.sequence_nr is None or e.sequence_nr < 0 or e.name.startswith("autograd::"):
-                continue
-            for r in ranges:
-                if (e.thread == r.thread and r.time_range.start <= e.time_range.start
-                        and e.time_range.end <= r.time_range.end):
-                    made_in[e.sequence_nr] = r.name[len("scope::"):]
-                    break
-        nodes = [e for e in ev if e.name.startswith("autograd::engine::evaluate_function")]
-        n_nodes = len(nodes)
-        for e in nodes:
-            sc = made_in.get(e.sequence_nr, "rest")
-            by[sc] = by.get(sc, 0.0) + e.cpu_time_total
-    total = sum(by.values()) or 1.0
-    share = {k: v / total for k, v in by.items()}
-    whole = time_layer(layer, x, reps)
+    # the layer itself, un-instrumented (no wrappers, no hooks), on the same clock
+    whole_f, whole_b = [], []
+    for i in range(reps + 2):
+        x1 = x.detach().requires_grad_(True)
+        t0 = time.thread_time()
+        out = layer(x1, attention_mask=_MASK[0])
+        out = out[0] if isinstance(out, tuple) else out
+        loss = out.sum()
+        t1 = time.thread_time()
+        loss.backward()
+        t2 = time.thread_time()
+        layer.zero_grad(set_to_none=True)
+        if i >= 2:
+            whole_f.append(t1 - t0)
+            whole_b.append(t2 - t1)
     scopes = sorted({s for _, _, s in _SCOPES})
-    return {"layer_forward_s": whole["forward_s"], "layer_backward_s": whole["backward_s"],
-            "scope_forward_s": {s: statistics.median(fwd.get(s, [0.0])) for s in scopes},
-            "scope_backward_share": {s: share.get(s, 0.0) for s in scopes},
-            "scope_backward_s": {s: share.get(s, 0.0) * whole["backward_s"] for s in scopes},
-            "backward_nodes": n_nodes}
-
+    back = statistics.median(whole_b)
+    sh = {s: statistics.median(share[s]) for s in scopes}
+    return {"layer_forward_s": statistics.median(whole_f), "layer_backward_s": back,
+            "scope_forward_s": {s: statistics.median(fwd[s]) for s in scopes},
+            "scope_forward_share": {s: statistics.median(fshare[s]) for s in scopes},
+            "scope_backward_share": sh,
+            "scope_backward_s": {s: sh[s] * back for s in scopes},
+            "clock": "thread_time"}
 
 def add1_s(n: int = 20000) -> float:
     """Seconds per ``x + 1`` on a 1-element CPU tensor (the add1 micro-benchmark behind planner.toml
@@ -397,8 +442,9 @@ def main(argv=None) -> int:
     ap.add_argument("--experts", default="128,16,8", help="comma list of expert counts")
     ap.add_argument("--json", default=None)
     ap.add_argument("--scopes", action="store_true",
-                    help="only the host seconds of the CUDA-graph scopes (attn, moe_router, "
-                         "moe_preprocess) per MoE layer at 128 tokens, for each --experts")
+                    help="only the CPU seconds of the CUDA-graph scopes (attn, moe_router, "
+                         "moe_preprocess) per MoE layer at 128 tokens and their shares of the "
+                         "layer's, for each --experts")
     a = ap.parse_args(argv)
     try:
         experts = [int(e) for e in a.experts.split(",")]
@@ -429,8 +475,9 @@ def main(argv=None) -> int:
             f, b, sh = row["scope_forward_s"], row["scope_backward_s"], row["scope_backward_share"]
             print(f"moe-{e:<4} layer fwd {row['layer_forward_s'] * 1e3:6.3f} ms bwd "
                   f"{row['layer_backward_s'] * 1e3:6.3f} ms | "
-                  + " | ".join(f"{k} fwd {f[k] * 1e3:.3f} ms bwd {b[k] * 1e3:.3f} ms "
-                               f"({sh[k] * 100:.1f}% of node time)" for k in sorted(f)),
+                  + " | ".join(f"{k} fwd {f[k] * 1e3:.3f} ms ({row['scope_forward_share'][k]:.1%}) "
+                               f"bwd {b[k] * 1e3:.3f} ms ({sh[k]:.1%} of node time)"
+                               for k in sorted(f)),
                   flush=True)
         print(f"{result['date']}; {result['machine']}; torch {result['torch']}, megatron-core "
               f"{result['megatron_core']}; median of {a.reps} after 2 warm-ups, one thread; "
