@@ -177,3 +177,53 @@ def test_engine_profiles_say_how_their_loop_overlaps(fid, overlap, source):
     assert e.sources["host_overlap"] == source
     # no host time is priced without a measurement of it at the profile's version
     assert e.host_s_per_iter == 0.0 and e.host_s_per_seq == 0.0 and e.overhead_s == 0.0
+
+
+# SGLang 0.3.0's host time per iteration (profile sglang-0.3.0). Source
+# wuklab-scheduling-overhead-2024: WukLab's post of 2024-09-10 timed SGLang v0.2.13 (its
+# forward_step and forward_decode_batch are 0.3.0's: source sglang-v030-tp-worker) on Llama 3 8B,
+# one A100, ShareGPT, 300 requests at once. Figure 11 (WukLab/wuklab_sysml
+# static/images/scheduling_overhead/SGLang_A100.svg_1.svg, matplotlib output) draws the y axis
+# with 0 ms at y = 384.48 pt and 50 ms at y = 105.969609 pt; the ShareGPT bar's forward segment
+# runs from 384.48 to 217.875084 and its schedule segment from 217.875084 to 205.843435, so
+# schedule = (217.875084 - 205.843435) x 50 / (384.48 - 105.969609) = 2.160 ms and forward =
+# (384.48 - 217.875084) x 50 / (384.48 - 105.969609) = 29.91 ms; the figure's own label,
+# 6.7%, is 2.16 / (29.91 + 2.16).
+WUKLAB_MS_PER_PT = 50.0 / (384.48 - 105.969609)
+WUKLAB_SGLANG_8B_SHAREGPT_S = (217.875084 - 205.843435) * WUKLAB_MS_PER_PT / 1000.0
+
+
+def test_sglang_030_profile_takes_the_measured_host_time_per_step():
+    from scalemodel.analytic.serving.engine import get_serving_engine
+
+    sched_s = WUKLAB_SGLANG_8B_SHAREGPT_S
+    assert round(sched_s * 1000.0, 2) == 2.16
+    forward_s = (384.48 - 217.875084) * WUKLAB_MS_PER_PT / 1000.0
+    assert round(forward_s * 1000.0, 2) == 29.91
+    assert round(100.0 * sched_s / (forward_s + sched_s), 1) == 6.7
+    e = get_serving_engine("sglang-0.3.0")
+    assert e.version == "0.3.0"
+    assert e.host_s_per_iter == pytest.approx(WUKLAB_SGLANG_8B_SHAREGPT_S, abs=5e-6)
+    assert e.sources["host_s_per_iter"] == "wuklab-scheduling-overhead-2024"
+    assert e.host_s_per_seq == 0.0
+    # 0.3.0's tp_worker.py forward_decode_batch waits for the sampled ids (tolist) and checks
+    # every request before it launches the next step: no overlap, one step per host pass
+    assert e.host_overlap is False and e.sources["host_overlap"] == "sglang-v030-tp-worker"
+    assert e.host_iters_per_schedule == 1
+    # what it inherits stays the 0.4.x profile's (0.3.0's ServerArgs agree: sglang-v030-wheel)
+    base = get_serving_engine("sglang")
+    assert (e.block_size, e.max_num_seqs, e.chunked_prefill, e.prefix_cache) == (
+        base.block_size, base.max_num_seqs, base.chunked_prefill, base.prefix_cache)
+
+
+def test_sglang_030_host_time_adds_to_every_iteration(gpu_one_second):
+    # not overlapped, one host pass per iteration: G + 0.00216 s each, 5 iterations
+    from scalemodel.analytic.serving.engine import get_serving_engine
+
+    e = get_serving_engine("sglang-0.3.0")
+    it = dataclasses.replace(gpu_one_second, host_s_per_iter=e.host_s_per_iter,
+                             host_s_per_seq=e.host_s_per_seq, host_overlap=e.host_overlap,
+                             host_iters_per_schedule=e.host_iters_per_schedule)
+    r = run(it)
+    assert np.allclose(r.ttft_s, G + 0.00216, atol=1e-5)
+    assert r.makespan_s == pytest.approx(5 * (G + 0.00216), abs=5e-5)

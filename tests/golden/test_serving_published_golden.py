@@ -297,7 +297,7 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
     zero, (grid_row, grid_value), top_vllm, top_sglang = V060_PANELS[key]
     per_unit = (zero - grid_row) / grid_value
     for eng, top, profile in (("vllm", top_vllm, "vllm-0.6.0-multistep"),
-                              ("sglang", top_sglang, "sglang")):
+                              ("sglang", top_sglang, "sglang-0.3.0")):
         rid = f"vllm060-blog-{eng}-llama3-{size}-h100-tp{tp}-{ds}"
         row = _rows()[rid]
         assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
@@ -305,8 +305,8 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
         assert (int(row["requests"]), row["stream"], row["metric"]) == (500, "max-load",
                                                                          "requests_per_s")
         # vLLM 0.6.0 on its multi-step profile (the post's --num-scheduler-steps 10, over the V0
-        # profile), SGLang 0.3.0 on the sglang profile; Llama 3's
-        # 8,192-token context (the V0 budget rule depends on it; Llama 3.1's 131,072 would switch
+        # profile), SGLang 0.3.0 on sglang-0.3.0 (no overlap scheduler, measured host time);
+        # Llama 3's 8,192-token context (the V0 budget rule depends on it; Llama 3.1's 131,072 would switch
         # chunked prefill on)
         assert row["engine"] == profile and int(row["tp"]) == tp
         assert row["model"] == f"llama-3-{size}"
@@ -342,7 +342,7 @@ def test_vllm_v060_post_a100_rows_read_off_the_appendix_and_priced(priced, key):
     zero, (grid_row, grid_value), top_vllm, top_sglang = V060_A100[key]
     per_unit = (zero - grid_row) / grid_value
     for eng, top, profile in (("vllm", top_vllm, "vllm-0.6.0-multistep"),
-                              ("sglang", top_sglang, "sglang")):
+                              ("sglang", top_sglang, "sglang-0.3.0")):
         rid = f"vllm060-blog-{eng}-llama3-{size}-a100-tp{tp}-{ds}"
         row = _rows()[rid]
         assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)

@@ -1,5 +1,12 @@
-"""NeMo 24.03.01 (Transformer Engine 1.4) runs cuDNN fused attention on Hopper (issue 16,
-session 15).
+"""NeMo 24.03.01 (Transformer Engine 1.4) on Hopper: TE's default would pick cuDNN fused attention,
+the release's launcher turns it off, so flash-attn 2.x runs (issue 16, sessions 15-16).
+
+Source ``nemo-launcher-24-03-01-env``: NVIDIA/NeMo-Framework-Launcher tag 24.03.01,
+launcher_scripts/conf/config.yaml (container nvcr.io/nvidia/nemo:24.03.01.framework, the one the
+long-sequence page names) line 68 ``NVTE_FUSED_ATTN: 0`` ("Disable cudnn FA until we've tested it
+more"), exported into every job by nemo_launcher/core/stages.py; in from 562dcb45 (2024-02-13)
+to a6490ffe (2024-07-15). TE 1.4 reads the variable at lines 2415-2430 below, before its sm90
+preference, so the fused path is off and the rows are priced with the FlashAttention-2 class.
 
 Source ``te-1-4-attention-backend``: NVIDIA/TransformerEngine tag v1.4 (commit 0fbc76af,
 2024-03-07), transformer_engine/pytorch/attention.py, DotProductAttention:
@@ -19,7 +26,7 @@ no bias (or ALiBi / post-scale bias on sm90), a causal / padding / no mask, and 
 layout; above 512 tokens it is the backend chosen. Llama 2 7B (head dim 4096 / 32 = 128, 32 query
 = 32 KV heads, causal, no bias, Megatron-Core's sbhd tensors, bf16 attention even in an fp8 run,
 16K-1024K tokens, every CP chunk S / 2cp a multiple of 64) meets each condition, so the long-context
-H100 rows ran cuDNN: the planner's ``flash3`` class.
+H100 rows would have run cuDNN (the planner's ``flash3`` class) under TE's defaults alone.
 
 The rate (source ``cudnn-frontend-torch-sdpa-h200``): NVIDIA cudnn-frontend
 benchmark/benchmark_results.csv at 505fcfeb (benchmark_flash_attention.py on NGC PyTorch 24.03; the
@@ -45,14 +52,17 @@ PEAK = 989.4  # TFLOP/s dense bf16 of the GH100 die (gpus.toml)
 CUDNN_910_CAUSAL = {4096: (542.32, 443.60), 8192: (572.86, 463.54), 16384: (586.82, 497.68)}
 
 
-def test_te14_selects_cudnn_on_sm90_only():
+def test_launcher_env_turns_cudnn_off_on_every_part():
     fw = get_framework("nemo-24.03")
-    assert fw.attention_for("hopper")[0] == "flash3"       # lines 2834-2839: (9, 0) drops flash
-    assert fw.attention_for("ampere")[0] == "flash"        # sm80 keeps flash-attn 2.x
+    # NVTE_FUSED_ATTN=0 from the launcher: TE 1.4's sm90 preference for cuDNN never applies
+    assert fw.attention_for("hopper")[0] == "flash"
+    assert fw.attention_for("ampere")[0] == "flash"        # sm80 keeps flash-attn 2.x anyway
     assert fw.attention_for("ada") == ("flash", "")        # sm89 too, named (no Hopper fallback)
     assert fw.attention_for("blackwell")[0] == "flash"     # TE 1.4 predates sm100
-    assert fw.sources["attention"] == "te-1-4-attention-backend"
-    assert job_settings("nemo-24.03", "h100-sxm")[1]["attention"] == "flash3"
+    assert fw.sources["attention"] == "nemo-launcher-24-03-01-env"
+    assert job_settings("nemo-24.03", "h100-sxm")[1]["attention"] == "flash"
+    # the later release whose launcher enables cuDNN FA keeps the cuDNN class on Hopper
+    assert get_framework("nemo-25.09").attention_for("hopper")[0] == "flash3"
 
 
 def test_flash3_hopper_curve_is_cudnn_910_rate_at_16k():

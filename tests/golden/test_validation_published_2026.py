@@ -79,7 +79,10 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     session with NeMo 24.03 (Transformer Engine 1.4) priced with the cuDNN (flash3) class on
     Hopper, which TE 1.4's attention.py selects on sm90 (lines 2834-2839 at v1.4) and cuDNN 9.1.0
     measures at on GH100: the seven Llama 2 7B CP rows -8..-17% -> +21..+40% (docs/planner.md
-    "NeMo 24.03 runs cuDNN attention on Hopper"); 26.1% -> 25.4% / 135.3% at session 16 with
+    "NeMo 24.03 runs cuDNN attention on Hopper"); 26.1% -> 22.5% / 135.3% at session 16 with
+    the release's launcher read: NeMo-Framework-Launcher 24.03.01 exports NVTE_FUSED_ATTN=0 into
+    every job, so flash-attn 2.x ran (the seven rows back to -8..-17%; docs/planner.md "NeMo
+    24.03: the launcher turns cuDNN attention off"); 22.5% -> 22.1% / 135.3% the same session with
     the three Megatron-Bridge 2026-05-18 rows added (Qwen3-30B-A3B, 16 H100 BF16 EP16, the
     all-to-all dispatcher eager and with TE-scoped graphs: +14.8%, +16.6%, +17.2%; no other row
     moved; docs/planner.md "Eager MoE host time on a GPU host: the search of session 16"). Limits:
@@ -88,7 +91,7 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 44
     s = summary(results)
-    assert s["mape"] < 0.281
+    assert s["mape"] < 0.245
     assert s["max_ape"] < 1.45
 
 

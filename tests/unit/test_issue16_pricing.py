@@ -73,9 +73,10 @@ def test_permutation_bytes_per_destination():
 
 
 def test_release_attention_by_date():
-    # TE 1.4 (NeMo 24.03.01) selects cuDNN fused attention on sm90 (attention.py lines 2834-2839
-    # at v1.4; tests/golden/test_te14_cudnn_hopper.py): the flash3 class, as 25.09 on
-    assert get_framework("nemo-24.03").attention_for("hopper")[0] == "flash3"
+    # TE 1.4 (NeMo 24.03.01) would select cuDNN fused attention on sm90, but the release's
+    # launcher exports NVTE_FUSED_ATTN=0 (launcher_scripts/conf/config.yaml line 68 at tag
+    # 24.03.01; tests/golden/test_te14_cudnn_hopper.py): flash-attn 2.x; cuDNN from 25.09 on
+    assert get_framework("nemo-24.03").attention_for("hopper")[0] == "flash"
     assert get_framework("nemo-25.09").attention_for("hopper")[0] == "flash3"
     assert job_settings("nemo-24.03", "h100-sxm")[1]["framework_id"] == "nemo-24.03"
 

@@ -37,11 +37,15 @@ from ..derive import Derivation
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, dtype
 from ..specs.device_memory import (
+    context_stack_bytes,
     engine_visible_bytes,
     nccl_comm_bytes,
+    nccl_device_code_bytes,
+    nccl_kernel_stack_bytes,
     nccl_table,
     nccl_versions,
     nvls_bytes,
+    resident_threads,
 )
 from ..specs.frameworks import Framework, get_engine
 from ..specs.sources import cite
@@ -301,9 +305,7 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
     """Memory outside the torch allocator per GPU: the engine's base, its TP communicators' buffers
     and, on NVSwitch GPUs, NCCL's NVLS buffers for the TP group."""
     v = fw.values
-    d.given("memory outside torch at TP 1 (context / workspaces the engine counts)", "N_0",
-            float(v["non_torch_bytes"]), "B", cite(fw.sources["non_torch_bytes"]),
-            note=fw.notes.get("non_torch_bytes", ""))
+    _base_non_torch(d, fw, gpu)
     if tp == 1:
         return float(d.calc("memory outside torch per GPU", "N", "N_0", "B"))
     version = str(v.get("nccl_version", "unread"))
@@ -332,7 +334,9 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
                 note=fw.notes.get("custom_all_reduce_bytes", ""))
         d.calc("TP communicator buffers", "N_tp",
                "n_comm * (C_nccl * P_nccl * B_pair + B_nvls) + B_car", "B")
-        return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp", "B"))
+        if not v.get("nccl_library_in_budget"):
+            return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp", "B"))
+        return _nccl_library(d, fw, gpu, version)
     d.given("TP communicator buffers (NCCL rings, custom all-reduce)", "N_tp",
             float(v.get("non_torch_tp_bytes") or 0), "B",
             cite(fw.sources.get("non_torch_tp_bytes", fw.source)),
@@ -341,6 +345,59 @@ def _non_torch(d: Derivation, fw: Framework, gpu: GPUSpec, tp: int) -> float:
     d.given(f"NCCL NVLS buffers of the TP group ({tp} GPUs)", "N_nvls", nv, "B",
             nv_src or "none: the GPU has no NVLS entry or the group is too small")
     return float(d.calc("memory outside torch per GPU", "N", "N_0 + N_tp + N_nvls", "B"))
+
+
+def _nccl_library(d: Derivation, fw: Framework, gpu: GPUSpec, version: str) -> float:
+    """``N`` with what loading and first running NCCL costs once per process, for a profile whose
+    baseline predates it: the kernel module's device code and the context's local memory grown
+    to the kernels' stack. Each term only where its figure is read for the GPU's architecture."""
+    lib = cite(fw.sources["nccl_library_in_budget"])
+    why = fw.notes.get("nccl_library_in_budget", "")
+    terms = ["N_0", "N_tp"]
+    code = nccl_device_code_bytes(gpu, version)
+    if code is not None:
+        d.given(f"NCCL {version}'s kernel module, loaded at its first kernel (sm "
+                f"{gpu.compute_capability})", "N_code", code[0], "B", code[1])
+        terms.append("N_code")
+    stack = nccl_kernel_stack_bytes(gpu, version)
+    threads = resident_threads(gpu)
+    if stack is not None and threads is not None:
+        l0, l0_src = context_stack_bytes()
+        d.given("per-thread stack a CUDA context starts with (default limit)", "L_0", l0, "B",
+                l0_src)
+        d.given(f"per-thread stack NCCL {version}'s collective kernels need (sm "
+                f"{gpu.compute_capability})", "L_nccl", stack[0], "B", stack[1])
+        d.given("threads the GPU keeps resident (SMs x max threads per SM)", "T_res",
+                threads[0], "1", threads[1])
+        d.calc("context local memory grown at NCCL's first kernel launch, after the engine's "
+               "baseline", "N_stk", "max(L_nccl - L_0, 0) * T_res", "B", source=lib, note=why)
+        terms.append("N_stk")
+    return float(d.calc("memory outside torch per GPU", "N", " + ".join(terms), "B"))
+
+
+def _base_non_torch(d: Derivation, fw: Framework, gpu: GPUSpec) -> float:
+    """``N_0``: the engine's memory outside torch at TP 1. A profile whose figure includes the
+    CUDA context and was logged on another GPU (``non_torch_ref_resident_threads``) moves the
+    context's stack allocation, default per-thread stack x resident threads, to this GPU's count;
+    the rest of the figure is taken as it was logged."""
+    v = fw.values
+    src, note = cite(fw.sources["non_torch_bytes"]), fw.notes.get("non_torch_bytes", "")
+    ref = v.get("non_torch_ref_resident_threads")
+    threads = resident_threads(gpu) if ref else None
+    if not ref or threads is None:
+        return float(d.given("memory outside torch at TP 1 (context / workspaces the engine "
+                             "counts)", "N_0", float(v["non_torch_bytes"]), "B", src, note=note))
+    d.given("memory outside torch at TP 1 as logged on the reference GPU (context included)",
+            "N_0r", float(v["non_torch_bytes"]), "B", src, note=note)
+    d.given("threads the reference GPU keeps resident", "T_ref", float(ref), "1",
+            cite(fw.sources["non_torch_ref_resident_threads"]),
+            note=fw.notes.get("non_torch_ref_resident_threads", ""))
+    l0, l0_src = context_stack_bytes()
+    d.given("per-thread stack a CUDA context starts with (default limit)", "L_0", l0, "B", l0_src)
+    d.given("threads this GPU keeps resident (SMs x max threads per SM)", "T_res", threads[0],
+            "1", threads[1])
+    return float(d.calc("memory outside torch at TP 1 on this GPU (the context's stack moved to "
+                        "its thread count)", "N_0", "N_0r + L_0 * (T_res - T_ref)", "B"))
 
 
 def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp: int, T: int,

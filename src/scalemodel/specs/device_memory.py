@@ -38,6 +38,43 @@ def nccl_table(version: str) -> dict[str, Any] | None:
     return _table().get(f"nccl-{version}")
 
 
+def nccl_kernel_stack_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
+    """(bytes, source): the per-thread stack NCCL ``version``'s collective kernels need on
+    ``gpu``'s compute capability (the least any collective reaches), or None where not read."""
+    t = nccl_table(version) or {}
+    v = (t.get("kernel_stack_bytes") or {}).get(str(getattr(gpu, "compute_capability", "")))
+    if v is None:
+        return None
+    return float(v), cite(t["kernel_stack_source"])
+
+
+def nccl_device_code_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
+    """(bytes, source): device memory NCCL ``version``'s kernel module takes once loaded on
+    ``gpu``'s compute capability (once per process), or None where not read."""
+    t = nccl_table(version) or {}
+    v = (t.get("device_code_bytes") or {}).get(str(getattr(gpu, "compute_capability", "")))
+    if v is None:
+        return None
+    return float(v), cite(t["device_code_source"])
+
+
+def context_stack_bytes() -> tuple[float, str]:
+    """(bytes, source): the per-thread local memory a new CUDA context is sized for (the default
+    stack limit); the context holds it for every thread the GPU can keep resident."""
+    t = _table()["cuda_context"]
+    return float(t["stack_bytes_per_thread"]), cite(t["source"])
+
+
+def resident_threads(gpu: Any) -> tuple[float, str] | None:
+    """(threads, source): SMs x max threads per SM, the count a context's local memory is sized
+    for; None where the GPU spec gives either figure as unknown."""
+    n = int(getattr(gpu, "sm_count", 0) or 0)
+    per = int((getattr(gpu, "sm", None) or {}).get("max_threads_per_sm", 0) or 0)
+    if not n or not per:
+        return None
+    return float(n * per), gpu.source_of("sm_count")
+
+
 def nccl_versions() -> list[str]:
     """The NCCL versions whose buffer sizes are recorded."""
     return [k.removeprefix("nccl-") for k in _table() if k.startswith("nccl-")]

@@ -405,6 +405,8 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "nccl_eager_connect": (lambda v: isinstance(v, bool), "true or false"),
     "tp_nccl_communicators": (_num(0, whole=True), "a whole number of communicators >= 0"),
     "custom_all_reduce_bytes": (_num(0), "bytes >= 0"),
+    "nccl_library_in_budget": (lambda v: isinstance(v, bool), "true or false"),
+    "non_torch_ref_resident_threads": (_num(1), "threads >= 1"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),
     "cuda_graph_in_budget": (lambda v: isinstance(v, bool), "true or false"),
     "cuda_graph_bytes": (_num(0), "bytes >= 0"),
@@ -511,6 +513,16 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                      "(a list of fp8_block); for deepep: dispatcher = deepep, deepep_mode = "
                      "normal | low_latency | auto, dispatch_bytes_per_element, "
                      "combine_bytes_per_element, ll_row_extra_bytes (numbers >= 0)"),
+    # two-batch overlap under attention DP with DeepEP (SGLang --enable-two-batch-overlap):
+    # prefill "sglang_prefill" (an iteration with prefill tokens runs its MoE layers as two
+    # micro-batches split at a sequence boundary, in the engine's operation order with one
+    # compute and one communication stream: analytic/serving/iteration.py tbo_moe_layers) or
+    # "off"; comm_sms (the SMs DeepEP's normal kernels hold while they run; the DeepGEMM
+    # kernels inside the overlapped layers are launched on the others)
+    "two_batch_overlap": (lambda v: (isinstance(v, dict) and set(v) == {"prefill", "comm_sms"}
+                                     and v["prefill"] in ("sglang_prefill", "off")
+                                     and _num(0, whole=True)(v["comm_sms"])),
+                          "a table prefill = sglang_prefill | off, comm_sms = an integer >= 0"),
     # speculative decoding: the drafters the engine's source runs (analytic/serving/
     # speculative.py DRAFTERS: mtp, eagle, model)
     "speculative": (lambda v: isinstance(v, dict) and isinstance(v.get("drafters"), list)

@@ -213,11 +213,14 @@ def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
                        Headline("start / refuse right", f"{kv_s['start_matches']} of "
                                 f"{kv_s['start_rows']}")),
             tables=(Table("rows", ("id", "engine", "model", "GPUs", "measured tokens",
-                                   "predicted tokens", "error", "started", "predicted"),
+                                   "predicted tokens", "error", "KV GiB logged / predicted",
+                                   "started", "predicted"),
                           tuple((r.id, f"{r.engine} {r.engine_version}", r.model,
                                  f"{r.tp} x {r.gpu}", r.measured_tokens or "-",
                                  r.predicted_tokens,
                                  _pct(r.error) if r.error is not None else "-",
+                                 (f"{r.measured_kv_gib:.2f} / " if r.measured_kv_gib is not None
+                                  else "- / ") + f"{r.predicted_kv_gib:.2f}",
                                  "yes" if r.measured_started else "no",
                                  "yes" if r.predicted_started else "no")
                                 for r in kv_rows)),)))

@@ -57,6 +57,9 @@ class Engine:
     # how its attention-DP ranks share requests and meet at each MoE layer (frameworks.toml
     # attention_dp_schedule); empty: not read
     attention_dp_schedule: dict[str, Any] = field(default_factory=dict)
+    # two-batch overlap of an attention-DP DeepEP engine (frameworks.toml two_batch_overlap):
+    # prefill "sglang_prefill" or "off", comm_sms; empty: none
+    two_batch_overlap: dict[str, Any] = field(default_factory=dict)
     # speculative decoding (frameworks.toml speculative): the drafters the engine runs; and the
     # speculation a run asks for (speculative.Speculation, plan serve --spec), None: none
     speculative: dict[str, Any] = field(default_factory=dict)
@@ -204,7 +207,7 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
-            *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative",
+            "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative",
             "prefix_cache", *CUDA_GRAPH_FIELDS)
     eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
@@ -226,6 +229,7 @@ def get_serving_engine(fid: str | None) -> Engine:
         prefill_alone=bool(v.get("prefill_alone", False)),
         attention_dp=dict(v.get("attention_dp") or {}),
         attention_dp_schedule=dict(v.get("attention_dp_schedule") or {}),
+        two_batch_overlap=dict(v.get("two_batch_overlap") or {}),
         speculative=dict(v.get("speculative") or {}),
         prefix_cache=str(v.get("prefix_cache") or "off"),
 cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v})

@@ -171,6 +171,24 @@ class Tables:
     moe_shared_ll: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class TBOParts:
+    """An MoE layer's parts as SGLang's two-batch overlap runs them in a prefill iteration
+    (frameworks.toml two_batch_overlap), seconds on one rank by a micro-batch's tokens (index):
+    the engine launches its DeepGEMM kernels on the SMs DeepEP's kernels leave (``*_dg``, their
+    compute side at S / (S - comm_sms)); the other kernels share the SMs with a running
+    dispatch or combine (``*_ot``, at 1 - ``sm_share`` of their rate while it runs)."""
+
+    a_dg: np.ndarray  # attention's FP8 projections (DeepGEMM)
+    a_ot: np.ndarray  # router (16-bit) and the layer's memory-bound kernels
+    e_dg: np.ndarray  # the routed experts' grouped GEMMs (DeepGEMM)
+    e_ot: np.ndarray  # the routed copies' permutation
+    s_dg: np.ndarray  # the shared expert's FP8 GEMMs (DeepGEMM)
+    dispatch: np.ndarray  # DeepEP normal dispatch (communication stream)
+    combine: np.ndarray  # DeepEP normal combine
+    sm_share: float  # the SMs DeepEP's kernels hold while they run, over the GPU's
+
+
 def _split_k(M: np.ndarray, N: float, K: float, gpu: GPUSpec) -> np.ndarray:
     """K splits a thin GEMM's kernel takes so its tiles fill the SMs (split-K / stream-K, as
     cuBLAS and TensorRT-LLM pick for decode-sized M): SMs over output tiles, at most one split
@@ -252,6 +270,9 @@ class IterationModel:
     graph_batch: str = "decode_seqs"
     graph_padding: bool = True
     graph_max_ctx: int = 0
+    # two-batch overlap (frameworks.toml two_batch_overlap, :meth:`tbo_moe`): an MoE layer's
+    # parts by a micro-batch's tokens, None where the engine runs none
+    tbo: TBOParts | None = None
 
     def graph_rows(self, T: int, decode_only: bool, max_ctx: float | None = None) -> int:
         """The rows the iteration's GEMMs and per-token kernels run at: T padded up to the
@@ -354,6 +375,53 @@ class IterationModel:
         eff = np.interp(np.log2(p + c), self.eff_x, self.eff_y)
         return float(L * np.sum(flops / eff) / (self.peak16 * self.layout.pp))
 
+    def tbo_moe(self, T: int, chunks: np.ndarray, cached: np.ndarray,
+                shared_T: float | None = None) -> tuple[float, float] | None:
+        """(seconds of the MoE layers as the engine's two-batch overlap runs them, seconds the
+        same layers take without it) for a prefill iteration of T tokens on a rank with these
+        ``chunks`` (after ``cached``); None where the engine runs none (no
+        :class:`TBOParts`, or no prefill chunk). The batch is cut at a sequence boundary
+        (:func:`split_half_sum`); each micro-batch's attention, router, shared expert and
+        memory-bound kernels run at its own tokens and its experts and DeepEP calls at
+        ``shared_T`` tokens a rank (the lock-step's mean; T itself by default) split in the
+        same proportion (:func:`tbo_layers_time`). The second figure is what the iteration
+        otherwise charges these layers (their tables at T and ``shared_T``, their attention)."""
+        tb = self.tables
+        p = self.tbo
+        if p is None or chunks.size == 0 or self.n_moe == 0:
+            return None
+        n = p.a_dg.size - 1
+        cut = split_half_sum(chunks)
+        ca, cb = chunks[:cut], chunks[cut:]
+        pa, pb = cached[:cut], cached[cut:]
+        tok = float(np.sum(chunks))
+        share_a = float(np.sum(ca)) / tok if tok > 0 else 0.0
+        # decode rows in the batch (none in a prefill pool) go with micro-batch B
+        ta = int(round(float(np.sum(ca))))
+        tb_ = max(int(T) - ta, 0)
+        x = float(T if shared_T is None else shared_T)
+        xa, xb = x * share_a, x * (1.0 - share_a)
+        L = self.n_dense + self.n_moe
+
+        def own(arr: np.ndarray) -> tuple[float, float]:
+            return float(arr[min(ta, n)]), float(arr[min(tb_, n)])
+
+        def shared(arr: np.ndarray) -> tuple[float, float]:
+            k = np.arange(arr.size)
+            return float(np.interp(xa, k, arr)), float(np.interp(xb, k, arr))
+
+        att = (self.prefill_attention(ca, pa) / L if ca.size else 0.0,
+               self.prefill_attention(cb, pb) / L if cb.size else 0.0)
+        a_ot = own(p.a_ot)
+        t = tbo_layers_time(self.n_moe, own(p.a_dg), (a_ot[0] + att[0], a_ot[1] + att[1]),
+                            shared(p.e_dg), shared(p.e_ot), own(p.s_dg), shared(p.dispatch),
+                            shared(p.combine), p.sm_share)
+        i = min(int(T), tb.moe.size - 1)
+        ms = tb.moe_shared if tb.moe_shared is not None else np.zeros_like(tb.moe)
+        whole = self.n_moe * (tb.moe[i] - ms[i] + float(np.interp(x, np.arange(ms.size), ms))
+                              + tb.nongemm[i] + tb.allreduce[i])
+        return float(t), float(whole + self.prefill_attention(chunks, cached) * self.n_moe / L)
+
     def time(self, T: int, n_logits: int, decode_ctx_sum: float, chunks: np.ndarray,
              cached: np.ndarray, max_ctx: float | None = None, n_decode: int = 0) -> float:
         """Seconds of one iteration: T tokens, ``n_logits`` sequences sampling, decode
@@ -371,6 +439,9 @@ class IterationModel:
             gpu = (self.dense_part(T, n_logits, rows, decode_only=chunks.size == 0)
                    + self.dec_s_per_ctx_token * decode_ctx_sum)
         gpu += self.prefill_attention(chunks, cached)
+        tbo = self.tbo_moe(T, chunks, cached) if self.spec is None else None
+        if tbo is not None:
+            gpu += tbo[0] - tbo[1]
         return float(self.with_host(gpu, n_logits))
 
     def time_lockstep(self, T: np.ndarray, n_logits: np.ndarray, decode_ctx_sum: np.ndarray,
@@ -414,6 +485,17 @@ class IterationModel:
         ms = (tb.moe_shared_ll if decode_only and tb.moe_shared_ll is not None
               else tb.moe_shared)
         shared = self.n_moe * float(np.interp(x, np.arange(ms.size), ms))
+        if not decode_only and self.tbo is not None:
+            # two-batch overlap: the MoE layers of the rank with the most work of its own, its
+            # experts and calls at the ranks' mean, as the overlap runs them (:meth:`tbo_moe`),
+            # in place of what the sum charges them
+            r = int(np.argmax(own))
+            c_r = np.asarray(chunks[r]) if r < len(chunks) else np.zeros(0)
+            p_r = np.asarray(cached[r]) if r < len(cached) else np.zeros(0)
+            tbo = self.tbo_moe(int(T[r]), c_r, p_r, shared_T=x)
+            if tbo is not None:
+                return float(self.with_host(float(own.max()) + shared + tbo[0] - tbo[1],
+                                            int(n_logits.max())))
         return float(self.with_host(float(own.max()) + shared, int(n_logits.max())))
 
     def verify_gpu(self, T: int, n_logits: int, decode_ctx_sum: float, n_decode: int) -> float:
@@ -469,6 +551,76 @@ class IterationModel:
         return first + rest + k * self.draft_per_ctx * ctx_sum
 
 
+def split_half_sum(lengths: Any) -> int:
+    """Where SGLang's two-batch overlap cuts a prefill batch (two_batch_overlap.py
+    ``_split_array_by_half_sum``, sglang 0.4.7): the first index i >= 1 after which the
+    difference between the two halves' token sums stops falling (the last of equal ones);
+    0 for fewer than two sequences (micro-batch A empty)."""
+    arr = [float(x) for x in lengths]
+    total, left, best, best_i = sum(arr), 0.0, float("inf"), 0
+    for i in range(1, len(arr)):
+        left += arr[i - 1]
+        diff = abs(left - (total - left))
+        if diff > best:
+            break
+        best, best_i = diff, i
+    return best_i
+
+
+def beside_comm(t0: float, work: float, busy_until: float, share: float) -> float:
+    """When ``work`` seconds of kernels that start at ``t0`` end while a communication kernel
+    that holds ``share`` of the SMs runs until ``busy_until``: at 1 - share of their rate while it
+    runs, at full rate after (the step model's rule for compute beside DeepEP's kernels,
+    step/comm.py ``_ep_overlapped``: w beside a kernel of c seconds ends at max(c, w + s c)
+    while it outlasts it, at w / (1 - s) otherwise)."""
+    c = max(0.0, busy_until - t0)
+    if work <= 0.0:
+        return t0
+    if share <= 0.0 or c <= 0.0:
+        return t0 + work
+    if work <= (1.0 - share) * c:
+        return t0 + work / (1.0 - share)
+    return t0 + work + share * c
+
+
+def tbo_layers_time(n_layers: int, a_dg: tuple[float, float], a_ot: tuple[float, float],
+                    e_dg: tuple[float, float], e_ot: tuple[float, float],
+                    s_dg: tuple[float, float], dispatch: tuple[float, float],
+                    combine: tuple[float, float], sm_share: float) -> float:
+    """Seconds of ``n_layers`` consecutive MoE layers run as SGLang's two-batch overlap runs a
+    prefill (sglang 0.4.7 operations_strategy.py ``_compute_moe_deepseek_blog_prefill``,
+    operations.py ``execute_overlapped_operations`` with delta_stages 0): each micro-batch's
+    layer is three stages cut at its yield points,
+
+        1: attention (projections, core), router, top-k, then the dispatch is launched
+        2: wait for the dispatch, routed experts, then the combine is launched
+        3: shared expert, wait for the combine, output (run with the next layer's stage 1)
+
+    and the host runs A1, B1, A2, B2, A3+A1', B3+B1', ... on one compute stream while DeepEP's
+    dispatches and combines queue on one communication stream in launch order. Each argument
+    is the pair (micro-batch A, micro-batch B); ``*_dg`` kernels keep their own SMs, ``*_ot``
+    kernels slow beside a running call (:func:`beside_comm`). A stage that waits for its call
+    idles the compute stream (the wait is a stream wait, so a call that finishes early costs
+    nothing). Host launch gaps are not priced."""
+    tc = tm = 0.0  # compute stream's clock; the communication stream's end of queued work
+    d_end = [0.0, 0.0]
+    c_end = [0.0, 0.0]
+    for layer in range(n_layers):
+        for x in (0, 1):
+            if layer:
+                tc = max(tc + s_dg[x], c_end[x])
+            tc = beside_comm(tc + a_dg[x], a_ot[x], tm, sm_share)
+            tm = d_end[x] = max(tc, tm) + dispatch[x]
+        for x in (0, 1):
+            tc = max(tc, d_end[x]) + e_dg[x]
+            tc = beside_comm(tc, e_ot[x], tm, sm_share)
+            tm = c_end[x] = max(tc, tm) + combine[x]
+    if n_layers:
+        for x in (0, 1):
+            tc = max(tc + s_dg[x], c_end[x])
+    return tc
+
+
 def _expert_imbalance(m: ModelSpec, ep: int, copies: np.ndarray) -> np.ndarray:
     """Busiest EP rank's routed copies over the mean, by the batch's routed copies (median draw
     of the routing Monte Carlo of analytic/moe_serving.py)."""
@@ -511,7 +663,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           adp_gather_padding: bool = False, adp_idle: str = "dummy_generation",
           spec: Any = None,
           graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
-          graph_padding: bool = True, graph_max_ctx: int = 0) -> IterationModel:
+          graph_padding: bool = True, graph_max_ctx: int = 0,
+          tbo: dict[str, Any] | None = None) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -527,7 +680,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     rank with no request runs (attention_dp_schedule idle). ``spec``
     (speculative.Speculation): the tables reach k + 1 tokens per sequence and the drafter is
     priced (:meth:`IterationModel.verify_gpu`). ``graph_*``: the
-    engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`)."""
+    engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`). ``tbo``: the engine's
+    two-batch overlap (frameworks.toml two_batch_overlap), read for an attention-DP layout
+    with the DeepEP exchange (:class:`TBOParts`, :meth:`IterationModel.tbo_moe`)."""
     if graph_batch not in ("decode_seqs", "tokens"):
         raise BadInput(f"cuda_graph_batch: {graph_batch!r} is not decode_seqs or tokens")
     steps = zip(graph_sizes, graph_sizes[1:], strict=False)
@@ -626,7 +781,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         # outputs back with DeepEP's kernels (deepep_exchange_time), normal mode and, where the
         # engine switches for batches without prefill, low-latency mode
         ar = np.zeros_like(M)
-        norm_g, ll_g = deepep_exchange_time(m, lay, grid, adp_exchange or {}, cluster, gpu)
+        calls: dict[str, np.ndarray] = {}
+        norm_g, ll_g = deepep_exchange_time(m, lay, grid, adp_exchange or {}, cluster, gpu,
+                                            calls)
         moe_x = np.where(M > 0, np.interp(M, grid, norm_g), 0.0)
         mode = str((adp_exchange or {}).get("deepep_mode", "normal"))
         if mode not in ("normal", "low_latency", "auto"):
@@ -653,6 +810,33 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
                                    cluster)
         ar = np.where(M > 0, np.interp(M, grid, np.asarray(ar_g) * np.ones_like(grid)), 0.0)
         moe_x = np.zeros_like(M)
+    tbo_parts = None
+    tbo_mode = str((tbo or {}).get("prefill") or "off")
+    if tbo_mode not in ("off", "sglang_prefill"):
+        raise BadInput(f"two_batch_overlap prefill: {tbo_mode!r} is not sglang_prefill or off")
+    if (tbo_mode == "sglang_prefill" and m.is_moe and adp and lay.pp == 1
+            and (adp_exchange or {}).get("exchange") == "deepep"):
+        # SGLang's two-batch overlap (prefill): the DeepGEMM kernels run on the SMs DeepEP's
+        # kernels leave (deep_gemm_num_sms = SMs - DeepEP's num_sms), so their compute side
+        # takes S / (S - comm_sms); the other kernels share the SMs only while a call runs
+        n_sm = float(gpu.sm_count)
+        c_sm = float((tbo or {}).get("comm_sms") or 0)
+        if c_sm and (not n_sm or c_sm >= n_sm):
+            raise BadInput(f"two_batch_overlap comm_sms: {c_sm:g} leaves no SMs of {gpu.id}'s "
+                           f"{n_sm:g} (gpus.toml sm_count)")
+        f_sm = n_sm / (n_sm - c_sm) if c_sm else 1.0
+
+        def dg(t: np.ndarray, tc: np.ndarray) -> np.ndarray:
+            return np.maximum(t, tc * f_sm)
+
+        def on_m(x: np.ndarray) -> np.ndarray:
+            return np.where(M > 0, np.interp(M, grid, x), 0.0)
+
+        tbo_parts = TBOParts(
+            a_dg=dg(qkv, qkv_c) + dg(o, o_c), a_ot=rt + nongemm,
+            e_dg=dg(eu, eu_c) + dg(ed, ed_c), e_ot=permute, s_dg=dg(su, su_c) + dg(sd, sd_c),
+            dispatch=on_m(calls["dispatch"]), combine=on_m(calls["combine"]),
+            sm_share=c_sm / n_sm if c_sm else 0.0)
     moe_shared = moe_shared_ll = None
     if m.is_moe:
         moe_ll = moe + (moe_x if moe_x_ll is None else moe_x_ll)
@@ -753,7 +937,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         dec_mem_s=m.n_layers * mem_s / lay.pp, dec_cmp_s=m.n_layers * cmp_s / lay.pp,
         spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it,
         graph_sizes=tuple(int(x) for x in graph_sizes), graph_batch=graph_batch,
-        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx))
+        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx), tbo=tbo_parts)
 
 
 def _draft_model(spec: Any, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,
@@ -828,7 +1012,8 @@ def deepep_rows(m: ModelSpec, exchange: dict[str, Any]) -> tuple[float, float, f
 
 
 def deepep_exchange_time(m: ModelSpec, lay: ServeLayout, T: Any, exchange: dict[str, Any],
-                         cluster: Any, gpu: GPUSpec) -> tuple[np.ndarray, np.ndarray]:
+                         cluster: Any, gpu: GPUSpec, calls: dict[str, np.ndarray] | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """(normal-mode, low-latency-mode) seconds of one MoE layer's dispatch plus combine under
     attention data parallelism with T tokens on each of the ep = tp ranks, with the engine's
     DeepEP-class dispatcher (``exchange["dispatcher"]``, a collectives.toml kernel), priced by
@@ -840,6 +1025,9 @@ def deepep_exchange_time(m: ModelSpec, lay: ServeLayout, T: Any, exchange: dict[
       of :func:`deepep_rows`' dispatch bytes, combine rows of its combine bytes;
     * low-latency mode: every (token, expert) pair is its own row, T top_k of them per rank,
       at the low-latency kernels' measured rate at ep ranks (``low_latency_stage_time``).
+
+    ``calls``, where given, receives the normal mode's "dispatch" and "combine" seconds apart
+    (two-batch overlap queues them one by one, :func:`tbo_layers_time`).
 
     No straggler (the busiest rank's rows over the mean) is charged on the exchange: the
     published figures ran with EPLB's redundant experts, and the expert GEMMs already take the
@@ -865,7 +1053,10 @@ def deepep_exchange_time(m: ModelSpec, lay: ServeLayout, T: Any, exchange: dict[
     for call, row in (("dispatch", row_d), ("combine", row_c)):
         net = kernel_network_stage(kernel, cluster, T * row * nodes, n_nodes, call)
         nvl = kernel_nvlink_stage(kernel, cluster, up, T * row * gpus, r_ep, call)
-        normal = normal + np.maximum(np.asarray(net), np.asarray(nvl))
+        t_call = np.maximum(np.asarray(net), np.asarray(nvl))
+        if calls is not None:
+            calls[call] = t_call * np.ones_like(T)
+        normal = normal + t_call
     k = float(m.top_k)
     ll = (np.asarray(low_latency_stage_time(kernel, cluster, T * k * row_ll, ep, "dispatch"))
           + np.asarray(low_latency_stage_time(kernel, cluster, T * k * row_c, ep, "combine")))
