@@ -82,7 +82,8 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     "NeMo 24.03 runs cuDNN attention on Hopper"); 26.1% -> 22.5% / 135.3% at session 16 with
     the release's launcher read: NeMo-Framework-Launcher 24.03.01 exports NVTE_FUSED_ATTN=0 into
     every job, so flash-attn 2.x ran (the seven rows back to -8..-17%; docs/planner.md "NeMo
-    24.03: the launcher turns cuDNN attention off"); 22.5% -> 22.1% / 135.3% the same session with
+    24.03: the launcher turns cuDNN attention off"; 22.1% with main of 11642d9); 22.1% -> 21.7% /
+    135.3% the same session with
     the three Megatron-Bridge 2026-05-18 rows added (Qwen3-30B-A3B, 16 H100 BF16 EP16, the
     all-to-all dispatcher eager and with TE-scoped graphs: +14.8%, +16.6%, +17.2%; no other row
     moved; docs/planner.md "Eager MoE host time on a GPU host: the search of session 16"). Limits:

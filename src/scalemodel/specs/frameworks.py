@@ -338,6 +338,17 @@ KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free
 # once per KV head (a GQA-aware kernel: XQA, FlashAttention's grouped decode, FlashInfer) or once
 # per query head (a kernel with one thread block per query head, e.g. TensorRT-LLM 0.5's masked MHA)
 DECODE_KV_READS = ("kv_head", "query_head")
+# the modeling files whose decoder-layer kernels a profile's layer_kernels may count
+LAYER_KERNEL_MODELING = ("deepseekv3", "unread")
+
+
+def _layer_kernels_ok(v: dict[str, Any]) -> bool:
+    if v.get("modeling") not in LAYER_KERNEL_MODELING:
+        return False
+    if v["modeling"] == "unread":
+        return set(v) == {"modeling"}
+    parts = {"attention", "moe_ffn", "dense_ffn"}
+    return set(v) == {"modeling", *parts} and all(_num(0, whole=True)(v[k]) for k in parts)
 ADP_EXCHANGES = ("allgather_reducescatter", "deepep", "unread")
 ADP_PRICED = ("route_bytes_per_expert", "output_bytes", "dispatch_16bit")
 # a DeepEP exchange (wide EP): the dispatcher kernel (collectives.toml), its mode (SGLang
@@ -457,6 +468,16 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"
     # (the head's output is all-gathered so every TP rank holds and samples the full row)
     "logits_gather": (lambda v: v in ("none", "all_gather"), "none or all_gather"),
+    # kernels one decoder layer launches one after another on the critical path, outside its TP
+    # all-reduces (priced by the collectives model) and kernels on side streams, as counted for
+    # one modeling file of the engine (analytic/serving/iteration.py layer_launch_s): each pays
+    # the GPU's idle time per kernel boundary (planner.toml [host] gpu_kernel_min_s). modeling
+    # "deepseekv3" (the DeepSeek-V3 decoder layer: MLA models) with counts attention, moe_ffn,
+    # dense_ffn (whole numbers >= 0); "unread" (no count read: no term)
+    "layer_kernels": (lambda v: isinstance(v, dict) and _layer_kernels_ok(v),
+                      "a table modeling = " + " | ".join(LAYER_KERNEL_MODELING)
+                      + " and, for a read modeling, attention, moe_ffn, dense_ffn (whole numbers"
+                      " >= 0)"),
     # the grouped expert-GEMM kernel the engine runs, by GPU architecture: a kernel the
     # kernels.toml [grouped_gemm] benchmark measured (its per-launch cost is charged per expert)
     "moe_gemm": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),

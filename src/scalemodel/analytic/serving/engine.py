@@ -70,6 +70,9 @@ class Engine:
     # CUDA-graph batch-size buckets (frameworks.toml cuda_graph_*; :func:`capture_sizes`): the
     # profile's raw fields, empty where the profile records none (no padding priced)
     cuda_graph: dict[str, Any] = field(default_factory=dict)
+    # kernels per decoder layer on the critical path, counted for one modeling file
+    # (frameworks.toml layer_kernels; iteration.py layer_launch_s); empty: none counted
+    layer_kernels: dict[str, Any] = field(default_factory=dict)
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -207,8 +210,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     v = fw.values
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
-            "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule", "prefill_alone", "speculative",
-            "prefix_cache", *CUDA_GRAPH_FIELDS)
+            "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule",
+            "prefill_alone", "speculative", "prefix_cache", "layer_kernels", *CUDA_GRAPH_FIELDS)
     eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -232,7 +235,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         two_batch_overlap=dict(v.get("two_batch_overlap") or {}),
         speculative=dict(v.get("speculative") or {}),
         prefix_cache=str(v.get("prefix_cache") or "off"),
-cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v})
+        cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v},
+        layer_kernels=dict(v.get("layer_kernels") or {}))
     # the capture lists are checked when the profile is loaded (one line, exit 2), not only
     # where a layout prices them
     capture_sizes(eng, 1, 1, 0.0)

@@ -21,6 +21,9 @@ Per layer on one rank, a batch of T tokens (decode tokens and prefill chunk toke
   copies; where the engine's profile names its grouped GEMM kernel, each of those expert GEMMs
   also pays that kernel's measured per-expert cost, step/gemm.py ``grouped_overhead``), the
   shared experts, and the permutation of the routed copies in HBM;
+* kernel boundaries: where the engine's profile counts the kernels a decoder layer runs one
+  after another on its critical path (``layer_kernels``), each adds the GPU's idle time per
+  kernel boundary (:func:`layer_launch_s`), whatever the batch;
 * PP: the batch runs as pp micro-batches through pp stages, so a sequence advances one token per
   pp stage times of T / pp tokens, plus the pp - 1 activation sends;
 * per iteration: the output head and sampling for every sequence that emits a token (where the
@@ -273,6 +276,10 @@ class IterationModel:
     # two-batch overlap (frameworks.toml two_batch_overlap, :meth:`tbo_moe`): an MoE layer's
     # parts by a micro-batch's tokens, None where the engine runs none
     tbo: TBOParts | None = None
+    # GPU seconds per layer that the kernel boundaries of a dense and of an MoE decoder layer
+    # add, every iteration (:func:`layer_launch_s`; 0 where the engine's kernels were not counted)
+    launch_dense_s: float = 0.0
+    launch_moe_s: float = 0.0
 
     def graph_rows(self, T: int, decode_only: bool, max_ctx: float | None = None) -> int:
         """The rows the iteration's GEMMs and per-token kernels run at: T padded up to the
@@ -341,8 +348,10 @@ class IterationModel:
         i = min(self.stage_tokens(T if rows is None else rows), self.tables.dense.size - 1)
         tb = self.tables
         moe = tb.moe_ll if decode_only and tb.moe_ll is not None else tb.moe
-        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
-                  + self.n_moe * (moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i]
+                                  + self.launch_dense_s)
+                  + self.n_moe * (moe[i] + tb.nongemm[i] + tb.allreduce[i]
+                                  + self.launch_moe_s)) / pp
         j = min(-(-n_logits // pp), tb.head.size - 1)
         return float(pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j])
 
@@ -355,8 +364,10 @@ class IterationModel:
         R = np.asarray(T if rows is None else rows, dtype=np.int64)
         i = np.minimum(-(-R // pp), tb.dense.size - 1)
         j = np.minimum(-(-np.asarray(n_logits, dtype=np.int64) // pp), tb.head.size - 1)
-        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i])
-                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i])) / pp
+        per_mb = (self.n_dense * (tb.dense[i] + tb.nongemm[i] + tb.allreduce[i]
+                                  + self.launch_dense_s)
+                  + self.n_moe * (tb.moe[i] + tb.nongemm[i] + tb.allreduce[i]
+                                  + self.launch_moe_s)) / pp
         return pp * per_mb + (pp - 1) * tb.p2p[i] + pp * tb.head[j]
 
     def prefill_attention(self, chunks: np.ndarray, cached: np.ndarray) -> float:
@@ -661,7 +672,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           host_overlap: bool = False, host_iters_per_schedule: int = 1,
           adp_exchange: dict[str, Any] | None = None,
           adp_gather_padding: bool = False, adp_idle: str = "dummy_generation",
-          spec: Any = None,
+          spec: Any = None, layer_kernels: dict[str, Any] | None = None,
           graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
           graph_padding: bool = True, graph_max_ctx: int = 0,
           tbo: dict[str, Any] | None = None) -> IterationModel:
@@ -679,7 +690,9 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     the largest rank's tokens (:meth:`IterationModel.time_lockstep`); ``adp_idle``: what a
     rank with no request runs (attention_dp_schedule idle). ``spec``
     (speculative.Speculation): the tables reach k + 1 tokens per sequence and the drafter is
-    priced (:meth:`IterationModel.verify_gpu`). ``graph_*``: the
+    priced (:meth:`IterationModel.verify_gpu`). ``layer_kernels``: the engine's kernel count
+    per decoder layer (frameworks.toml layer_kernels), each kernel boundary charged the GPU's
+    idle time (:func:`layer_launch_s`). ``graph_*``: the
     engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`). ``tbo``: the engine's
     two-batch overlap (frameworks.toml two_batch_overlap), read for an attention-DP layout
     with the DeepEP exchange (:class:`TBOParts`, :meth:`IterationModel.tbo_moe`)."""
@@ -901,6 +914,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     eff_x = np.linspace(0.0, np.log2(max(m.max_context, 2)) + 1, 96)
     eff_y = np.asarray(attention_efficiency(gpu, 2.0 ** eff_x, causal=True, kind=attention_kind,
                                             head_dim=ms.qk_dim / m.n_heads))
+    launch_dense, launch_moe = layer_launch_s(m, lay, layer_kernels)
     tables = Tables(dense_c, dense, moe, moe_c, nongemm, ar, np.asarray(p2p) * np.ones_like(M),
                     head, moe_shared, moe_ll, moe_shared_ll)
     draft_pass = draft_it = None
@@ -919,8 +933,12 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
             # the module's layer (an MoE layer where the model's MTP module is one, a dense
             # layer of the target's width for an EAGLE head), its [hidden; embedding] -> h
             # projection (replicated, not TP-split) and the output head at B sequences
-            layer = ((moe if m.is_moe and spec.drafter == "mtp" else dense) + nongemm + ar
-                     + moe_x * (m.is_moe and spec.drafter == "mtp"))
+            # the MTP module's layer is the target's MoE decoder layer: its kernels too
+            # (layer_launch_s; its projection, norms and head kernels are not counted); an
+            # EAGLE head's kernels were not counted
+            mtp_moe = m.is_moe and spec.drafter == "mtp"
+            layer = ((moe if mtp_moe else dense) + nongemm + ar + moe_x * mtp_moe
+                     + (launch_moe if mtp_moe else 0.0))
             fc, _ = g(h, 2.0 * h)
             hb = head[np.minimum(np.arange(M.size), head.size - 1)]
             draft_pass = layer + fc + hb
@@ -937,7 +955,35 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         dec_mem_s=m.n_layers * mem_s / lay.pp, dec_cmp_s=m.n_layers * cmp_s / lay.pp,
         spec=spec, draft_pass=draft_pass, draft_per_ctx=draft_ctx, draft_it=draft_it,
         graph_sizes=tuple(int(x) for x in graph_sizes), graph_batch=graph_batch,
-        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx), tbo=tbo_parts)
+        graph_padding=bool(graph_padding), graph_max_ctx=int(graph_max_ctx), tbo=tbo_parts,
+        launch_dense_s=launch_dense, launch_moe_s=launch_moe)
+
+
+def layer_launch_s(m: ModelSpec, lay: ServeLayout, layer_kernels: dict[str, Any] | None
+                   ) -> tuple[float, float]:
+    """(dense layer, MoE layer) GPU seconds that kernel boundaries add per decoder layer and
+    iteration: the kernels the engine's modeling file launches one after another on the
+    layer's critical path (frameworks.toml ``layer_kernels``: attention, plus dense_ffn or
+    moe_ffn), each paying the GPU's idle time between kernels (planner.toml [host]
+    ``gpu_kernel_min_s``: on an H100 with CUDA graphs about 1.3 us per kernel during which no
+    useful work is done, Hazy Research 2025; the same figure step/host.py takes as a tiny
+    kernel's launch-to-completion floor). Added to the layer's priced work: the bubble is time
+    between kernels, not inside them. The TP all-reduces are not counted (the collectives model
+    prices each with its own latency), nor kernels on a side stream.
+
+    Applies where the profile counted the kernels of the model's modeling file:
+    ``"deepseekv3"`` for models with MLA (``kv_lora_rank`` > 0: TensorRT-LLM runs DeepSeek-V3,
+    R1 and their kin through modeling_deepseekv3.py), on tensor-parallel attention. Not under
+    attention DP (no all-reduce, an all-gather / reduce-scatter exchange instead: that layer's
+    kernels were not counted), nor for other models or profiles: (0, 0)."""
+    lk = layer_kernels or {}
+    if lk.get("modeling") != "deepseekv3" or not m.kv_lora_rank or lay.attention_dp:
+        return 0.0, 0.0
+    from ..step.config import constants
+
+    bubble = float(constants()["host"]["gpu_kernel_min_s"])
+    attn = float(lk["attention"])
+    return (attn + float(lk["dense_ffn"])) * bubble, (attn + float(lk["moe_ffn"])) * bubble
 
 
 def _draft_model(spec: Any, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision,

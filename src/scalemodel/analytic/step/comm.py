@@ -127,6 +127,22 @@ class LayerComm:
     tp_intra: Any  # tiers: True = inside one NVLink domain
     cp_intra: Any
     ep_intra: Any
+    # the ring exchange runs as NCCL point-to-point kernels over the NICs (a p2p ring whose
+    # group leaves the NVLink domain): compute beside it loses only the SMs those kernels hold
+    # (:func:`cp_p2p_net_sm_share`), not the collectives' measured slowdown
+    cp_p2p_net: Any = False
+
+
+def cp_p2p_net_sm_share(gpu: Any) -> float:
+    """Share of the SMs the NCCL send and receive kernels of one ring-attention step hold when
+    both peers sit across the network: planner.toml [overlap] cp_p2p_net_ctas blocks (a send
+    and a receive, at most 2 channels each, one block per channel) over the GPU's sm_count. A
+    GPU without an SM count keeps the collectives' slowdown (planner.toml compute_slowdown)."""
+    ov = constants()["overlap"]
+    n = getattr(gpu, "sm_count", None)
+    if not n:
+        return float(ov["compute_slowdown"])
+    return min(1.0, float(ov["cp_p2p_net_ctas"]) / float(n))
 
 
 def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
@@ -446,6 +462,7 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     cp_intra = tp * cp <= c.dom
     kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
     ep_f_raw, ep_b_raw, ep_meta = _ep_terms(c)
+    ring_net = (profile_value(c.job, "cp_exchange", "ring") == "ring") & ~np.asarray(cp_intra)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
         kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
@@ -453,7 +470,8 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
         # with EP an MoE layer's tokens move by dispatch and the expert-TP gather (in ep_f_raw),
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
-        tp_intra=tp <= c.dom, cp_intra=cp_intra, ep_intra=ep_stride(c) * c.ep <= c.dom)
+        tp_intra=tp <= c.dom, cp_intra=cp_intra, ep_intra=ep_stride(c) * c.ep <= c.dom,
+        cp_p2p_net=ring_net & (cp > 1))
 
 
 @dataclass(frozen=True)
@@ -468,6 +486,9 @@ class LayerTime:
     bwd: Any  # backward pass, recompute included
     raw_comm: Any  # every collective, nothing hidden
     hidden: Any  # communication that runs beside compute (it slows that compute down)
+    # of the CP traffic: a p2p ring's transfers over the NICs that run beside compute (not in
+    # ``hidden``: they slow it by the SMs their NCCL kernels hold, cp_p2p_net_sm_share)
+    hidden_cp_net: Any
     attention: Any  # of the compute: attention kernels
     nongemm: Any  # of the compute: memory-bound kernels
     wgrad: Any  # weight-gradient GEMMs
@@ -678,6 +699,8 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
         over_f, over_b = np.maximum(0.0, floor_f - fwd), np.maximum(0.0, floor_b - bwd)
         fwd, bwd = fwd + over_f, bwd + over_b
         host_rc = host_rc + over_f + over_b
+    cp_hid = cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
+    cp_net = np.where(cm.cp_p2p_net, cp_hid, 0.0)
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,
@@ -686,7 +709,8 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
         fwd=fwd,
         bwd=bwd,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
-        hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
+        hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + (cp_hid - cp_net)
         + (e_f + e_b + rc_ep) - x_f - x_b,
+        hidden_cp_net=cp_net,
         attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad, host=host_f + host_rc,
         host_ops=host_ops)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...specs.sources import cite
 from .attention import attention_efficiency, curve_for
+from .comm import cp_p2p_net_sm_share
 from .config import FUSED_ATTENTION, constants, moe_dispatcher, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
 from .shapes import model_flops_per_token, model_shapes
@@ -382,9 +383,25 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     ov = constants()["overlap"]
     d.given("compute slowdown beside a running collective", "sigma", ov["compute_slowdown"], "1",
             cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])
+    net = float(getattr(v, "cp_net_hidden_s", 0.0) or 0.0)
+    s_net = cp_p2p_net_sm_share(cl.gpu)
+    rest = v.overlap_s - s_net * net
     d.given("communication hidden behind compute per step", "t_hid",
-            v.overlap_s / ov["compute_slowdown"] if ov["compute_slowdown"] else 0.0, "s")
-    d.calc("overlap slowdown", "t_ov", "sigma * t_hid", "s", check=v.overlap_s, rel_tol=1e-6)
+            rest / ov["compute_slowdown"] if ov["compute_slowdown"] else 0.0, "s",
+            note=("besides the ring-attention transfers over the NICs below" if net > 0 else ""))
+    if net > 0:
+        d.given("ring-attention (p2p) transfers over the NICs hidden behind compute per step",
+                "t_hid_cp", net, "s")
+        d.given("SM share the NCCL send / receive kernels of one ring step hold", "s_cp", s_net,
+                "1", cite(ov["cp_p2p_net_ctas_source"]),
+                note=(f"{ov['cp_p2p_net_ctas']:g} blocks (2 channels per network peer, a send "
+                      f"and a receive) of {cl.gpu.sm_count} SMs" if cl.gpu.sm_count else
+                      "no SM count for this GPU: the collectives' sigma"))
+        d.calc("overlap slowdown", "t_ov", "sigma * t_hid + s_cp * t_hid_cp", "s",
+               check=v.overlap_s, rel_tol=1e-6)
+    else:
+        d.calc("overlap slowdown", "t_ov", "sigma * t_hid", "s", check=v.overlap_s,
+               rel_tol=1e-6)
     d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt + t_ov", "s",
            check=v.step_time_s, rel_tol=1e-6)
     d.given("tokens per step", "D", job.tokens_per_step, "token")

@@ -15,6 +15,7 @@ from .candidates import Candidates, candidates
 from .comm import (
     LayerComm,
     LayerTime,
+    cp_p2p_net_sm_share,
     dedup_buffers,
     dispatch_copies,
     ep_stride,
@@ -58,6 +59,7 @@ class StepTimes:
     overlap: Any
     t_slow: Any
     slow: dict[str, Any]  # compute and exposed tp, cp, ep per micro-batch
+    hidden_cp_net: Any = 0.0  # p2p ring transfers over the NICs beside compute, per step
 
 
 def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
@@ -77,7 +79,10 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     sigma = float(constants()["overlap"]["compute_slowdown"])
     hidden = (mb * on_slow_stage(c, st, Ld, Lm, "hidden") + (pc.raw - pc.exposed)
               + np.maximum(0.0, dp.raw - dp.exposed))
-    t_ov = sigma * hidden
+    # a p2p ring's transfers over the NICs slow the compute beside them by the SMs their NCCL
+    # kernels hold (comm.cp_p2p_net_sm_share), not by the collectives' measured sigma
+    hidden_net = mb * on_slow_stage(c, st, Ld, Lm, "hidden_cp_net")
+    t_ov = sigma * hidden + cp_p2p_net_sm_share(c.gpu) * hidden_net
     step = mb * t_slow + bub + pc.exposed + dp.exposed + t_opt + t_ov
     lower = compute + bub * slow["compute"] / np.maximum(t_slow, 1e-30) + t_opt
     # nothing overlapped: every collective in full, and the host time the GPU does not cover
@@ -85,7 +90,8 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     upper_mb = (slow["compute"] + on_slow_stage(c, st, Ld, Lm, "raw_comm")
                 + on_slow_stage(c, st, Ld, Lm, "host"))
     upper = mb * upper_mb + (c.pp - 1) / c.vpp * upper_mb + pc.raw + dp.raw + t_opt
-    return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow)
+    return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow,
+                     hidden_net)
 
 
 def tp_share(c: Candidates, cm: LayerComm) -> Any:
@@ -187,4 +193,4 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
         tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
         ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"],
-        offload_s=mb * t_off)
+        offload_s=mb * t_off, cp_net_hidden_s=t.hidden_cp_net)

@@ -69,6 +69,9 @@ class StepTerms:
     microbatches: Any  # micro-batches per step per pipeline
     host_s: Any = 0.0  # host launch time exposed after the MoE dispatchers' host wait
     offload_s: Any = 0.0  # the activation offload's host copies the compute does not hide
+    # a p2p ring's CP transfers over the NICs beside compute (slowed by the SMs their NCCL
+    # kernels hold, not by the collectives' sigma: in overlap_s)
+    cp_net_hidden_s: Any = 0.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
