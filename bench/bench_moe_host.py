@@ -1,6 +1,8 @@
 """Host (CPU) work of one eager Megatron-Core MoE transformer layer: ops and seconds.
 
 Run: /work/main/.venv/bin/python bench/bench_moe_host.py [--reps 7] [--hidden 32] [--json FILE]
+     [--scopes]   (only the CPU seconds inside the CUDA-graph scopes and their shares of the
+                   layer's, thread CPU time; see scope_split)
 
 What it builds (Megatron-Core 0.16.1, torch CPU): a gloo process group of one rank,
 ``parallel_state.initialize_model_parallel`` with TP = PP = EP = 1, and one TransformerLayer
@@ -288,6 +290,138 @@ def _row(name: str, experts: int | None, hidden: int, seq: int, batch: int, reps
     return row
 
 
+# The parts of an MoE layer that Megatron-Core's TE-scoped CUDA graphs capture (cuda_graph_scope,
+# Megatron-LM PR 1917; TransformerLayer at 0.16.1): ``attn`` the layer's _forward_attention (input
+# norm, attention, residual), ``moe_router`` _forward_mlp up to MoELayer.router (the pre-MLP norm
+# and MoELayer.route), ``moe_preprocess`` MoELayer.preprocess (the dispatcher's
+# dispatch_preprocess). Each is wrapped on the built layer instance.
+_SCOPES = (("_forward_attention", None, "attn"), ("_forward_pre_mlp_layernorm", None, "moe_router"),
+           ("route", "mlp", "moe_router"), ("preprocess", "mlp", "moe_preprocess"))
+
+
+def _nodes(roots) -> set:
+    """Autograd nodes reachable from ``roots`` (tensors or nodes) along next_functions."""
+    seen, todo = set(), [getattr(r, "grad_fn", r) for r in roots]
+    while todo:
+        n = todo.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        todo.extend(f for f, _ in n.next_functions)
+    return seen
+
+
+def _tensors(obj) -> list:
+    if torch.is_tensor(obj):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def scope_split(layer, x, reps: int) -> dict:
+    """CPU seconds of each capturable scope in one forward and one backward, and the layer's.
+
+    Thread CPU time (``time.thread_time``), not wall time, so that other processes on a shared
+    machine do not count. Forward: the CPU seconds inside each scope's methods. Backward: every
+    autograd node of the pass gets a pre-hook and a hook that time its own run on the calling
+    thread (the CPU backward runs there); a node belongs to the scope whose forward made it (the
+    nodes reachable from the scope's outputs and not from its inputs); a scope's backward seconds
+    are its nodes' share of all node time times the layer's backward CPU seconds; its forward
+    share is its CPU seconds over the same pass's layer forward (less the wrappers' own
+    bookkeeping). Medians of
+    ``reps`` passes after 2 warm-ups; the layer's own forward and backward CPU seconds are timed
+    in separate passes without the wrappers and hooks (which cost host time of their own)."""
+    spent: dict[str, float] = {}
+    made: dict[str, set] = {}
+    originals = []
+    for name, owner, scope in _SCOPES:
+        obj = getattr(layer, owner) if owner else layer
+        fn = getattr(obj, name)
+        originals.append((obj, name, fn))
+
+        def wrapped(*a, _fn=fn, _scope=scope, **k):
+            t_in = time.thread_time()
+            before = _nodes([t for t in _tensors((a, k)) if t.requires_grad])
+            t0 = time.thread_time()
+            out = _fn(*a, **k)
+            t1 = time.thread_time()
+            spent[_scope] = spent.get(_scope, 0.0) + t1 - t0
+            after = _nodes([t for t in _tensors(out) if t.requires_grad])
+            made.setdefault(_scope, set()).update(after - before)
+            # the bookkeeping's own time, taken out of the instrumented layer forward
+            spent["_bookkeeping"] = (spent.get("_bookkeeping", 0.0) + (t0 - t_in)
+                                     + time.thread_time() - t1)
+            return out
+
+        setattr(obj, name, wrapped)
+    fwd: dict[str, list] = {}
+    share: dict[str, list] = {}
+    fshare: dict[str, list] = {}
+    try:
+        for i in range(reps + 2):
+            spent.clear()
+            made.clear()
+            x1 = x.detach().requires_grad_(True)
+            t0 = time.thread_time()
+            out = layer(x1, attention_mask=_MASK[0])
+            out = out[0] if isinstance(out, tuple) else out
+            loss = out.sum()
+            layer_f = time.thread_time() - t0 - spent.get("_bookkeeping", 0.0)
+            node_s: dict = {}
+            started: dict = {}
+            handles = []
+            for n in _nodes([loss]):
+                def pre(*_a, _n=n, _st=started):
+                    _st[_n] = time.thread_time()
+
+                def post(*_a, _n=n, _st=started, _ns=node_s):
+                    _ns[_n] = _ns.get(_n, 0.0) + time.thread_time() - _st[_n]
+
+                handles.append(n.register_prehook(pre))
+                handles.append(n.register_hook(post))
+            loss.backward()
+            for h in handles:
+                h.remove()
+            layer.zero_grad(set_to_none=True)
+            if i < 2:
+                continue
+            total = sum(node_s.values()) or 1.0
+            for sc in {s for _, _, s in _SCOPES}:
+                fwd.setdefault(sc, []).append(spent.get(sc, 0.0))
+                fshare.setdefault(sc, []).append(spent.get(sc, 0.0) / layer_f)
+                mine = made.get(sc, set())
+                share.setdefault(sc, []).append(sum(v for k, v in node_s.items() if k in mine) / total)
+    finally:
+        for obj, name, fn in originals:
+            setattr(obj, name, fn)
+    # the layer itself, un-instrumented (no wrappers, no hooks), on the same clock
+    whole_f, whole_b = [], []
+    for i in range(reps + 2):
+        x1 = x.detach().requires_grad_(True)
+        t0 = time.thread_time()
+        out = layer(x1, attention_mask=_MASK[0])
+        out = out[0] if isinstance(out, tuple) else out
+        loss = out.sum()
+        t1 = time.thread_time()
+        loss.backward()
+        t2 = time.thread_time()
+        layer.zero_grad(set_to_none=True)
+        if i >= 2:
+            whole_f.append(t1 - t0)
+            whole_b.append(t2 - t1)
+    scopes = sorted({s for _, _, s in _SCOPES})
+    back = statistics.median(whole_b)
+    sh = {s: statistics.median(share[s]) for s in scopes}
+    return {"layer_forward_s": statistics.median(whole_f), "layer_backward_s": back,
+            "scope_forward_s": {s: statistics.median(fwd[s]) for s in scopes},
+            "scope_forward_share": {s: statistics.median(fshare[s]) for s in scopes},
+            "scope_backward_share": sh,
+            "scope_backward_s": {s: sh[s] * back for s in scopes},
+            "clock": "thread_time"}
+
 def add1_s(n: int = 20000) -> float:
     """Seconds per ``x + 1`` on a 1-element CPU tensor (the add1 micro-benchmark behind planner.toml
     [host] op_launch_s): median of 5 loops of ``n``, to place this CPU against that source's."""
@@ -307,6 +441,10 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--experts", default="128,16,8", help="comma list of expert counts")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--scopes", action="store_true",
+                    help="only the CPU seconds of the CUDA-graph scopes (attn, moe_router, "
+                         "moe_preprocess) per MoE layer at 128 tokens and their shares of the "
+                         "layer's, for each --experts")
     a = ap.parse_args(argv)
     try:
         experts = [int(e) for e in a.experts.split(",")]
@@ -326,6 +464,28 @@ def main(argv=None) -> int:
                          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
               "torch": torch.__version__, "megatron_core": mcore_version,
               "hidden": a.hidden, "reps": a.reps, "layers": []}
+    if a.scopes:
+        _MASK[0] = torch.triu(torch.ones(16, 16), diagonal=1).bool()[None, None]
+        result["scopes"] = []
+        for e in experts:
+            torch.manual_seed(0)
+            row = {"experts": e, "tokens": 128, "hidden": a.hidden,
+                   **scope_split(build_layer(a.hidden, e), torch.randn(16, 8, a.hidden), a.reps)}
+            result["scopes"].append(row)
+            f, b, sh = row["scope_forward_s"], row["scope_backward_s"], row["scope_backward_share"]
+            print(f"moe-{e:<4} layer fwd {row['layer_forward_s'] * 1e3:6.3f} ms bwd "
+                  f"{row['layer_backward_s'] * 1e3:6.3f} ms | "
+                  + " | ".join(f"{k} fwd {f[k] * 1e3:.3f} ms ({row['scope_forward_share'][k]:.1%}) "
+                               f"bwd {b[k] * 1e3:.3f} ms ({sh[k]:.1%} of node time)"
+                               for k in sorted(f)),
+                  flush=True)
+        print(f"{result['date']}; {result['machine']}; torch {result['torch']}, megatron-core "
+              f"{result['megatron_core']}; median of {a.reps} after 2 warm-ups, one thread; "
+              f"add1 {result['add1_s'] * 1e6:.2f} us")
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(result, fh, indent=1)
+        return 0
     # 4096 tokens (sequence 32 x batch 128): op counts and host time with the CPU's arithmetic;
     # 128 tokens (16 x 8; force-balanced top-8 still hits all 128 experts, 8 rows each): the
     # same ops with little arithmetic, the host figure.

@@ -71,11 +71,54 @@ def test_floor_from_the_bench_and_the_grouped_launches():
     assert float(b) == pytest.approx(2.1255e-3, rel=1e-9)
 
 
-def test_no_floor_where_graphed_or_not_megatron_core():
-    # 25.11 B200 recipe captures moe_router + moe_preprocess at fp8: the part those scopes remove
-    # is not measured, so no floor
+def test_scope_constants_are_the_bench_shares():
+    # bench/moe_host_scopes_2026-12-07.json (bench_moe_host.py --scopes, four runs; source
+    # scalemodel-bench-moe-host-scopes-2026-12-07): each scope's share of the layer's CPU time
+    # within a pass, median over the runs' medians, at 8 and 16 experts, times the 2026-12-02
+    # layer figures at the same counts (_BENCH_MS), the mean of the two counts. E.g. attn forward:
+    # 28.18% x 2.87 ms = 0.809 ms at 8, 23.57% x 3.71 ms = 0.875 ms at 16, mean 0.842 ms
+    import json
+    import statistics
+
+    runs = json.loads((Path(__file__).resolve().parents[2] / "bench"
+                       / "moe_host_scopes_2026-12-07.json").read_text())["runs"]
+    h = constants()["host"]
+    for key, col, const in (("scope_forward_share", 0, "scope_fwd_s"),
+                            ("scope_backward_share", 1, "scope_bwd_s")):
+        for scope in ("attn", "moe_router", "moe_preprocess"):
+            per_n = [statistics.median(r[key][scope] for d in runs for r in d["scopes"]
+                                       if r["experts"] == n) * _BENCH_MS[n][col] * 1e-3
+                     for n in (8, 16)]
+            assert h[const][scope] == pytest.approx(sum(per_n) / 2, rel=0.01), (const, scope)
+    assert evidence_of("scalemodel-bench-moe-host-scopes-2026-12-07") == "microbenchmark"
+
+
+def test_a_partly_graphed_layer_keeps_its_eager_part():
+    # 25.11 B200 recipe captures moe_router + moe_preprocess at fp8 (MXFP8: 1 quantise launch a
+    # split), EP8: 16 local experts. The eager part: the fixed part less the two scopes, plus
+    # one graph launch a pass, plus the grouped launches:
+    #   forward  (1.691 - 0.570 - 0.166) + 0.0045 + (2 x 16 + 1 + 2 x 16) x 0.0045 = 1.252 ms
+    #   backward (1.257 - 0.250 - 0.085) + 0.0045 + (4 x 16 + 1 + 2 x 16) x 0.0045 = 1.363 ms
     m, job = _job("nemo-25.11", "b200")
-    c = SimpleNamespace(job=job, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0))
+    c = SimpleNamespace(job=job, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0),
+                        fp8=True)
+    f, b = eager_layer_floor(c)
+    assert float(f) == pytest.approx(1.252e-3, rel=1e-9)
+    assert float(b) == pytest.approx(1.363e-3, rel=1e-9)
+    # the 26.04.01 B200 recipe adds attn: forward 1.691 - 0.842 - 0.570 - 0.166 = 0.113 ms left
+    m, job = _job("nemo-26.04", "b200")
+    c = SimpleNamespace(job=job, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0),
+                        fp8=True)
+    f, _ = eager_layer_floor(c)
+    assert float(f) == pytest.approx((0.113 + 0.0045 + 65 * 0.0045) * 1e-3, rel=1e-9)
+
+
+def test_no_floor_where_the_moe_mlp_replays_or_not_megatron_core():
+    # 26.06 GB200 recipe at fp8 captures full_iteration (the whole step, the MoE MLP included):
+    # no wait in the layer, no floor
+    m, job = _job("nemo-26.06", "gb200")
+    c = SimpleNamespace(job=job, gpu=make_cluster("gb200", 8).gpu, m=m, ep=np.float64(8.0),
+                        fp8=True)
     assert eager_layer_floor(c) == (0.0, 0.0)
     # DeepSeek's HAI-LLM is not Megatron-Core
     m, job = _job("deepseek-hai-llm", "h800", model="deepseek-v3")

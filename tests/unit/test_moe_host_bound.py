@@ -100,8 +100,11 @@ def test_the_recipe_rows_are_not_launch_bound():
 
 def test_the_term_reaches_the_step(monkeypatch):
     # a host 1 ms per launch (hypothetical) binds: the term is in the breakdown and the step, and
-    # a recomputed MoE layer (full recompute) waits and launches again
+    # a recomputed MoE layer (full recompute) waits and launches again. The eager layer's floor
+    # (eager_layer_floor, which since 2026-12-07 also covers this partly graphed recipe's eager
+    # part and would scale with the same 1 ms) is held at zero to isolate the after-wait term
     monkeypatch.setitem(constants()["host"], "op_launch_s", 1e-3)
+    monkeypatch.setattr("scalemodel.analytic.step.comm.eager_layer_floor", lambda c: (0.0, 0.0))
     m, job, cl = _b200_2511()
     none = search(job, cl, _LAYOUT, top=0).best.values
     full = search(job, cl, dict(_LAYOUT, recompute="full"), top=0).best.values

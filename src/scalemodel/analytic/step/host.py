@@ -71,14 +71,20 @@ the one SwiGLU, backward the dgrad and wgrad of both (4 n, TE GroupedLinear's ba
 grouped dgrad and one grouped wgrad call, n cuBLAS GEMMs each) and the SwiGLU's backward; the
 bench's SequentialMLP slope (one Python module set per expert) is not the runs' path and is not
 used. Priced only where the profile runs Megatron-Core's layer (frameworks.toml
-``moe_layer_host = "megatron-core-eager"``) and the recipe captures no CUDA graph scope at the
-job's precision (a captured scope replays its part as one launch; how much host time each scope
-removes is not measured, so a partly graphed layer gets no floor); a recomputed layer repeats
-its forward's host time in the backward.
+``moe_layer_host = "megatron-core-eager"``); a recomputed layer repeats its forward's host time
+in the backward.
+
+A partly graphed layer (the recipe's TE-scoped ``attn``, ``moe_router``, ``moe_preprocess`` at
+the job's precision) keeps the floor of its eager part: the fixed part less the host seconds of
+the captured scopes, measured by the same bench (``--scopes``, 2026-12-07: each scope's share of
+the layer's CPU time within one pass, forward and backward, at 8 and 16 experts, times the
+2026-12-02 layer figures; planner.toml [host] scope_fwd_s / scope_bwd_s), plus one launch a
+pass for the replayed graph. A recipe capturing ``moe`` or ``full_iteration`` gets no floor (the
+MoE MLP replays whole, and the wait is gone).
 
 Not priced: dense layers (the bench's dense layer takes 2.2 ms of host time forward and
-backward; the task measured it for contrast only) and partly graphed MoE layers;
-docs/planner.md "Host time of an eager MoE layer".
+backward; the task measured it for contrast only); docs/planner.md "Host time of an eager MoE
+layer" and "Eager MoE host time on a GPU host: the search of session 16".
 """
 
 from __future__ import annotations
@@ -144,18 +150,25 @@ def host_exposed(c: Candidates, gpu_after: Any) -> tuple[Any, Any]:
 
 
 def eager_layer_floor(c: Candidates) -> tuple[Any, Any]:
-    """(forward, backward) host seconds of one MoE layer and micro-batch run eagerly by
-    Megatron-Core (module docstring): fixed measured part + TEGroupedMLP's launches per local
+    """(forward, backward) host seconds of one MoE layer and micro-batch run by Megatron-Core
+    with its eager part (module docstring): the fixed measured part, less the measured host
+    seconds of the scopes the recipe captures (planner.toml [host] scope_fwd_s / scope_bwd_s)
+    plus one graph launch a pass where it captures any, + TEGroupedMLP's launches per local
     expert x op_launch_s; (0, 0) where the profile is not Megatron-Core's layer or the recipe
-    captures a CUDA graph scope."""
+    captures a scope not measured (moe, full_iteration: the MoE MLP replays whole, no wait)."""
     if profile_value(c.job, "moe_layer_host", "none") != "megatron-core-eager":
         return 0.0, 0.0
-    if moe_graph_scopes(c.job, c.gpu.id):
-        return 0.0, 0.0
+    scopes = set(moe_graph_scopes(c.job, c.gpu.id) or ())
     h = constants()["host"]
+    cap_f, cap_b = h.get("scope_fwd_s", {}), h.get("scope_bwd_s", {})
+    if scopes - set(cap_f) or scopes - set(cap_b):
+        return 0.0, 0.0
     n = np.asarray(c.m.n_experts / c.ep, dtype=np.float64)
     per_op = float(h["op_launch_s"])
     q = split_quantize_launches(c)  # fp8: per expert, fc1 / fc2 inputs and their output grads
-    fwd = float(h["layer_fwd_s"]) + (2 * n + 1 + 2 * q * n) * per_op
-    bwd = float(h["layer_bwd_s"]) + (4 * n + 1 + 2 * q * n) * per_op
+    graph = per_op if scopes else 0.0  # the captured scopes replay as one graph a pass
+    left_f = max(0.0, float(h["layer_fwd_s"]) - sum(float(cap_f[s]) for s in scopes))
+    left_b = max(0.0, float(h["layer_bwd_s"]) - sum(float(cap_b[s]) for s in scopes))
+    fwd = left_f + graph + (2 * n + 1 + 2 * q * n) * per_op
+    bwd = left_b + graph + (4 * n + 1 + 2 * q * n) * per_op
     return fwd, bwd
