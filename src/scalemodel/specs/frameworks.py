@@ -382,6 +382,8 @@ def _adp_ok(v: dict[str, Any]) -> bool:
 
 
 PREFIX_CACHE_RULES = ("off", "scheduled", "prefilled", "unread")
+# how requests of a Poisson stream reach the dp replicas (analytic/serving/service.py)
+DISPATCH_RULES = ("random", "least_busy")
 SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "kv_pool": (lambda v: v in KV_POOLS, " | ".join(KV_POOLS)),
     "util_default": (lambda v: _num(0.0, 1.0)(v) and v > 0, "a fraction in (0, 1]"),
@@ -463,6 +465,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # "unread" (the engine has one but its rule was not read: plan serve refuses a shared prefix).
     # A hit covers whole blocks of block_size tokens and never the prompt's last token
     "prefix_cache": (lambda v: v in PREFIX_CACHE_RULES, " | ".join(PREFIX_CACHE_RULES)),
+    # how a harness in front of dp replicas dispatches arriving requests: "random" (the
+    # planner's default: each replica a Poisson share at rate / dp) or "least_busy" (the replica
+    # with the fewest requests in flight takes the next one)
+    "dispatch": (lambda v: v in DISPATCH_RULES, " | ".join(DISPATCH_RULES)),
     "decode_kv_reads": (lambda v: v in DECODE_KV_READS, " | ".join(DECODE_KV_READS)),
     # where the output head's vocabulary-parallel logits go before sampling: "none" (each rank
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"

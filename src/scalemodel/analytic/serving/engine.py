@@ -67,6 +67,10 @@ class Engine:
     # the automatic prefix cache by default (frameworks.toml prefix_cache): "off", "scheduled",
     # "prefilled" or "unread" (scheduler.py prices the first two)
     prefix_cache: str = "off"
+    # how a harness in front of dp replicas hands each arriving request to one (frameworks.toml
+    # dispatch): "random" (each replica a Poisson 1/dp share) or "least_busy" (the replica with
+    # the fewest requests in flight; service.py simulates it as every dp-th arrival)
+    dispatch: str = "random"
     # CUDA-graph batch-size buckets (frameworks.toml cuda_graph_*; :func:`capture_sizes`): the
     # profile's raw fields, empty where the profile records none (no padding priced)
     cuda_graph: dict[str, Any] = field(default_factory=dict)
@@ -211,7 +215,8 @@ def get_serving_engine(fid: str | None) -> Engine:
     keys = (*SERVING_ENGINE_REQUIRED, "attention", "kv_fraction", "decode_kv_reads", "moe_gemm",
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
             "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule",
-            "prefill_alone", "speculative", "prefix_cache", "layer_kernels", *CUDA_GRAPH_FIELDS)
+            "prefill_alone", "speculative", "prefix_cache", "layer_kernels", "dispatch",
+            *CUDA_GRAPH_FIELDS)
     eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -235,6 +240,7 @@ def get_serving_engine(fid: str | None) -> Engine:
         two_batch_overlap=dict(v.get("two_batch_overlap") or {}),
         speculative=dict(v.get("speculative") or {}),
         prefix_cache=str(v.get("prefix_cache") or "off"),
+        dispatch=str(v.get("dispatch") or "random"),
         cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v},
         layer_kernels=dict(v.get("layer_kernels") or {}))
     # the capture lists are checked when the profile is loaded (one line, exit 2), not only

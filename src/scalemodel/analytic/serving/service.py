@@ -136,9 +136,11 @@ def evaluate(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_d
              eng: Engine, stream: Stream, isl: int, osl: int, *, max_batch: int | None = None,
              token_budget: int | None = None) -> ServeResult:
     """Simulate one replica under its share of the stream; dp replicas serve the stream side by
-    side, each a 1/dp share of the requests and of the rate (a Poisson stream split at random
-    is Poisson at rate / dp on each replica; a round-robin dispatcher would see less bursty
-    gaps, Erlang of order dp: not modelled)."""
+    side, each a 1/dp share of the requests and of the rate. How a Poisson stream reaches them
+    is the engine's ``dispatch``: "random" (split at random, Poisson at rate / dp on each
+    replica) or "least_busy" (the replica with the fewest requests in flight takes the next;
+    with requests of one length leaving in arrival order that deals them in turn, so a replica
+    sees every dp-th arrival, Erlang-dp gaps: :func:`dispatch_every`)."""
     es, it = _built(m, gpu, lay, prec, kv_dtype, eng, isl, osl, max_batch, token_budget)
     return _evaluate_built(m, lay, prec, kv_dtype, eng, es, it, stream, isl, osl)
 
@@ -171,7 +173,7 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
     share = replace(stream, requests=max(1, -(-stream.requests // sh)),
                     rate_per_s=stream.rate_per_s / sh,
                     concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
-    a, i, o = draw(share, isl, osl, m.max_context)
+    a, i, o = draw(share, isl, osl, m.max_context, every=dispatch_every(lay, eng, stream, sh))
     pol = policy(eng, es)
     r = simulate(it, pol, a, i, o, concurrency=share.concurrency,
                  ranks=adp_ranks(lay, eng, osl), prefix=stream_prefix(eng, share, isl, i),
@@ -179,6 +181,19 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
     if r.stopped:
         return None
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+
+
+def dispatch_every(lay: ServeLayout, eng: Engine, stream: Stream, shares: int) -> int:
+    """Arrivals of the system stream per arrival at the simulated replica: dp where the engine's
+    harness dispatches a Poisson stream to the least-busy of dp replicas (frameworks.toml
+    ``dispatch = "least_busy"``), else 1 (a random split: the replica's own Poisson stream).
+    The least-busy rule is taken as dealing in turn, which holds while requests leave in the
+    order they came (one length each, about the same latency); with drawn lengths it is an
+    approximation (docs/serving.md). Attention-DP ranks inside a replica keep their own rule."""
+    if (stream.kind != "rate" or eng.dispatch != "least_busy" or lay.dp < 2
+            or shares != lay.dp):
+        return 1
+    return int(lay.dp)
 
 
 def stream_prefix(eng: Engine, stream: Stream, isl: int, i: np.ndarray) -> np.ndarray | None:

@@ -114,11 +114,14 @@ def table_lengths(name: str, isl: int, osl: int, n: int, rng: np.random.Generato
     return i, o
 
 
-def draw(stream: Stream, isl: int, osl: int, max_context: int
+def draw(stream: Stream, isl: int, osl: int, max_context: int, *, every: int = 1
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(arrival seconds, input lengths, output lengths) of the stream's requests. A fixed
     concurrency is simulated as max load in waves of that many (the engine sees the same batch);
-    its arrivals are set by the simulation of the first wave (see ``service``)."""
+    its arrivals are set by the simulation of the first wave (see ``service``). ``every`` k > 1
+    (a rate stream that is one replica's share of k replicas the requests are dealt to in turn):
+    the arrivals are every k-th of a Poisson stream at k x the share's rate (Erlang-k gaps of
+    the same mean), not a Poisson stream of its own."""
     if stream.requests < 1:
         raise BadInput(f"--requests: must be at least 1, got {stream.requests}")
     rng = np.random.default_rng(stream.seed)
@@ -132,7 +135,10 @@ def draw(stream: Stream, isl: int, osl: int, max_context: int
     if stream.kind == "rate":
         if not stream.rate_per_s > 0:
             raise BadInput(f"--rate: must be positive, got {stream.rate_per_s}")
-        a = np.cumsum(rng.exponential(1.0 / stream.rate_per_s, n))
+        if every > 1:
+            a = np.cumsum(rng.exponential(1.0 / (stream.rate_per_s * every), n * every))[::every]
+        else:
+            a = np.cumsum(rng.exponential(1.0 / stream.rate_per_s, n))
         a -= a[0]
     else:
         a = np.zeros(n)
