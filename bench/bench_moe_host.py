@@ -227,21 +227,32 @@ def _aten_ancestor(e) -> bool:
     return False
 
 
-def time_layer(layer, x, reps: int) -> dict:
-    """Median wall seconds of forward, backward and both, profiler off."""
+def _timed_passes(layer, x, reps: int, clock=time.perf_counter,
+                  loss_in_forward: bool = False) -> tuple[list, list]:
+    """Forward and backward seconds of ``reps`` passes on ``clock``, after two warm-up passes.
+
+    The loss (one sum) counts in the forward when ``loss_in_forward``, else in the backward.
+    """
     fw, bw = [], []
     for i in range(reps + 2):
         x1 = x.detach().requires_grad_(True)
-        t0 = time.perf_counter()
+        t0 = clock()
         out = layer(x1, attention_mask=_MASK[0])
         out = out[0] if isinstance(out, tuple) else out
-        t1 = time.perf_counter()
-        out.sum().backward()
-        t2 = time.perf_counter()
+        loss = out.sum() if loss_in_forward else out
+        t1 = clock()
+        (loss if loss_in_forward else loss.sum()).backward()
+        t2 = clock()
         layer.zero_grad(set_to_none=True)
         if i >= 2:
             fw.append(t1 - t0)
             bw.append(t2 - t1)
+    return fw, bw
+
+
+def time_layer(layer, x, reps: int) -> dict:
+    """Median wall seconds of forward, backward and both, profiler off."""
+    fw, bw = _timed_passes(layer, x, reps)
     tot = [a + b for a, b in zip(fw, bw, strict=True)]
     return {"forward_s": statistics.median(fw), "backward_s": statistics.median(bw),
             "fwd_bwd_s": statistics.median(tot), "fwd_bwd_min_s": min(tot),
@@ -398,20 +409,8 @@ def scope_split(layer, x, reps: int) -> dict:
         for obj, name, fn in originals:
             setattr(obj, name, fn)
     # the layer itself, un-instrumented (no wrappers, no hooks), on the same clock
-    whole_f, whole_b = [], []
-    for i in range(reps + 2):
-        x1 = x.detach().requires_grad_(True)
-        t0 = time.thread_time()
-        out = layer(x1, attention_mask=_MASK[0])
-        out = out[0] if isinstance(out, tuple) else out
-        loss = out.sum()
-        t1 = time.thread_time()
-        loss.backward()
-        t2 = time.thread_time()
-        layer.zero_grad(set_to_none=True)
-        if i >= 2:
-            whole_f.append(t1 - t0)
-            whole_b.append(t2 - t1)
+    whole_f, whole_b = _timed_passes(layer, x, reps, clock=time.thread_time,
+                                     loss_in_forward=True)
     scopes = sorted({s for _, _, s in _SCOPES})
     back = statistics.median(whole_b)
     sh = {s: statistics.median(share[s]) for s in scopes}
