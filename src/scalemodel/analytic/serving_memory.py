@@ -149,9 +149,10 @@ def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int
     buffer the model allocates on the device while it is built."""
     rope = (fw is not None and fw.values.get("rope_cache_in_weights") and m.rope
             and m.attention != "mla")
+    rep = _replicated_modules(m, fw)
     if not rope:
-        return _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W")
-    _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W_m")
+        return _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W", rep, fw)
+    _module_weights_per_gpu(d, m, e_w, name, tp, pp, attention_dp, "W_m", rep, fw)
     assert fw is not None
     d.given("positions of the rotary cos/sin cache (max_position_embeddings)", "P_rope",
             m.max_context, "token", m.source)
@@ -164,14 +165,38 @@ def _weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int
                         "W_m + B_rope", "B"))
 
 
+def _replicated_modules(m: ModelSpec, fw: Framework | None) -> tuple[str, ...]:
+    """The model's attention projections the engine keeps whole on every TP rank (its profile's
+    ``replicated_modules``, names as analytic/weights.py prices them; those the model has)."""
+    from .weights import attention_linear_names
+
+    if fw is None:
+        return ()
+    names = attention_linear_names(m)
+    return tuple(x for x in (fw.values.get("replicated_modules") or ()) if x in names)
+
+
 def _module_weights_per_gpu(d: Derivation, m: ModelSpec, e_w: float, name: str, tp: int,
-                            pp: int, attention_dp: bool, sym: str) -> float:
+                            pp: int, attention_dp: bool, sym: str,
+                            replicated: tuple[str, ...] = (), fw: Framework | None = None) -> float:
     """Weight bytes on one GPU. Under attention data parallelism every one of the tp ranks
     holds the attention, dense MLP, shared-expert, embedding and head weights whole and a
-    1/tp share of the routed experts (expert parallelism over the tp ranks)."""
+    1/tp share of the routed experts (expert parallelism over the tp ranks). ``replicated``:
+    attention projections the engine keeps whole on every TP rank (its profile's
+    ``replicated_modules``), counted unsplit."""
     src = m.source
     tp_d, ep_x = (1, tp) if attention_dp else (tp, 1)
     how = f"attention DP over {tp}: all but the experts whole" if attention_dp else f"TP {tp}"
+    if replicated and tp_d > 1:
+        wb = weight_bytes(m, e_w, replicated)
+        what = (m.quant.label if m.quant is not None else f"every weight at {name}")
+        assert fw is not None
+        return float(d.given(
+            f"weight bytes on one GPU, each module as stored ({what}); "
+            f"{', '.join(replicated)} whole on every rank", sym,
+            shard_params(wb, tp_d, pp, ep_x).total, "B", src,
+            note=f"{how}; the engine keeps {', '.join(replicated)} unsplit on each TP rank "
+                 f"({cite(fw.sources['replicated_modules'])})"))
     if m.quant is None:
         pc = count_params(m)
         d.given(f"parameters on one GPU (heaviest of {pp} stage(s), {how})", "P_gpu",

@@ -52,31 +52,62 @@ def _priced(m: ModelSpec, prefix: str, linears: list[tuple[str, int, int]], tota
     return b + (total_params - lin) * e_w
 
 
-def weight_bytes(m: ModelSpec, e_w: float) -> ParamCount:
+def attention_linears(m: ModelSpec) -> list[tuple[str, int, int]]:
+    """(name, n_in, n_out) of one layer's attention projections (``self_attn.<name>``), as
+    priced here; the serving iteration prices the same list."""
+    return _attention_linears(m)
+
+
+def attention_linear_names(m: ModelSpec) -> tuple[str, ...]:
+    """The names of one layer's attention projections (``self_attn.<name>``), as priced here."""
+    return tuple(name for name, _, _ in _attention_linears(m))
+
+
+def weight_bytes(m: ModelSpec, e_w: float, replicated: tuple[str, ...] = ()) -> ParamCount:
     """Stored bytes of every part of the model, in the shape of its parameter count. A pure
     function of a frozen spec and a byte width, remembered: a serving search asks it for the same
     model and precision at every layout it screens (640 calls, 40% of a 64-GPU SLA search). A spec
-    that cannot be hashed is priced afresh."""
+    that cannot be hashed is priced afresh. ``replicated``: attention projections (names of
+    :func:`attention_linear_names`) the engine keeps whole on every TP rank; their bytes move
+    from each layer's ``attention`` (split by TP) to its ``replicated`` share."""
     try:
-        return _weight_bytes_remembered(m, e_w)
+        return _weight_bytes_remembered(m, e_w, tuple(replicated))
     except TypeError:  # an unhashable field in a user's spec
-        return _weight_bytes(m, e_w)
+        return _weight_bytes(m, e_w, tuple(replicated))
 
 
 @lru_cache(maxsize=256)
-def _weight_bytes_remembered(m: ModelSpec, e_w: float) -> ParamCount:
-    return _weight_bytes(m, e_w)
+def _weight_bytes_remembered(m: ModelSpec, e_w: float, replicated: tuple[str, ...]) -> ParamCount:
+    return _weight_bytes(m, e_w, replicated)
 
 
-def _weight_bytes(m: ModelSpec, e_w: float) -> ParamCount:
+def _replicate(m: ModelSpec, pc: ParamCount, e_w: float, replicated: tuple[str, ...]) -> ParamCount:
+    """``pc`` (bytes) with the named attention projections of every layer moved from the
+    TP-split ``attention`` share to the ``replicated`` one, each at its stored bytes."""
+    lins = [x for x in _attention_linears(m) if x[0] in replicated]
+    if not lins:
+        return pc
+    layers = []
+    for i, lp in enumerate(pc.layers):
+        if m.quant is None:
+            b = sum(n_in * n_out for _, n_in, n_out in lins) * e_w
+        else:
+            b = sum(m.quant.linear_bytes(f"model.layers.{i}.self_attn.{name}", n_in, n_out, e_w)
+                    for name, n_in, n_out in lins)
+        layers.append(replace(lp, attention=lp.attention - b, replicated=lp.replicated + b))
+    return replace(pc, layers=tuple(layers))
+
+
+def _weight_bytes(m: ModelSpec, e_w: float, replicated: tuple[str, ...] = ()) -> ParamCount:
     pc = count_params(m)
     if m.quant is None:
-        return ParamCount(pc.embedding * e_w, pc.lm_head * e_w, pc.final_norm * e_w,  # type: ignore[arg-type]
-                          tuple(LayerParams(*(f * e_w for f in (lp.attention, lp.dense_mlp,  # type: ignore[arg-type]
-                                                                 lp.experts, lp.expert_one,
-                                                                 lp.shared, lp.replicated)))
-                                for lp in pc.layers),
-                          active_experts=pc.active_experts * e_w)  # type: ignore[arg-type]
+        return _replicate(m, ParamCount(
+            pc.embedding * e_w, pc.lm_head * e_w, pc.final_norm * e_w,  # type: ignore[arg-type]
+            tuple(LayerParams(*(f * e_w for f in (lp.attention, lp.dense_mlp,  # type: ignore[arg-type]
+                                                   lp.experts, lp.expert_one,
+                                                   lp.shared, lp.replicated)))
+                  for lp in pc.layers),
+            active_experts=pc.active_experts * e_w), e_w, replicated)  # type: ignore[arg-type]
     attn_w, _ = attention_params(m)
     layers = []
     for i, lp in enumerate(pc.layers):
@@ -98,5 +129,6 @@ def _weight_bytes(m: ModelSpec, e_w: float) -> ParamCount:
     if pc.lm_head:
         head = m.quant.linear_bytes("lm_head", m.hidden, m.vocab, e_w)
     active = sum(m.top_k * lp.expert_one for lp in layers)
-    return replace(pc, embedding=pc.embedding * e_w, lm_head=head, final_norm=pc.final_norm * e_w,
-                   layers=tuple(layers), active_experts=active)
+    return _replicate(m, replace(pc, embedding=pc.embedding * e_w, lm_head=head,
+                                 final_norm=pc.final_norm * e_w, layers=tuple(layers),
+                                 active_experts=active), e_w, replicated)

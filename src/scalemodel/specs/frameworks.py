@@ -338,6 +338,10 @@ KV_POOLS = ("util_of_total", "fraction_of_free_after_profile", "fraction_of_free
 # once per KV head (a GQA-aware kernel: XQA, FlashAttention's grouped decode, FlashInfer) or once
 # per query head (a kernel with one thread block per query head, e.g. TensorRT-LLM 0.5's masked MHA)
 DECODE_KV_READS = ("kv_head", "query_head")
+# the attention projections analytic/weights.py prices (MLA and GQA / MHA), which a profile's
+# replicated_modules may name
+ATTENTION_LINEARS = ("q_proj", "q_a_proj", "q_b_proj", "k_proj", "v_proj", "kv_a_proj_with_mqa",
+                     "kv_b_proj", "o_proj")
 # the modeling files whose decoder-layer kernels a profile's layer_kernels may count
 LAYER_KERNEL_MODELING = ("deepseekv3", "unread")
 
@@ -484,6 +488,13 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                       "a table modeling = " + " | ".join(LAYER_KERNEL_MODELING)
                       + " and, for a read modeling, attention, moe_ffn, dense_ffn (whole numbers"
                       " >= 0)"),
+    # attention projections the engine keeps whole on every TP rank instead of splitting them by
+    # TP (analytic/weights.py names: q_a_proj, kv_a_proj_with_mqa, ... ; TensorRT-LLM's MLA
+    # fused_a): priced unsplit in the iteration's GEMMs (iteration.py) and in the weight bytes
+    # (serving_memory.py); names a model does not have are skipped
+    "replicated_modules": (lambda v: isinstance(v, list) and all(x in ATTENTION_LINEARS for x in v),
+                           "a list of attention projection names from "
+                           + ", ".join(ATTENTION_LINEARS)),
     # the grouped expert-GEMM kernel the engine runs, by GPU architecture: a kernel the
     # kernels.toml [grouped_gemm] benchmark measured (its per-launch cost is charged per expert)
     "moe_gemm": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),

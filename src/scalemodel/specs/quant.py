@@ -33,6 +33,7 @@ Embeddings, norms, biases and MoE routers stay in the unquantized dtype in every
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from collections.abc import Mapping
@@ -56,8 +57,10 @@ class WeightQuant:
     g_idx: bool = False  # GPTQ's int32 group index per input channel
     quantize_head: bool = False
     ignore: tuple[str, ...] = ()
-    ignore_rule: str = "substring"  # "substring" (awq, fp8), "name" (compressed-tensors) or
+    ignore_rule: str = "substring"  # "substring" (awq, fp8), "name" (compressed-tensors),
     # "hf" (transformers' should_convert_module: a regex from the start to a boundary, or a suffix)
+    # or "glob" (ModelOpt's exclude_modules: fnmatch against the whole name, as TensorRT-LLM's
+    # QuantConfig.is_module_excluded_from_quantization matches them)
     experts_only: bool = False  # mxfp4: only MoE expert weights are stored quantized
     label: str = ""
 
@@ -68,7 +71,10 @@ class WeightQuant:
         if self.experts_only and ".experts." not in name:
             return False
         for pat in self.ignore:
-            if self.ignore_rule == "hf":
+            if self.ignore_rule == "glob":
+                if fnmatch.fnmatchcase(name, pat):
+                    return False
+            elif self.ignore_rule == "hf":
                 if re.match(rf"(?:{pat})(?:(?<=\.)|(?=\.|$))", name) or name.endswith(pat):
                     return False
             elif pat.startswith("re:"):

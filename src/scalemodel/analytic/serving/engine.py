@@ -13,7 +13,7 @@ from typing import Any
 
 from ...errors import BadInput
 from ...specs import GPUSpec, ModelSpec
-from .iteration import Precision, ServeLayout
+from .iteration import Precision, ServeLayout, checkpoint_quant
 
 DEFAULT_ENGINE = "vllm-v1"
 
@@ -77,6 +77,10 @@ class Engine:
     # kernels per decoder layer on the critical path, counted for one modeling file
     # (frameworks.toml layer_kernels; iteration.py layer_launch_s); empty: none counted
     layer_kernels: dict[str, Any] = field(default_factory=dict)
+    # attention projections every TP rank holds and runs whole (frameworks.toml
+    # replicated_modules: TensorRT-LLM's MLA fused_a); read by the iteration's GEMMs and by the
+    # KV budget's weight bytes
+    replicated_modules: tuple[str, ...] = ()
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -216,7 +220,7 @@ def get_serving_engine(fid: str | None) -> Engine:
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
             "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule",
             "prefill_alone", "speculative", "prefix_cache", "layer_kernels", "dispatch",
-            *CUDA_GRAPH_FIELDS)
+            "replicated_modules", *CUDA_GRAPH_FIELDS)
     eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -242,7 +246,8 @@ def get_serving_engine(fid: str | None) -> Engine:
         prefix_cache=str(v.get("prefix_cache") or "off"),
         dispatch=str(v.get("dispatch") or "random"),
         cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v},
-        layer_kernels=dict(v.get("layer_kernels") or {}))
+        layer_kernels=dict(v.get("layer_kernels") or {}),
+        replicated_modules=tuple(v.get("replicated_modules") or ()))
     # the capture lists are checked when the profile is loaded (one line, exit 2), not only
     # where a layout prices them
     capture_sizes(eng, 1, 1, 0.0)
@@ -328,15 +333,15 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         tok = isl + bs
         why += f"; token budget raised to ISL + max batch = {tok:,} (no chunked prefill)"
     wdt = {"int4": "int4", "fp8": "fp8"}.get(prec.name, "bf16")
-    if m.quant is None and prec.checkpoint:
-        # a 16-bit checkpoint the engine quantizes: linears at the precision, the output head,
-        # embeddings, norms and routers kept 16-bit (serving.toml precisions.*.checkpoint)
+    q = checkpoint_quant(m, prec)
+    if q is not m.quant:
+        # stored otherwise than the model's own config says: a published release of it at this
+        # precision (serving.toml [checkpoints]: its excluded modules 16-bit), or a 16-bit
+        # checkpoint the engine quantizes (linears at the precision, the output head,
+        # embeddings, norms and routers 16-bit: serving.toml precisions.*.checkpoint), the
+        # record the iteration's GEMMs read too
         from dataclasses import replace
 
-        from ...specs.quant import WeightQuant
-
-        q = WeightQuant(**dict(prec.checkpoint),
-                        label=f"{prec.name} linears, the output head and embeddings 16-bit")
         m, wdt = replace(m, quant=q), "bf16"
     kv = engine_kv_budget(m, gpu, tp=lay.tp, pp=lay.pp, weight_dtype=wdt, kv_dtype=kv_dtype,
                           engine_id=eng.profile, util=eng.kv_fraction, max_model_len=mml,

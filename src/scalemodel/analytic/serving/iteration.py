@@ -94,6 +94,60 @@ def precision(name: str) -> Precision:
                      float(t.get("bench_weight_bytes", 0.0)))
 
 
+CHECKPOINT_FORMAT_FIELDS = ("method", "weight_bits", "strategy", "group_size", "scale_bytes")
+
+
+def read_checkpoint(key: str, t: dict[str, Any]) -> Any:
+    """A serving.toml [checkpoints.KEY] entry as a specs.quant WeightQuant: its linears at
+    ``format``, the modules its ``exclude_modules`` patterns match (fnmatch on the HF module
+    name) 16-bit. One line for an entry that cannot be read."""
+    from ...specs.quant import WeightQuant
+
+    where = f"serving.toml checkpoints.{key}"
+    fmt = t.get("format")
+    if not isinstance(fmt, dict) or set(fmt) != set(CHECKPOINT_FORMAT_FIELDS):
+        raise BadInput(f"{where}: format must be a table of {', '.join(CHECKPOINT_FORMAT_FIELDS)}")
+    if fmt["strategy"] not in ("tensor", "channel", "group", "block"):
+        raise BadInput(f"{where}: format.strategy {fmt['strategy']!r} is not one of tensor, "
+                       "channel, group, block")
+    for f in ("weight_bits", "scale_bytes", "group_size"):
+        v = fmt[f]
+        num = not isinstance(v, bool) and isinstance(v, (int, float))
+        if not num or not (v > 0 if f == "weight_bits" else v >= 0):
+            raise BadInput(f"{where}: format.{f} must be a number "
+                           f"{'above 0' if f == 'weight_bits' else '>= 0'}, got {v!r}")
+    ex = t.get("exclude_modules")
+    if not isinstance(ex, list) or not all(isinstance(x, str) and x for x in ex):
+        raise BadInput(f"{where}: exclude_modules must be a list of module-name patterns")
+    if not isinstance(t.get("model"), str) or t.get("precision") not in PRECISIONS:
+        raise BadInput(f"{where}: needs model (a model id) and precision (one of "
+                       f"{', '.join(PRECISIONS)})")
+    return WeightQuant(str(fmt["method"]), float(fmt["weight_bits"]), str(fmt["strategy"]),
+                       int(fmt["group_size"]), scale_bytes=float(fmt["scale_bytes"]),
+                       quantize_head=True, ignore=tuple(ex), ignore_rule="glob",
+                       label=f"{t.get('hf_repo', key)} as stored ({fmt['method']}, "
+                             f"16-bit: {', '.join(ex)})")
+
+
+def checkpoint_quant(m: ModelSpec, prec: Precision) -> Any:
+    """How the weights a run at ``prec`` reads are stored, module by module (a specs.quant
+    WeightQuant, or None: every linear at the precision): a published release of this model at
+    this precision where serving.toml [checkpoints] lists one (its exclude list keeps some
+    modules 16-bit); else, for a 16-bit checkpoint the engine quantizes, the precision's
+    ``checkpoint`` record (linears quantized, the output head 16-bit); else the model's own
+    ``quantization_config``. The one record the iteration's GEMMs (a module it leaves
+    unquantized runs on the 16-bit path at 2 B per weight) and the engine's weight bytes read."""
+    for key, t in (serving_constants().get("checkpoints") or {}).items():
+        if t.get("model") == m.id and t.get("precision") == prec.name:
+            return read_checkpoint(key, t)
+    if m.quant is None and prec.checkpoint:
+        from ...specs.quant import WeightQuant
+
+        return WeightQuant(**dict(prec.checkpoint),
+                           label=f"{prec.name} linears, the output head and embeddings 16-bit")
+    return m.quant
+
+
 @dataclass(frozen=True)
 class ServeLayout:
     """One serving deployment: tp x pp GPUs per replica, dp replicas, experts over ep of the tp
@@ -675,7 +729,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           spec: Any = None, layer_kernels: dict[str, Any] | None = None,
           graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
           graph_padding: bool = True, graph_max_ctx: int = 0,
-          tbo: dict[str, Any] | None = None) -> IterationModel:
+          tbo: dict[str, Any] | None = None,
+          replicated_modules: tuple[str, ...] = ()) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -695,7 +750,12 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     idle time (:func:`layer_launch_s`). ``graph_*``: the
     engine's CUDA-graph buckets (:meth:`IterationModel.graph_rows`). ``tbo``: the engine's
     two-batch overlap (frameworks.toml two_batch_overlap), read for an attention-DP layout
-    with the DeepEP exchange (:class:`TBOParts`, :meth:`IterationModel.tbo_moe`)."""
+    with the DeepEP exchange (:class:`TBOParts`, :meth:`IterationModel.tbo_moe`).
+    ``replicated_modules``: attention projections the engine keeps whole on every TP rank
+    (frameworks.toml replicated_modules), each priced at its full width on every rank. Every
+    linear runs at the precision the checkpoint stores it (:func:`checkpoint_quant`): a module
+    it leaves unquantized on the 16-bit path, a layer at a time (the first dense layer for the
+    dense layers, the first MoE layer for the MoE layers, layer n_layers for the MTP module)."""
     if graph_batch not in ("decode_seqs", "tokens"):
         raise BadInput(f"cuda_graph_batch: {graph_batch!r} is not decode_seqs or tokens")
     steps = zip(graph_sizes, graph_sizes[1:], strict=False)
@@ -723,8 +783,19 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     M = np.arange(n_tok, dtype=np.float64)
     h = float(m.hidden)
 
-    def g(N: float, K: float, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
-        return _roofline(gpu, peak, dt, hbm, M, N, K, e_w, e_a, **kw)
+    # each linear at the precision the checkpoint stores it (checkpoint_quant): a module the
+    # checkpoint leaves unquantized runs on the 16-bit path at 2 B per weight and activation
+    q_store = checkpoint_quant(m, prec)
+    low = (peak, dt, e_w, e_a)
+    high = (peak16, "bf16", 2.0, 2.0)
+
+    def rate(name: str) -> tuple[float, str, float, float]:
+        return low if q_store is None or q_store.is_quantized(name) else high
+
+    def g(N: float, K: float, name: str | None = None, **kw: Any
+          ) -> tuple[np.ndarray, np.ndarray]:
+        pk, d_, w_, a_ = low if name is None else rate(name)
+        return _roofline(gpu, pk, d_, hbm, M, N, K, w_, a_, **kw)
 
     # attention data parallelism: attention, dense MLPs, shared experts and the head are
     # replicated (full width at the rank's own tokens); only the routed experts are split, over
@@ -732,11 +803,48 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     adp = bool(lay.attention_dp)
     n_adp = tp if adp else 1.0
     tpa = 1.0 if adp else tp
-    qkv, qkv_c = g(ms.attn_in_n / tpa, h)
-    o, o_c = g(h, ms.attn_out_k / tpa)
+    # projections the engine keeps whole on every TP rank (its profile's replicated_modules)
+    whole = () if adp else tuple(replicated_modules)
+
+    def attention(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(input projections, their compute side, output projection, its compute side) of
+        layer i on one rank: the input projections as one GEMM on K = h per (precision, split)
+        group, a replicated one at its full width, the others split by TP."""
+        from ..weights import attention_linears
+
+        pre = f"model.layers.{i}.self_attn."
+        ins = [(nm, float(a * b)) for nm, a, b in attention_linears(m) if nm != "o_proj"]
+
+        def key(nm: str) -> tuple[tuple[float, str, float, float], bool]:
+            return rate(pre + nm), nm in whole
+
+        if all(key(nm) == (low, False) for nm, _ in ins):
+            groups = {(low, False): float(ms.attn_in_n)}
+        else:
+            groups = {}
+            for nm, p_ in ins:
+                groups[key(nm)] = groups.get(key(nm), 0.0) + p_ / h
+            # what the projections do not hold (biases) goes with the first one
+            groups[key(ins[0][0])] += float(ms.attn_in_n) - sum(p_ for _, p_ in ins) / h
+        qkv = qkv_c = np.zeros_like(M)
+        for (r, rep), n in groups.items():
+            t, tc = _roofline(gpu, r[0], r[1], hbm, M, n / (1.0 if rep else tpa), h, r[2], r[3])
+            qkv, qkv_c = qkv + t, qkv_c + tc
+        ro, o_rep = key("o_proj")
+        o, o_c = _roofline(gpu, ro[0], ro[1], hbm, M, h, ms.attn_out_k / (1.0 if o_rep else tpa),
+                           ro[2], ro[3])
+        return qkv, qkv_c, o, o_c
+
+    def up_name(prefix: str) -> str:
+        return prefix + ("gate_proj" if m.gated_mlp else "up_proj")
+
+    i_dense = next((i for i in range(m.n_layers) if not m.layer_is_moe(i)), 0)
+    i_moe = next((i for i in range(m.n_layers) if m.layer_is_moe(i)), 0)
+    qkv, qkv_c, o, o_c = attention(i_dense)
     attn, attn_c = qkv + o, qkv_c + o_c
-    up, up_c = g(ms.up_k * ms.ffn / tpa, h)
-    down, down_c = g(h, ms.ffn / tpa)
+    dp_ = f"model.layers.{i_dense}.mlp."
+    up, up_c = g(ms.up_k * ms.ffn / tpa, h, up_name(dp_))
+    down, down_c = g(h, ms.ffn / tpa, dp_ + "down_proj")
     dense, dense_c = attn + up + down, attn_c + up_c + down_c
     if m.is_moe:
         E, k = float(m.n_experts), float(m.top_k)
@@ -748,39 +856,55 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         # with the busiest rank's tokens spread over them
         touched = np.maximum(1.0 - (1.0 - k / E) ** Mx, 1e-12)
         Me = Mx * k / E * imb / touched
-        eu, eu_c = _roofline(gpu, peak, dt, hbm, Me, ms.up_k * ms.moe_ffn / etp, h, e_w, e_a,
-                             n_local * touched)
-        ed, ed_c = _roofline(gpu, peak, dt, hbm, Me, h, ms.moe_ffn / etp, e_w, e_a,
-                             n_local * touched)
-        if moe_gemm_kernel:
-            # the grouped kernel's cost per expert GEMM (up and down) of the experts the batch
-            # reached, beyond each one's tiles-in-waves price, at the rows each one holds
-            from ..step.gemm import grouped_overhead_at
-
-            t0 = grouped_overhead_at(gpu.arch, moe_gemm_kernel, Me) * n_local * touched * (M > 0)
-            eu, eu_c, ed, ed_c = eu + t0, eu_c + t0, ed + t0, ed_c + t0
         rt, rt_c = _roofline(gpu, peak16, "bf16", hbm, M, E, h, 2.0, 2.0)  # router in 16 bits
-        if ms.shared_ffn:
-            su, su_c = g(ms.up_k * ms.shared_ffn / tpa, h)
-            sd, sd_c = g(h, ms.shared_ffn / tpa)
-        else:
-            su = su_c = sd = sd_c = np.zeros_like(M)
-        # the routed copies' permutation: each token's hidden vector is copied to its k expert
-        # rows (read k, write k) and the k expert outputs are gathered back and summed (read
-        # k, write 1): (3 k + 1) h activations per token, memory-bound
-        permute = (3 * k + 1) * M * h * e_a / hbm
-        permute_shared = np.zeros_like(M)
-        if adp and (adp_exchange or {}).get("exchange") == "allgather_reducescatter":
-            # the all-gather form (TensorRT-LLM 1.0.0rc4 CutlassFusedMoE.forward_chunk): the
-            # fused op runs on the n ranks' gathered rows, so a rank copies the k / ep local
-            # expert rows of each of the n M gathered tokens (read and write), reads them back
-            # and writes one output row for every gathered token (finalize, one block per
-            # original row) before the reduce-scatter: (3 k / ep + 1) n M h, all of it sized by
-            # the ranks' tokens together (the lock-step's shared part)
-            permute_shared = gathered_permute_bytes(m, prec, lay, M) / hbm
-            permute = permute_shared
-        moe = attn + eu + ed + rt + su + sd + permute
-        moe_c = attn_c + eu_c + ed_c + rt_c + su_c + sd_c
+
+        def moe_layer(i: int) -> dict[str, np.ndarray]:
+            """Layer i's MoE GEMMs on one rank, each at its stored precision."""
+            xp = f"model.layers.{i}.mlp.experts.0."
+            ru, rd = rate(up_name(xp)), rate(xp + "down_proj")
+            eu, eu_c = _roofline(gpu, ru[0], ru[1], hbm, Me, ms.up_k * ms.moe_ffn / etp, h,
+                                 ru[2], ru[3], n_local * touched)
+            ed, ed_c = _roofline(gpu, rd[0], rd[1], hbm, Me, h, ms.moe_ffn / etp, rd[2], rd[3],
+                                 n_local * touched)
+            if moe_gemm_kernel:
+                # the grouped kernel's cost per expert GEMM (up and down) of the experts the
+                # batch reached, beyond each one's tiles-in-waves price, at the rows each holds
+                from ..step.gemm import grouped_overhead_at
+
+                t0 = (grouped_overhead_at(gpu.arch, moe_gemm_kernel, Me) * n_local * touched
+                      * (M > 0))
+                eu, eu_c, ed, ed_c = eu + t0, eu_c + t0, ed + t0, ed_c + t0
+            sp = f"model.layers.{i}.mlp.shared_experts."
+            if ms.shared_ffn:
+                su, su_c = g(ms.up_k * ms.shared_ffn / tpa, h, up_name(sp))
+                sd, sd_c = g(h, ms.shared_ffn / tpa, sp + "down_proj")
+            else:
+                su = su_c = sd = sd_c = np.zeros_like(M)
+            # the routed copies' permutation: each token's hidden vector is copied to its k
+            # expert rows (read k, write k) and the k expert outputs are gathered back and
+            # summed (read k, write 1): (3 k + 1) h activations per token, memory-bound
+            permute = (3 * k + 1) * M * h * ru[3] / hbm
+            permute_shared = np.zeros_like(M)
+            if adp and (adp_exchange or {}).get("exchange") == "allgather_reducescatter":
+                # the all-gather form (TensorRT-LLM 1.0.0rc4 CutlassFusedMoE.forward_chunk): the
+                # fused op runs on the n ranks' gathered rows, so a rank copies the k / ep local
+                # expert rows of each of the n M gathered tokens (read and write), reads them
+                # back and writes one output row for every gathered token (finalize, one block
+                # per original row) before the reduce-scatter: (3 k / ep + 1) n M h, all of it
+                # sized by the ranks' tokens together (the lock-step's shared part)
+                permute_shared = gathered_permute_bytes(m, prec, lay, M) / hbm
+                permute = permute_shared
+            return {"eu": eu, "eu_c": eu_c, "ed": ed, "ed_c": ed_c, "su": su, "su_c": su_c,
+                    "sd": sd, "sd_c": sd_c, "permute": permute, "permute_shared": permute_shared}
+
+        qkv, qkv_c, o, o_c = attention(i_moe)
+        attn_m, attn_m_c = qkv + o, qkv_c + o_c
+        x = moe_layer(i_moe)
+        eu, eu_c, ed, ed_c = x["eu"], x["eu_c"], x["ed"], x["ed_c"]
+        su, su_c, sd, sd_c = x["su"], x["su_c"], x["sd"], x["sd_c"]
+        permute, permute_shared = x["permute"], x["permute_shared"]
+        moe = attn_m + eu + ed + rt + su + sd + permute
+        moe_c = attn_m_c + eu_c + ed_c + rt_c + su_c + sd_c
     else:
         moe, moe_c = dense, dense_c
     nongemm = _nongemm(m, gpu, lay, prec, cluster, M, ms)
@@ -870,7 +994,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     # same record the engine's KV budget prices the weights with)
     S = np.arange(max(max_seqs, 1, rows) + 1, dtype=np.float64)
     vocab = float(m.vocab)
-    head_q = bool(dict(prec.checkpoint).get("quantize_head"))
+    head_q = (q_store.is_quantized("lm_head") if q_store is not None
+              else bool(dict(prec.checkpoint).get("quantize_head")))
     head, _ = _roofline(gpu, peak if head_q else peak16, dt if head_q else "bf16", hbm, S,
                         vocab / tpa, h, e_w if head_q else 2.0, 2.0)
     gathered = logits_gather == "all_gather" and lay.tp > 1 and not adp
@@ -937,9 +1062,17 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
             # (layer_launch_s; its projection, norms and head kernels are not counted); an
             # EAGLE head's kernels were not counted
             mtp_moe = m.is_moe and spec.drafter == "mtp"
-            layer = ((moe if mtp_moe else dense) + nongemm + ar + moe_x * mtp_moe
+            # the MTP module is the checkpoint's layer n_layers: its GEMMs at the precision the
+            # checkpoint stores that layer at (a release may keep it 16-bit)
+            n_l = m.n_layers
+            if mtp_moe:
+                a_q, _, a_o, _ = attention(n_l)
+                y = moe_layer(n_l)
+                moe_mtp = (a_q + a_o + y["eu"] + y["ed"] + rt + y["su"] + y["sd"]
+                           + y["permute"] + moe_x)
+            layer = ((moe_mtp if mtp_moe else dense) + nongemm + ar + moe_x * mtp_moe
                      + (launch_moe if mtp_moe else 0.0))
-            fc, _ = g(h, 2.0 * h)
+            fc, _ = g(h, 2.0 * h, f"model.layers.{n_l}.eh_proj" if spec.drafter == "mtp" else None)
             hb = head[np.minimum(np.arange(M.size), head.size - 1)]
             draft_pass = layer + fc + hb
             draft_ctx = max(mem_s, cmp_s)
