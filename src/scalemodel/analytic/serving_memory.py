@@ -46,6 +46,7 @@ from ..specs.device_memory import (
     nccl_versions,
     nvls_bytes,
     resident_threads,
+    torch_cublas_workspace_bytes,
 )
 from ..specs.frameworks import Framework, get_engine
 from ..specs.sources import cite
@@ -301,7 +302,7 @@ def engine_kv_budget(
     profile_tokens = 0
     if v["profile_run"] != "none":
         profile_tokens = T
-        A = _activation_peak(d, m, fw, ew.bytes, tp, T, R)
+        A = _activation_peak(d, m, fw, ew.bytes, tp, T, R, gpu)
     nt = _non_torch(d, fw, gpu, tp)
     G = float(v.get("cuda_graph_bytes") or 0) if v.get("cuda_graph_in_budget") else 0.0
     if v.get("cuda_graph_in_budget"):
@@ -426,8 +427,10 @@ def _base_non_torch(d: Derivation, fw: Framework, gpu: GPUSpec) -> float:
 
 
 def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp: int, T: int,
-                     R: int) -> float:
-    """Peak of the profiling pass: one layer's live set for T tokens, or the sampled rows' logits."""
+                     R: int, gpu: GPUSpec | None = None) -> float:
+    """Peak of the profiling pass: one layer's live set for T tokens, or the sampled rows' logits,
+    plus what the engine's profile says it also counts there (the model runner's inputs_embeds
+    buffer; torch's cuBLAS workspace, made at the pass's first cuBLAS GEMM and kept)."""
     v = fw.values
     d.given("tokens of the profiling pass", "T_p", T, "token", cite(fw.sources["profile_run"]),
             note=fw.notes.get("profile_run", ""))
@@ -475,14 +478,32 @@ def _activation_peak(d: Derivation, m: ModelSpec, fw: Framework, e_a: float, tp:
            "R_l * g * V * e_l + (n_T * T_p + n_R * R_l) * h * e_a", "B")
     a_peak = d.calc("peak of the profiling pass", "A_p", "max(A_l, A_s)", "B",
                     check=max(a_layer, d["A_s"]))
-    if not v.get("inputs_embeds_in_peak"):
+    terms = ["A_p"]
+    check = a_peak
+    if v.get("inputs_embeds_in_peak"):
+        d.calc("inputs_embeds buffer [max_num_batched_tokens, h] the model runner allocates "
+               "before the weights (in the torch peak, not in the weights figure)", "B_emb",
+               "T_b * h * e_a", "B", source=cite(fw.sources["inputs_embeds_in_peak"]),
+               note=fw.notes.get("inputs_embeds_in_peak", ""))
+        check += T * m.hidden * e_a
+        terms.append("B_emb")
+    if v.get("cublas_workspace_in_peak"):
+        version = str(v.get("torch_version", "unread"))
+        ws = torch_cublas_workspace_bytes(gpu, version) if gpu is not None else None
+        if ws is None:
+            d.note(f"torch {version}'s cuBLAS workspace is not priced on {getattr(gpu, 'id', '?')}"
+                   " (compute capability not recorded for that version in device_memory.toml)")
+        else:
+            d.given(f"cuBLAS workspace torch {version} allocates at the pass's first cuBLAS "
+                    f"GEMM (sm {gpu.compute_capability}), kept", "B_cublas", ws[0], "B",
+                    ws[1] + "; " + cite(fw.sources["cublas_workspace_in_peak"]),
+                    note=fw.notes.get("cublas_workspace_in_peak", ""))
+            check += ws[0]
+            terms.append("B_cublas")
+    if terms == ["A_p"]:
         return float(d.calc("activation peak of the profiling pass", "A", "A_p", "B"))
-    d.calc("inputs_embeds buffer [max_num_batched_tokens, h] the model runner allocates "
-           "before the weights (in the torch peak, not in the weights figure)", "B_emb",
-           "T_b * h * e_a", "B", source=cite(fw.sources["inputs_embeds_in_peak"]),
-           note=fw.notes.get("inputs_embeds_in_peak", ""))
-    return float(d.calc("activation peak of the profiling pass, persistent input buffer "
-                        "included", "A", "A_p + B_emb", "B", check=a_peak + T * m.hidden * e_a))
+    return float(d.calc("activation peak of the profiling pass, persistent buffers included",
+                        "A", " + ".join(terms), "B", check=check))
 
 
 def _finish(d: Derivation, m: ModelSpec, fw: Framework, gpu: GPUSpec, *, tp: int, pp: int,

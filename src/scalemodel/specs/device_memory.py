@@ -58,6 +58,17 @@ def nccl_device_code_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
     return float(v), cite(t["device_code_source"])
 
 
+def torch_cublas_workspace_bytes(gpu: Any, version: str) -> tuple[float, str] | None:
+    """(bytes, source): the cuBLAS workspace PyTorch ``version`` takes from its caching allocator
+    for one (handle, stream) on ``gpu``'s compute capability, or None where the version or the
+    architecture is not recorded (device_memory.toml ["torch-VERSION"])."""
+    t = _table().get(f"torch-{version}") or {}
+    v = (t.get("cublas_workspace_bytes") or {}).get(str(getattr(gpu, "compute_capability", "")))
+    if v is None:
+        return None
+    return float(v), cite(t["cublas_workspace_source"])
+
+
 def context_stack_bytes() -> tuple[float, str]:
     """(bytes, source): the per-thread local memory a new CUDA context is sized for (the default
     stack limit); the context holds it for every thread the GPU can keep resident."""

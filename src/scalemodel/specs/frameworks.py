@@ -423,6 +423,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     "tp_nccl_communicators": (_num(0, whole=True), "a whole number of communicators >= 0"),
     "custom_all_reduce_bytes": (_num(0), "bytes >= 0"),
     "nccl_library_in_budget": (lambda v: isinstance(v, bool), "true or false"),
+    # the PyTorch the engine pins and whether its cuBLAS workspace is made inside the profile run
+    # (device_memory.toml ["torch-VERSION"], analytic/serving_memory.py)
+    "torch_version": (lambda v: isinstance(v, str) and bool(v), "a PyTorch version (\"2.7.0\") or \"unread\""),
+    "cublas_workspace_in_peak": (lambda v: isinstance(v, bool), "true or false"),
     "non_torch_ref_resident_threads": (_num(1), "threads >= 1"),
     "cuda_graphs": (lambda v: isinstance(v, bool), "true or false"),
     "cuda_graph_in_budget": (lambda v: isinstance(v, bool), "true or false"),
