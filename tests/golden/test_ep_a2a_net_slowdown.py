@@ -44,7 +44,8 @@ LOCAL = 8  # ranks a node (DGX H100)
 
 
 def _mirror(c: int, n: int) -> int:
-    """v2.21.5-1 paths.cc mirrorBits: c's bits reversed over log2(n) bits."""
+    """v2.21.5-1 src/graph/topo.h mirrorBits (line 240; reverseBits in bitops.h from v2.27): c's
+    bits reversed over log2(n) bits."""
     bits = n.bit_length() - 1
     return int(format(c, f"0{bits}b")[::-1], 2) if bits else 0
 
@@ -73,11 +74,24 @@ def _channels_v2_27(nodes: int, p2p_channels: int) -> set[int]:
     return out
 
 
+def _channels_v2_28(nodes: int, p2p_channels: int) -> set[int]:
+    """The same at v2.28.3-1 / v2.29.3-1: base = reverse-bits(node distance + local distance /
+    8), channel = (base + part) & (n - 1) (device.h ncclP2pChannelForPart)."""
+    out = set()
+    for node_delta in range(nodes):
+        for local_delta in range(LOCAL):
+            base = _mirror(node_delta + local_delta // 8, p2p_channels)
+            for part in range(PARTS):
+                out.add((base + part) & (p2p_channels - 1))
+    return out
+
+
 @pytest.mark.parametrize("p2p_channels", [16, 32])
 def test_nccl_grid_is_two_blocks_a_node(p2p_channels):
     for nodes in (2, 4):
         assert len(_channels_v2_21(nodes, p2p_channels)) == PARTS * nodes
         assert len(_channels_v2_27(nodes, p2p_channels)) == PARTS * nodes
+        assert len(_channels_v2_28(nodes, p2p_channels)) == PARTS * nodes
     ov = constants()["overlap"]
     assert ov["ep_a2a_net_ctas_per_node"] == PARTS
     assert ov["ep_a2a_net_ctas_per_node_source"] in all_sources()
