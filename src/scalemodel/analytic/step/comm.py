@@ -131,6 +131,11 @@ class LayerComm:
     # group leaves the NVLink domain): compute beside it loses only the SMs those kernels hold
     # (:func:`cp_p2p_net_sm_share`), not the collectives' measured slowdown
     cp_p2p_net: Any = False
+    # of ep_b_raw: the share that is the all-to-all itself where it runs as NCCL's grouped
+    # send / receive over the NICs (an all-to-all dispatcher whose EP group leaves the NVLink
+    # domain), 0 elsewhere; and the SMs its kernel holds (:func:`ep_a2a_net_sm_share`)
+    ep_a2a_net_share: Any = 0.0
+    ep_a2a_net_sm: Any = 0.0
 
 
 def cp_p2p_net_sm_share(gpu: Any) -> float:
@@ -143,6 +148,22 @@ def cp_p2p_net_sm_share(gpu: Any) -> float:
     if not n:
         return float(ov["compute_slowdown"])
     return min(1.0, float(ov["cp_p2p_net_ctas"]) / float(n))
+
+
+def ep_a2a_net_sm_share(gpu: Any, n_nodes: Any) -> Any:
+    """Share of the SMs the NCCL kernel of one all-to-all holds when its group spans ``n_nodes``
+    NVLink domains (torch's all_to_all_single: one grouped ncclSend / ncclRecv to every peer):
+    planner.toml [overlap] ep_a2a_net_ctas_per_node blocks for each node the group spans (NCCL
+    gives every peer at the same node distance the same channel base and an operation with a
+    network peer 2 channels, one block each) over the GPU's sm_count. A GPU without an SM count
+    keeps the collectives' slowdown (planner.toml compute_slowdown)."""
+    ov = constants()["overlap"]
+    n = getattr(gpu, "sm_count", None)
+    if not n:
+        return np.full(np.shape(n_nodes), float(ov["compute_slowdown"])) if np.ndim(n_nodes) \
+            else float(ov["compute_slowdown"])
+    return np.minimum(1.0, float(ov["ep_a2a_net_ctas_per_node"])
+                      * np.asarray(n_nodes, dtype=np.float64) / float(n))
 
 
 def _tp_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
@@ -355,19 +376,21 @@ def dispatch_metadata(c: Candidates, r_ep: Any) -> Any:
     return z
 
 
-def _ep_terms(c: Candidates) -> tuple[Any, Any, Any]:
+def _ep_terms(c: Candidates) -> tuple[Any, Any, Any, Any, Any]:
     """With sequence parallelism a rank holds T / tp tokens of the micro-batch and dispatches
     only those; experts split over etp ranks then gather the tokens an EP rank received across
     those etp ranks (and reduce-scatter them on the way back) inside the node. The forward also
     carries the dispatcher's metadata exchange (:func:`dispatch_metadata`), returned apart as
-    the third term (it is inside the first). Each all-to-all lasts as long as the EP rank that
+    the third term (it is inside the first); the fourth is the all-to-all's own part of the
+    second (dispatch and combine, without the expert-TP gather) and the fifth the EP ranks per
+    NVLink domain. Each all-to-all lasts as long as the EP rank that
     receives the most copies: the per-rank buffer and the expert-TP gather are priced at
     (1 + v) times the mean (imbalance.ep_straggler; the engine gives every rank that buffer, an
     upper bound where one rank alone is the straggler)."""
     m = c.m
     if not m.is_moe:
         z = np.zeros_like(c.tp)
-        return z, z, z
+        return z, z, z, z, np.ones_like(z)
     r_ep = ranks_per_node(ep_stride(c), c.ep, c.dom)
     straggle = 1.0 + ep_straggler(c)
     if ep_dispatch(c.job, c.gpu.id) == "per_destination":
@@ -382,7 +405,7 @@ def _ep_terms(c: Candidates) -> tuple[Any, Any, Any]:
                         0.0)
     raw = 2 * a2a + 2 * e_gather
     meta = dispatch_metadata(c, r_ep)
-    return raw + meta, raw, meta
+    return raw + meta, raw, meta, 2 * a2a, r_ep
 
 
 def _ring_exposed(cp: Any, t_step: Any, blocks: tuple[Any, Any]) -> Any:
@@ -461,8 +484,13 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
     act_bytes, tp_one, tp_f, tp_b, tp_rc = _tp_terms(c)
     cp_intra = tp * cp <= c.dom
     kv_bytes, cp_f_raw, cp_b_raw, cp_f, cp_b, cp_sent = _cp_terms(c, a, cp_intra)
-    ep_f_raw, ep_b_raw, ep_meta = _ep_terms(c)
+    ep_f_raw, ep_b_raw, ep_meta, ep_a2a, r_ep = _ep_terms(c)
     ring_net = (profile_value(c.job, "cp_exchange", "ring") == "ring") & ~np.asarray(cp_intra)
+    # an all-to-all dispatcher (NCCL send / receive) whose EP group leaves the NVLink domain
+    ep_nodes = np.maximum(c.ep / r_ep, 1.0)
+    a2a_net = ((ep_dispatch(c.job, c.gpu.id) != "per_destination") & (c.ep > 1)
+               & (ep_nodes > 1))
+    a2a_net_share = np.where(a2a_net, ep_a2a / np.maximum(ep_b_raw, 1e-30), 0.0)
     return LayerComm(
         act_bytes=act_bytes, tp_one=tp_one, tp_f=tp_f, tp_b=tp_b, tp_rc=tp_rc,
         kv_bytes=kv_bytes, cp_f_raw=cp_f_raw, cp_b_raw=cp_b_raw, cp_f=cp_f, cp_b=cp_b,
@@ -471,7 +499,8 @@ def layer_comm(c: Candidates, a: AttentionTerms) -> LayerComm:
         # so of the layer's TP collectives only the attention block's half remains
         moe_tp_keep=np.where(c.ep > 1, 0.5, 1.0),
         tp_intra=tp <= c.dom, cp_intra=cp_intra, ep_intra=ep_stride(c) * c.ep <= c.dom,
-        cp_p2p_net=ring_net & (cp > 1))
+        cp_p2p_net=ring_net & (cp > 1), ep_a2a_net_share=a2a_net_share,
+        ep_a2a_net_sm=ep_a2a_net_sm_share(c.gpu, ep_nodes))
 
 
 @dataclass(frozen=True)
@@ -495,6 +524,11 @@ class LayerTime:
     host: Any = 0.0  # host time exposed: after the dispatcher's wait, and the eager layer's floor
     # beyond its GPU time (step/host.py)
     host_ops: Any = 0.0  # kernels launched after that wait, one forward
+    # of the EP traffic: an all-to-all dispatcher's send / receive over the NICs that runs beside
+    # compute (not in ``hidden``: it slows that compute by the SMs its NCCL kernel holds,
+    # ep_a2a_net_sm_share), and that share itself
+    hidden_ep_net: Any = 0.0
+    ep_net_sm: Any = 0.0
 
     @property
     def total(self) -> Any:
@@ -701,6 +735,10 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
         host_rc = host_rc + over_f + over_b
     cp_hid = cp_raw - (cm.cp_f + cm.cp_b + rc_cp)
     cp_net = np.where(cm.cp_p2p_net, cp_hid, 0.0)
+    # the hidden EP traffic's all-to-all part, in proportion to its share of the raw EP time
+    # (the expert-TP gather and the metadata exchange stay with sigma)
+    ep_hid = (e_f + e_b + rc_ep) - x_f - x_b
+    ep_net = (cm.ep_a2a_net_share if moe else 0.0) * ep_hid
     return LayerTime(
         compute=fw + bw + rcx,
         tp=xt_f + xt_b + xt_rc,
@@ -710,7 +748,8 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
         bwd=bwd,
         raw_comm=tp_f + tp_b + tp_rc + cp_raw + (e_f + e_b + rc_ep),
         hidden=(tp_f + tp_b + tp_rc) - (xt_f + xt_b + xt_rc) + (cp_hid - cp_net)
-        + (e_f + e_b + rc_ep) - x_f - x_b,
+        + ep_hid - ep_net,
         hidden_cp_net=cp_net,
         attention=lc.attention, nongemm=lc.nongemm, wgrad=lc.wgrad, host=host_f + host_rc,
-        host_ops=host_ops)
+        host_ops=host_ops, hidden_ep_net=ep_net,
+        ep_net_sm=cm.ep_a2a_net_sm if moe else 0.0)

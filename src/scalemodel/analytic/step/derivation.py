@@ -385,10 +385,13 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
             cite(ov["compute_slowdown_source"]), note=ov["compute_slowdown_note"])
     net = float(getattr(v, "cp_net_hidden_s", 0.0) or 0.0)
     s_net = cp_p2p_net_sm_share(cl.gpu)
-    rest = v.overlap_s - s_net * net
+    ep_net = float(getattr(v, "ep_net_hidden_s", 0.0) or 0.0)
+    ep_slow = float(getattr(v, "ep_net_slow_s", 0.0) or 0.0)
+    rest = v.overlap_s - s_net * net - ep_slow
     d.given("communication hidden behind compute per step", "t_hid",
             rest / ov["compute_slowdown"] if ov["compute_slowdown"] else 0.0, "s",
-            note=("besides the ring-attention transfers over the NICs below" if net > 0 else ""))
+            note=("besides the transfers over the NICs below" if net > 0 or ep_net > 0 else ""))
+    terms = ["sigma * t_hid"]
     if net > 0:
         d.given("ring-attention (p2p) transfers over the NICs hidden behind compute per step",
                 "t_hid_cp", net, "s")
@@ -397,11 +400,20 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                 note=(f"{ov['cp_p2p_net_ctas']:g} blocks (2 channels per network peer, a send "
                       f"and a receive) of {cl.gpu.sm_count} SMs" if cl.gpu.sm_count else
                       "no SM count for this GPU: the collectives' sigma"))
-        d.calc("overlap slowdown", "t_ov", "sigma * t_hid + s_cp * t_hid_cp", "s",
-               check=v.overlap_s, rel_tol=1e-6)
-    else:
-        d.calc("overlap slowdown", "t_ov", "sigma * t_hid", "s", check=v.overlap_s,
-               rel_tol=1e-6)
+        terms.append("s_cp * t_hid_cp")
+    if ep_net > 0:
+        d.given("all-to-all send / receive over the NICs hidden behind compute per step",
+                "t_hid_ep", ep_net, "s",
+                note="the all-to-all dispatcher's share of the hidden EP time; the expert-TP "
+                     "gather and the metadata exchange stay with sigma")
+        d.given("SM share the NCCL kernel of one all-to-all holds", "s_ep", ep_slow / ep_net,
+                "1", cite(ov["ep_a2a_net_ctas_per_node_source"]),
+                note=(f"{ov['ep_a2a_net_ctas_per_node']:g} blocks for each node the EP group "
+                      f"spans, of {cl.gpu.sm_count} SMs" if cl.gpu.sm_count else
+                      "no SM count for this GPU: the collectives' sigma"))
+        terms.append("s_ep * t_hid_ep")
+    d.calc("overlap slowdown", "t_ov", " + ".join(terms), "s", check=v.overlap_s,
+           rel_tol=1e-6)
     d.calc("step time", "t_step", "m * t_mb + t_bub + t_pp + t_dp + t_opt + t_ov", "s",
            check=v.step_time_s, rel_tol=1e-6)
     d.given("tokens per step", "D", job.tokens_per_step, "token")

@@ -60,6 +60,8 @@ class StepTimes:
     t_slow: Any
     slow: dict[str, Any]  # compute and exposed tp, cp, ep per micro-batch
     hidden_cp_net: Any = 0.0  # p2p ring transfers over the NICs beside compute, per step
+    hidden_ep_net: Any = 0.0  # all-to-all send / receive over the NICs beside compute, per step
+    ep_net_slow: Any = 0.0  # the compute seconds they cost (ep_a2a_net_sm_share x the above)
 
 
 def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
@@ -82,7 +84,11 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     # a p2p ring's transfers over the NICs slow the compute beside them by the SMs their NCCL
     # kernels hold (comm.cp_p2p_net_sm_share), not by the collectives' measured sigma
     hidden_net = mb * on_slow_stage(c, st, Ld, Lm, "hidden_cp_net")
-    t_ov = sigma * hidden + cp_p2p_net_sm_share(c.gpu) * hidden_net
+    # so does an all-to-all dispatcher's grouped send / receive over the NICs
+    # (comm.ep_a2a_net_sm_share: one share per layout, the MoE layers' own)
+    hidden_ep = mb * on_slow_stage(c, st, Ld, Lm, "hidden_ep_net")
+    ep_slow = Lm.ep_net_sm * hidden_ep
+    t_ov = sigma * hidden + cp_p2p_net_sm_share(c.gpu) * hidden_net + ep_slow
     step = mb * t_slow + bub + pc.exposed + dp.exposed + t_opt + t_ov
     lower = compute + bub * slow["compute"] / np.maximum(t_slow, 1e-30) + t_opt
     # nothing overlapped: every collective in full, and the host time the GPU does not cover
@@ -91,7 +97,7 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
                 + on_slow_stage(c, st, Ld, Lm, "host"))
     upper = mb * upper_mb + (c.pp - 1) / c.vpp * upper_mb + pc.raw + dp.raw + t_opt
     return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow,
-                     hidden_net)
+                     hidden_net, hidden_ep, ep_slow)
 
 
 def tp_share(c: Candidates, cm: LayerComm) -> Any:
@@ -193,4 +199,5 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         **traffic_bytes(c, st, cm, pc, share), dp_bytes=dp.bytes,
         tp_intra=cm.tp_intra, cp_intra=cm.cp_intra, pp_intra=pc.intra, dp_intra=dp.intra,
         ep_intra=cm.ep_intra, microbatches=mb, host_s=mb * t.slow["host"],
-        offload_s=mb * t_off, cp_net_hidden_s=t.hidden_cp_net)
+        offload_s=mb * t_off, cp_net_hidden_s=t.hidden_cp_net,
+        ep_net_hidden_s=t.hidden_ep_net, ep_net_slow_s=t.ep_net_slow)

@@ -72,6 +72,10 @@ class StepTerms:
     # a p2p ring's CP transfers over the NICs beside compute (slowed by the SMs their NCCL
     # kernels hold, not by the collectives' sigma: in overlap_s)
     cp_net_hidden_s: Any = 0.0
+    # an all-to-all dispatcher's send / receive over the NICs beside compute, and the compute
+    # seconds it costs (the SMs its NCCL kernel holds x that time: in overlap_s)
+    ep_net_hidden_s: Any = 0.0
+    ep_net_slow_s: Any = 0.0
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
