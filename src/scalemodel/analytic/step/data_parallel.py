@@ -11,7 +11,7 @@ import numpy as np
 
 from .candidates import Candidates
 from .comm import collective_time, ranks_per_node
-from .config import constants, profile_value
+from .config import constants, profile_value, recipe_overlap
 from .memory_terms import E_W
 from .pipeline import StageTerms
 
@@ -82,7 +82,7 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     # the 2021 Megatron-LM all-reduces after the backward) hides nothing behind that pass
     if not profile_value(c.job, "dp_overlap", True):
         bwd = 0.0 * bwd
-    if not profile_value(c.job, "param_gather_overlap", True):
+    if not recipe_overlap(c.job, c.gpu.id, "param_gather_overlap", True):
         fwd = 0.0 * fwd
     ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
     grad_sync = np.where(zero == 0, ar, rs)
