@@ -86,13 +86,18 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     135.3% the same session with
     the three Megatron-Bridge 2026-05-18 rows added (Qwen3-30B-A3B, 16 H100 BF16 EP16, the
     all-to-all dispatcher eager and with TE-scoped graphs: +14.8%, +16.6%, +17.2%; no other row
-    moved; docs/planner.md "Eager MoE host time on a GPU host: the search of session 16"). Limits:
-    the later values plus about 2 points (the issue's target for
+    moved; docs/planner.md "Eager MoE host time on a GPU host: the search of session 16"); 21.7%
+    -> 21.0% / 135.3% at session 17 with the Qwen3-235B-A22B recipe facts read at their tags
+    (the recipe's edge-chunk pipeline split, the H100 preset without TP overlap, the 25.11 B200
+    FP8-MX preset without the parameter-gather overlap): Qwen3-235B on 64 B200 +71.1% -> +58.3%,
+    on 256 H100 (25.11) +29.3% -> +20.4%, on 256 B200 (26.04) +31.3% -> +21.8%; no other row
+    moved (docs/planner.md "Qwen3-235B-A22B: the presets read at their tags"). Limits: the
+    later values plus about 2 points (the issue's target for
     runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
     assert not skipped and len(results) == 44
     s = summary(results)
-    assert s["mape"] < 0.245
+    assert s["mape"] < 0.23
     assert s["max_ape"] < 1.45
 
 

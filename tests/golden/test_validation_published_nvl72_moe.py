@@ -58,11 +58,18 @@ def test_moe_rows_are_predicted_and_the_error_does_not_regress():
     """Regression guard, at the figures measured when the rows came in (2026-12-02, branch
     s11-nvlmoe): `python -m scalemodel validate --file validation/published_runs_nvl72.csv` gave
     12.4% mean and 121.0% max absolute error over the 65 MoE rows (max: Qwen3-235B-A22B on 256
-    B300, 26.02.01, +121.0%; docs/planner.md "NVL72 and B300 MoE rows"). Limits: those figures
-    plus about 2 points."""
+    B300, 26.02.01, +121.0%; docs/planner.md "NVL72 and B300 MoE rows"); 14.0% / 116.1% at the
+    start of session 17 and 14.4% / 99.9% with the Qwen3-235B-A22B recipe's edge-chunk pipeline
+    split (Megatron-Bridge qwen3_moe.py account_for_embedding / loss_in_pipeline_split): the
+    B300 2602 rows +112.4% / +116.1% -> +96.4% / +99.9% (still the max), the B300 2604 rows
+    +15.8% / -5.1% -> +7.2% / -12.2%, every GB200 row of the model 6-8 points lower (PP8 VP3 and
+    PP8 VP1: the last stage holds the output layer beside 11 layers instead of 10), the GB300
+    PP4 VP1 rows 3.5 points lower, the GB300 PP4 VP12 rows unchanged (docs/planner.md
+    "Qwen3-235B-A22B: the presets read at their tags"). Limits: those figures plus about 2
+    points."""
     results, skipped = validate(_moe_text())
     assert not skipped
     assert len(results) == 65
     s = summary(results)
-    assert s["mape"] < 0.144
-    assert s["max_ape"] < 1.23
+    assert s["mape"] < 0.164
+    assert s["max_ape"] < 1.02

@@ -168,8 +168,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
                        "output layer and loss only) or edge_chunks_even (edge_chunks where L + 2 "
                        "divides into pp x vpp equal chunks only)"),
     "model_recipes": (lambda v: _model_recipes_ok(v),
-                      "a list of tables {model, gpu (optional: every GPU), pipeline_split = "
-                      "one of the pipeline_split values (no gpu), mtp_layers = an integer >= 0, "
+                      "a list of tables {model, gpu (optional: every GPU), precision "
+                      "(optional: bf16 or an fp8 scaling), pipeline_split = one of the "
+                      "pipeline_split values (no gpu, no precision), mtp_layers = an integer "
+                      ">= 0, tp_overlap / param_gather_overlap = true | false, "
                       "source = a source key}"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
@@ -218,33 +220,44 @@ def _moe_recipes_ok(v: Any) -> bool:
 _FP8_RECIPE_KEYS = {"model", "gpu", "scaling", "source"}
 # how a profile may split the layers over pipeline chunks (frameworks.toml pipeline_split)
 PIPELINE_SPLITS = ("even", "any", "edge_chunks", "edge_chunks_even")
-_MODEL_RECIPE_KEYS = {"model", "gpu", "pipeline_split", "mtp_layers", "source"}
+_MODEL_RECIPE_KEYS = {"model", "gpu", "precision", "pipeline_split", "mtp_layers",
+                      "tp_overlap", "param_gather_overlap", "source"}
+# the per-recipe overlap switches a model_recipes entry may set in place of the profile's own
+# field of that name (a preset that turns an overlap off for one model on one GPU)
+RECIPE_OVERLAPS = ("tp_overlap", "param_gather_overlap")
 
 
 def _model_recipes_ok(v: Any) -> bool:
     """model_recipes entries: what a framework's recipe for a model sets of the model's own
-    build. A pipeline_split entry names no GPU (the split is read where the job's GPU is not
-    known; Megatron-Bridge sets its flags in the model's base recipe, which every GPU's preset
-    calls)."""
+    build, or of the overlaps it runs with. A pipeline_split entry names no GPU (the split is
+    read where the job's GPU is not known; Megatron-Bridge sets its flags in the model's base
+    recipe, which every GPU's preset calls). ``precision`` (bf16, or an fp8 scaling: current,
+    mxfp8, ...) limits an entry to the preset of that precision; without it every precision."""
     known = all_sources()
     return isinstance(v, list) and all(
         isinstance(x, dict) and set(x) <= _MODEL_RECIPE_KEYS and isinstance(x.get("model"), str)
         and isinstance(x.get("gpu", ""), str) and x.get("source") in known
-        and len(set(x) & {"pipeline_split", "mtp_layers"}) >= 1
+        and len(set(x) & {"pipeline_split", "mtp_layers", *RECIPE_OVERLAPS}) >= 1
         and ("pipeline_split" not in x or (x["pipeline_split"] in PIPELINE_SPLITS
-                                           and "gpu" not in x))
+                                           and "gpu" not in x and "precision" not in x))
+        and ("precision" not in x or x["precision"] in ("bf16", *FP8_SCALINGS))
+        and all(isinstance(x[k], bool) for k in RECIPE_OVERLAPS if k in x)
         and ("mtp_layers" not in x or (isinstance(x["mtp_layers"], int)
                                        and not isinstance(x["mtp_layers"], bool)
                                        and x["mtp_layers"] >= 0)) for x in v)
 
 
 def model_recipe_value(values: dict[str, Any], model_id: str | None, gpu_id: str | None,
-                       key: str) -> tuple[Any, str] | None:
-    """(value, source key) of ``key`` in the profile's model_recipes for a model on a GPU: an
-    entry naming that GPU, else one naming no GPU (every GPU); None where none sets it."""
+                       key: str, precision: str | None = None) -> tuple[Any, str] | None:
+    """(value, source key) of ``key`` in the profile's model_recipes for a model on a GPU at a
+    precision (bf16 or the fp8 scaling; None: only entries that name no precision): an entry
+    naming that GPU, else one naming no GPU (every GPU); of those, one naming the precision
+    before one naming none; None where none sets it."""
     hits = [r for r in values.get("model_recipes") or ()
-            if r["model"] == model_id and key in r and r.get("gpu") in (gpu_id, None)]
-    hits.sort(key=lambda r: r.get("gpu") is None)  # the GPU's own entry first
+            if r["model"] == model_id and key in r and r.get("gpu") in (gpu_id, None)
+            and r.get("precision") in (precision, None)]
+    # the GPU's own entry first, then the precision's own
+    hits.sort(key=lambda r: (r.get("gpu") is None, r.get("precision") is None))
     return (hits[0][key], str(hits[0]["source"])) if hits else None
 
 

@@ -20,6 +20,7 @@ from .config import (
     ep_dispatch_kernel,
     moe_dispatcher,
     profile_value,
+    recipe_overlap,
     tp_bwd_collectives,
 )
 from .host import eager_layer_floor, host_exposed
@@ -683,7 +684,7 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
     e_b = cm.ep_b_raw if moe else 0.0
     k_tp = cm.moe_tp_keep if moe else 1.0
     tp_f, tp_b, tp_rc = k_tp * cm.tp_f, k_tp * cm.tp_b, k_tp * cm.tp_rc
-    if profile_value(c.job, "tp_overlap", False):
+    if recipe_overlap(c.job, c.gpu.id, "tp_overlap", False):
         ch = tp_chunks(c, lc, moe)
         xt_f, xt_b = _tp_exposed(c, lc, cm, k_tp, ch)
         xt_rc = c.full_share * xt_f + np.where(rc == 3, 0.5 * xt_f, 0.0)

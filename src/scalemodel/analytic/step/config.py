@@ -46,6 +46,23 @@ def profile_value(job: Any, key: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
+def recipe_overlap(job: Any, gpu_id: str | None, key: str, default: bool) -> bool:
+    """An overlap switch (tp_overlap, param_gather_overlap) as the job runs it: the profile's
+    recipe for this model on this GPU at the job's precision where it sets one (frameworks.toml
+    model_recipes: a preset that turns the overlap off, e.g. Megatron-Bridge's Qwen3-235B-A22B
+    H100 preset without TP communication overlap), else the profile's own field."""
+    from ...specs.frameworks import model_recipe_value
+
+    prec = getattr(job, "precision", "bf16")
+    key_prec = fp8_scaling(job, gpu_id)[0] if prec == "fp8" else prec
+    hit = model_recipe_value(_profile_values(getattr(job, "framework_id", None)),
+                             getattr(getattr(job, "model", None), "id", None), gpu_id, key,
+                             key_prec)
+    if hit is not None:
+        return bool(hit[0])
+    return bool(profile_value(job, key, default))
+
+
 def fp8_scaling(job: Any, gpu_id: str | None) -> tuple[str, str]:
     """(recipe, source key) of the job's fp8 scaling: its --fp8-recipe where given (source
     "--fp8-recipe"), else the profile's for this model on this GPU (frameworks.toml

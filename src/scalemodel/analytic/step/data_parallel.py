@@ -11,7 +11,7 @@ import numpy as np
 
 from .candidates import Candidates
 from .comm import collective_time, ranks_per_node
-from .config import constants, profile_value
+from .config import constants, profile_value, recipe_overlap
 from .memory_terms import E_W
 from .pipeline import StageTerms
 
@@ -79,10 +79,12 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     share where None."""
     zero, mb, fwd, bwd = c.zero, c.mb, st.fwd_mb, st.bwd_mb
     # a framework that does not overlap them (frameworks.toml dp_overlap, param_gather_overlap:
-    # the 2021 Megatron-LM all-reduces after the backward) hides nothing behind that pass
+    # the 2021 Megatron-LM all-reduces after the backward; or a recipe that turns the gather's
+    # overlap off for one model on one GPU, model_recipes) hides nothing behind that pass
     if not profile_value(c.job, "dp_overlap", True):
         bwd = 0.0 * bwd
-    if not profile_value(c.job, "param_gather_overlap", True):
+    gpu_id = getattr(getattr(c, "gpu", None), "id", None)
+    if not recipe_overlap(c.job, gpu_id, "param_gather_overlap", True):
         fwd = 0.0 * fwd
     ar = 2 * rs  # a ring all-reduce is a reduce-scatter then an all-gather of the same size
     grad_sync = np.where(zero == 0, ar, rs)
