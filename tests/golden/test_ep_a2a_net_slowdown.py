@@ -112,10 +112,12 @@ def test_qwen3_235b_ep32_over_four_nodes():
     # nemo-qwen3-235b-a22b-h100 (26.04.01): TP2 PP8 VP4 EP32 (ETP1), MBS 1, GBS 8192 on 256
     # H100, the alltoall dispatcher with the A2A overlap. EP32 is 32 consecutive ranks: 4 nodes.
     # Per micro-batch and MoE layer the dispatch and the combine each way move 2,048 tokens (T /
-    # tp) x top-8 copies x 4,096 x 2 B x (1 + v) a rank; the first stage has 12 layers; m = 8192
-    # / 16 = 512 micro-batches.
+    # tp) x top-8 copies x 4,096 x 2 B x (1 + v) a rank; m = 8192 / 16 = 512 micro-batches.
+    # The recipe accounts for the embedding and the loss in the pipeline split
+    # (megatron-bridge-qwen3-235b-pipeline-split): (94 + 2) / (8 x 4) = 3 layers a chunk, one
+    # fewer in the first, so the first stage holds 2 + 3 + 3 + 3 = 11 layers.
     p, v = _row("training_runs.csv", "nemo-qwen3-235b-a22b-h100")
-    m, layers = 512, 12
+    m, layers = 512, 11
     s = 2048 * 8 * 4096 * 2 * (1 + rank_violation(128, 8, 32, 32 * 2048))
     a2a = collective_time("all_to_all", s, 32.0, 8.0, p.cluster)
     raw = m * layers * 4 * a2a
