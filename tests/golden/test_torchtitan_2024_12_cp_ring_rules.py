@@ -133,3 +133,25 @@ def test_profile_reads_the_defaults_the_runs_kept():
     assert fw.attention_for("hopper")[0] == "flash"  # sdpa_kernel([FLASH, EFFICIENT])
     assert fw.sources["cp_exchange"] == "torchtitan-9dec370-cp"
     assert fw.sources["cp_grad_bytes"] == "torch-cp-attention"
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_unbalanced_split_prices_the_last_rank(cp):
+    # cp_load_balance false: the last rank's cp - 1 whole blocks of S/cp x S/cp, each 2/cp of the
+    # balanced rank's causal FLOPs (L^2 against cp L^2 / 2), read at length S/cp; in all
+    # 1/cp + (cp - 1) 2/cp = (2cp - 1)/cp, the count derived above
+    g = get_gpu("h100-sxm-hbm2e-500w")
+    S, flops, peak = 32768.0 * cp, 1.0e15, g.peak_flop_per_s("bf16")
+    d_f, o_f, _, o_b = cp_blocks(flops, S, cp, peak, g, balanced=False)
+    o_share = o_f * attention_efficiency(g, S / cp, causal=False) * peak / flops
+    d_share = d_f * attention_efficiency(g, S / cp) * peak / flops
+    assert float(o_share) == pytest.approx(2 / cp)
+    assert float(d_share + (cp - 1) * o_share) == pytest.approx((2 * cp - 1) / cp)
+    ob_share = o_b * attention_efficiency(g, S / cp, causal=False, backward=True) * peak / flops
+    assert float(ob_share) == pytest.approx(2.5 * 2 / cp)
+
+
+def test_profile_states_the_load_balance_it_ran():
+    fw = get_framework("torchtitan-2024-12")
+    assert fw.get("cp_load_balance") is True
+    assert fw.sources["cp_load_balance"] == "torch-cp-attention"
