@@ -50,7 +50,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_merge_bytes_compiled", "cp_grad_bytes", "cp_kv_heads",
-                    "cp_gather_overlap", "cp_compiled_overlap",
+                    "cp_gather_overlap", "cp_compiled_overlap", "cp_load_balance",
                     "fp8_saved_input", "fp8_attn_out_saved", "fp8_moe_act_input_saved",
                     "optimizer",
                     "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",

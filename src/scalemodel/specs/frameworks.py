@@ -106,6 +106,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "cp_kv_heads": (lambda v: v in ("kv", "query"), "kv or query"),
     "cp_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "cp_compiled_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    "cp_load_balance": (lambda v: isinstance(v, bool), "true or false"),
     "cp_grad_bytes": (lambda v: v in (1, 2, 4), "1, 2 or 4 (bytes per dK/dV element sent)"),
     "recompute_options": (lambda v: isinstance(v, list)
                           and all(str(x).partition(":")[0] in ("none", "selective", "full", "op")

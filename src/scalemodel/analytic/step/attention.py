@@ -140,7 +140,8 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
 
 
 def cp_blocks(flops_fwd: Any, S: float, cp: Any, peak16: float, gpu: GPUSpec,
-              kind: str = "flash", head_dim: float = 128.0) -> tuple[Any, Any, Any, Any]:
+              kind: str = "flash", head_dim: float = 128.0,
+              balanced: bool = True) -> tuple[Any, Any, Any, Any]:
     """(diagonal forward, one off-diagonal forward, diagonal backward, one off-diagonal
     backward) seconds of the attention calls a rank runs per layer under load-balanced CP.
 
@@ -150,21 +151,29 @@ def cp_blocks(flops_fwd: Any, S: float, cp: Any, peak16: float, gpu: GPUSpec,
     geometric-mean length S / (cp sqrt 2). The backward executes ``backward_flop_factor``
     (planner.toml [attention], 2.5 in the FlashAttention papers) times the forward FLOPs.
     ``kind`` chooses the kernel family's curve (kernels.toml). Without CP the diagonal call is the
-    whole causal call of S tokens and there are no other calls."""
+    whole causal call of S tokens and there are no other calls.
+
+    ``balanced`` false (a profile's cp_load_balance: contiguous chunks, torch's
+    _SequentialSharder) prices the slowest rank, the last: the same causal call and cp - 1
+    unmasked calls of S/cp x S/cp each, twice the balanced half-block, (2cp - 1) / cp of the
+    balanced rank's work in all; the others skip the steps whose K/V come from a later rank."""
     cp = np.asarray(cp, dtype=np.float64)
     diag_l = S / cp
-    off_l = S / (cp * math.sqrt(2.0))
     share = 1.0 / cp
     n_off = np.maximum(cp - 1, 1.0)
+    # balanced: the off-diagonal calls share (1 - 1/cp) of the causal FLOPs (1/cp each), read at
+    # the geometric-mean length of their S/cp x S/(2cp) shape; unbalanced: 2/cp each at S/cp
+    off_l = S / (cp * math.sqrt(2.0)) if balanced else diag_l
+    off_share = (1 - share) / n_off if balanced else 2.0 * share
     k_b = constants()["attention"]["backward_flop_factor"]
 
     def eff(length: Any, **kw: Any) -> Any:
         return attention_efficiency(gpu, length, kind=kind, head_dim=head_dim, **kw)
 
     d_f = flops_fwd * share / eff(diag_l) / peak16
-    o_f = flops_fwd * (1 - share) / n_off / eff(off_l, causal=False) / peak16
+    o_f = flops_fwd * off_share / eff(off_l, causal=False) / peak16
     d_b = k_b * flops_fwd * share / eff(diag_l, backward=True) / peak16
-    o_b = k_b * flops_fwd * (1 - share) / n_off / eff(off_l, causal=False, backward=True) / peak16
+    o_b = k_b * flops_fwd * off_share / eff(off_l, causal=False, backward=True) / peak16
     return d_f, o_f, d_b, o_b
 
 
@@ -245,8 +254,10 @@ def _fused_core(c: Candidates) -> tuple[Any, Any, Any, Any]:
     if profile_value(c.job, "cp_exchange", "ring") == "all_to_all":
         # Ulysses: each rank runs the whole sequence's causal call on cp times fewer heads
         cp = np.ones_like(cp)
+    # the profile's causal load balance (frameworks.toml cp_load_balance; head-tail by default)
     d_f, o_f, d_b, o_b = cp_blocks(core_flops, S, cp, c.peak16, c.gpu, c.job.attention,
-                                   ms.qk_dim / c.m.n_heads)
+                                   ms.qk_dim / c.m.n_heads,
+                                   bool(profile_value(c.job, "cp_load_balance", True)))
     m_f, m_b = cp_merge_time(c)
     o_f, o_b = o_f + m_f, o_b + m_b
     return d_f + (cp - 1) * o_f, d_b + (cp - 1) * o_b, (d_f, o_f), (d_b, o_b)

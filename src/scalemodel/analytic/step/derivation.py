@@ -161,7 +161,12 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     if abs(math.log2(hd / c.head_dim)) > 1e-9:
         d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
                f"{hd:g} (the nearest measured head dim is used).")
-    if cp > 1:
+    if cp > 1 and not profile_value(job, "cp_load_balance", True):
+        d.given(f"unmasked ring-attention calls ({S // cp:,} x {S // cp:,} tokens, contiguous "
+                "chunks: the last rank runs cp - 1 of them), forward efficiency", "eta_ar",
+                eff(S / cp, causal=False), "1", src,
+                note="frameworks.toml cp_load_balance false: no head-tail split")
+    elif cp > 1:
         d.given(f"unmasked ring-attention calls ({S / cp / math.sqrt(2):,.0f}-token "
                 "geometric mean), forward efficiency", "eta_ar",
                 eff(S / cp / math.sqrt(2), causal=False), "1", cite(a["cp_source"]),
