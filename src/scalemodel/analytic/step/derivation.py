@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...specs.sources import cite
-from .attention import attention_efficiency, curve_for
+from .attention import attention_efficiency, curve_for, part_ratio
 from .comm import cp_p2p_net_sm_share
 from .config import FUSED_ATTENTION, constants, moe_dispatcher, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
@@ -158,6 +158,15 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
         d.note(f"The curve was timed at burst clocks (kernels.toml clocks = \"burst\"): both "
                f"efficiencies keep {gpu.sustained_fraction:.3f} of its rate, the GPU's sustained "
                f"share (gpus.toml sustained_gemm_ratio, measured on GEMMs; assumed for attention).")
+    pr = part_ratio(c.family, gpu.id)
+    if pr is not None:
+        x = math.log2(max(S / cp, 1.0))
+        rf = float(np.interp(x, pr["x"], pr["fwd_causal"]))
+        rb = float(np.interp(x, pr["x"], pr["bwd_causal"]))
+        d.note(f"{gpu.id} is timed against {pr['reference']} with one kernel build "
+               f"(kernels.toml [attention_part.{c.family}.{gpu.id}], {cite(pr['source'])}): both "
+               f"efficiencies include its measured speed-up at this length, {rf:.3f} forward and "
+               f"{rb:.3f} backward (reference time over this part's).")
     if abs(math.log2(hd / c.head_dim)) > 1e-9:
         d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
                f"{hd:g} (the nearest measured head dim is used).")
