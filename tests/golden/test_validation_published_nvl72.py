@@ -90,11 +90,13 @@ def test_dense_rows_are_predicted_and_the_error_does_not_regress():
     gemm_burst_efficiency: GB200 0.729 and B300 / GB300 0.786 where the H200 anchor gave 0.815):
     the GB200 rows drop 6-10 points (nearer), the GB300 rows 2-2.5 points (further under);
     the largest, the same GB300 row, -46.6%; the largest error is held to that plus about 2
-    points."""
+    points. Session 17 (GB300 attention timed against GB200 with one cuDNN build, kernels.toml
+    [attention_part.fa3.gb300]): every GB300 row 0.9-2.6 points faster, dense rows 9.54% /
+    46.6% -> 8.96% / 45.6%; limits moved down to those plus about 2 points."""
     results, skipped = validate(_dense_text())
     assert not skipped
     assert len(results) == 50
     assert {r.id for r in results} >= EDGE_SPLIT_ROWS
     s = summary(results)
-    assert s["mape"] < 0.147
-    assert s["max_ape"] < 0.49
+    assert s["mape"] < 0.11
+    assert s["max_ape"] < 0.48

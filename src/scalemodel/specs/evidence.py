@@ -172,6 +172,13 @@ def _kernels_toml() -> list[tuple[str, str, str]]:
             if "clocks" in e:  # how the source timed it (burst: the step keeps the sustained share)
                 out.append((f"{name} clocks", f"{e['clocks']} (x the GPU's sustained share)",
                             e.get("clocks_source", "")))
+    # one part timed against another of its architecture (step/attention.py part_ratio)
+    for fam, t in data.get("attention_part", {}).items():
+        for gpu, e in t.items():
+            lens = e.get("lengths", ())
+            out.append((f"kernels.toml [attention_part.{fam}.{gpu}]",
+                        f"time ratio over {e.get('reference')}: {len(lens)} lengths "
+                        f"{min(lens)}-{max(lens)}, fwd / bwd, causal / full", e.get("source", "")))
     return out
 
 

@@ -177,7 +177,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
-                    "fp8 = [scopes]}}"),
+                    "fp8 = [scopes]}, fused_grouped_mlp = true | false (optional)}"),
     "activation_offload_recipes": (lambda v: _offload_recipes_ok(v),
                                    "a list of tables {model, gpu, precision = bf16 | "
                                    + " | ".join(FP8_SCALINGS) + ", layers = a whole number "
@@ -195,7 +195,8 @@ MOE_DISPATCH = {"alltoall": "per_expert", "flex-deepep": "per_destination",
 # the kernel family of each per-destination dispatcher, whose measured bandwidth prices the
 # dispatch's network stage (collectives.toml [ep_dispatch_kernel.<family>])
 DISPATCH_KERNEL = {"flex-deepep": "deepep", "flex-hybridep": "hybridep"}
-_RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs"}
+_RECIPE_KEYS = {"model", "gpu", "dispatcher", "a2a_overlap", "cuda_graphs",
+                "fused_grouped_mlp"}
 # Megatron-Core's --cuda-graph-scope values under --cuda-graph-impl transformer_engine (Megatron-LM
 # PR 1917): attn, mlp (a dense layer's MLP), moe (an MoE layer's whole MLP), moe_router (up to
 # the router), moe_preprocess (the dispatcher's preprocess), mamba; and full_iteration, the
@@ -215,6 +216,7 @@ def _moe_recipes_ok(v: Any) -> bool:
         isinstance(x, dict) and set(x) <= _RECIPE_KEYS and isinstance(x.get("model"), str)
         and isinstance(x.get("gpu"), str) and x.get("dispatcher") in MOE_DISPATCH
         and isinstance(x.get("a2a_overlap", False), bool)
+        and isinstance(x.get("fused_grouped_mlp", False), bool)
         and _graphs_ok(x.get("cuda_graphs", {})) for x in v)
 
 

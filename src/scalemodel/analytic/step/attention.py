@@ -119,6 +119,28 @@ def curve_for(kind: str, gpu: GPUSpec, head_dim: float = 128.0) -> AttentionCurv
                        f"{', '.join(archs)}; use --attention flash") from None
 
 
+@cache
+def part_ratio(family: str, gpu_id: str) -> dict[str, Any] | None:
+    """kernels.toml [attention_part.<family>.<gpu>]: the measured speed of this part over the
+    reference part whose architecture curve it uses, by call length (log2), forward / backward,
+    causal / full (reference time over part time), with its source and note; None where the part
+    has no such entry."""
+    from ...specs.kernels import FILE, kernels
+
+    e = kernels().get("attention_part", {}).get(family, {}).get(gpu_id)
+    if e is None:
+        return None
+    if not e.get("source"):
+        raise BadInput(f"{FILE} [attention_part.{family}.{gpu_id}]: source is missing")
+    out: dict[str, Any] = {"x": np.log2(np.asarray(e["lengths"], dtype=np.float64)),
+                           "reference": e["reference"], "source": e["source"],
+                           "note": e.get("note", "")}
+    for k in ("fwd_causal", "bwd_causal", "fwd_full", "bwd_full"):
+        out[k] = (np.asarray(e[f"reference_{k}_ms"], dtype=np.float64)
+                  / np.asarray(e[f"part_{k}_ms"], dtype=np.float64))
+    return out
+
+
 def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = True,
                          backward: bool = False, kind: str = "flash",
                          head_dim: float = 128.0) -> Any:
@@ -126,7 +148,10 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
     (FLOPs counted as the planner counts them: causal half, backward
     ``backward_flop_factor`` x the forward); FlashAttention-2 unless ``kind`` names another.
     A curve timed at burst clocks (kernels.toml ``clocks = "burst"``) keeps the GPU's sustained
-    share of its rate (``gpu.sustained_fraction``), as the GEMM model's burst anchor does."""
+    share of its rate (``gpu.sustained_fraction``), as the GEMM model's burst anchor does. A part
+    timed against another part of its architecture with one kernel build (kernels.toml
+    [attention_part], :func:`part_ratio`) takes the curve times that measured ratio at the call's
+    length (held at the end ratios outside the timed lengths)."""
     c = curve_for(kind, gpu, head_dim)
     y = getattr(c, ("bwd_" if backward else "fwd_") + ("causal" if causal else "full"))
     if c.burst:  # timed on an unthrottled GPU: a step keeps the sustained share (kernels.toml)
@@ -136,6 +161,10 @@ def attention_efficiency(gpu: GPUSpec, length: Any = 8192.0, *, causal: bool = T
     short = np.maximum(y[0] + slope * (x - c.x[0]),
                        constants()["attention"]["short_floor"] * y[0])
     out = np.where(x < c.x[0], short, np.interp(x, c.x, y))
+    pr = part_ratio(c.family, gpu.id)
+    if pr is not None:  # this part timed against the part the arch curve stands for
+        r = pr[("bwd_" if backward else "fwd_") + ("causal" if causal else "full")]
+        out = out * np.interp(x, pr["x"], r)
     return out if out.ndim else float(out)
 
 

@@ -172,6 +172,25 @@ def moe_graph_scopes(job: Any, gpu_id: str | None) -> tuple[str, ...] | None:
     return tuple(graphs[prec]) if prec in graphs else None
 
 
+def moe_fused_grouped_mlp(job: Any, gpu: Any, scaling: str) -> bool:
+    """Whether the routed experts run Transformer Engine's fused MXFP8 grouped MLP (the CuTe DSL
+    kernels of cuDNN frontend: fc1 grouped GEMM with the SwiGLU, the routing weight and the
+    MXFP8 quantisation of its output in the epilogue; backward the fc2 dgrad with dSwiGLU and the
+    quantisation of the fc1 output gradient): the profile's recipe for this model on this GPU
+    sets it (frameworks.toml moe_recipes fused_grouped_mlp, the preset's
+    NVTE_CUTEDSL_FUSED_GROUPED_MLP=1), the job runs fp8 with MXFP8 scaling and the GPU is
+    compute capability 10.x (TE's ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8.is_supported)."""
+    from ...specs.frameworks import moe_recipe
+
+    if getattr(job, "precision", "bf16") != "fp8" or scaling != "mxfp8":
+        return False
+    if not str(getattr(gpu, "compute_capability", "")).startswith("10."):
+        return False
+    vals = _profile_values(getattr(job, "framework_id", None))
+    recipe = moe_recipe(vals, getattr(getattr(job, "model", None), "id", None), gpu.id)
+    return bool((recipe or {}).get("fused_grouped_mlp", False))
+
+
 def sp_split(c: Any) -> Any:
     """The split of norm, dropout and residual work over the TP ranks: tp with sequence
     parallelism (Korthikanti et al. 2022, every current profile), 1 where the framework predates

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...specs.sources import cite
-from .attention import attention_efficiency, curve_for
+from .attention import attention_efficiency, curve_for, part_ratio
 from .comm import cp_p2p_net_sm_share
 from .config import FUSED_ATTENTION, constants, moe_dispatcher, profile_value
 from .gemm import gemm_ceiling, gemm_efficiency
@@ -158,6 +158,15 @@ def attention_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
         d.note(f"The curve was timed at burst clocks (kernels.toml clocks = \"burst\"): both "
                f"efficiencies keep {gpu.sustained_fraction:.3f} of its rate, the GPU's sustained "
                f"share (gpus.toml sustained_gemm_ratio, measured on GEMMs; assumed for attention).")
+    pr = part_ratio(c.family, gpu.id)
+    if pr is not None:
+        x = math.log2(max(S / cp, 1.0))
+        rf = float(np.interp(x, pr["x"], pr["fwd_causal"]))
+        rb = float(np.interp(x, pr["x"], pr["bwd_causal"]))
+        d.note(f"{gpu.id} is timed against {pr['reference']} with one kernel build "
+               f"(kernels.toml [attention_part.{c.family}.{gpu.id}], {cite(pr['source'])}): both "
+               f"efficiencies include its measured speed-up at this length, {rf:.3f} forward and "
+               f"{rb:.3f} backward (reference time over this part's).")
     if abs(math.log2(hd / c.head_dim)) > 1e-9:
         d.note(f"The curve was measured at head dim {c.head_dim:g}; {m.id} attends with head dim "
                f"{hd:g} (the nearest measured head dim is used).")
@@ -188,17 +197,25 @@ def _dispatch_kernel_note(res: Any) -> str:
             f"[ep_dispatch_kernel.{k}], [ep_dispatch_nvlink.{k}])")
 
 
-def _moe_memory_note(job: Any, gpu_id: str) -> str:
-    """What an MoE layer adds to the memory-bound kernels: the token permutation, and under fp8
-    Megatron's quantisation padding around the grouped GEMMs (layers.fp8_padding_bytes)."""
+def _moe_memory_note(job: Any, gpu: Any) -> str:
+    """What an MoE layer adds to the memory-bound kernels: the token permutation, under fp8
+    Megatron's quantisation padding around the grouped GEMMs (layers.fp8_padding_bytes), and
+    what TE's fused MXFP8 grouped MLP takes off (elementwise.fused_grouped_mlp_saving)."""
+    from .config import ep_dispatch, fp8_scaling, moe_fused_grouped_mlp
+
+    gpu_id = gpu.id
     pad = (job.precision == "fp8"
            and profile_value(job, "moe_fp8_padding", "none") == "grouped_mlp"
            and moe_dispatcher(job, gpu_id) != "flex-hybridep")
-    from .config import ep_dispatch
-
     perm = ("; the MoE token permutation (the received rows expanded to one per local expert and "
             "merged back)" if ep_dispatch(job, gpu_id) == "per_destination" else
             "; the MoE token permutation (permute, sort by expert, unpermute)")
+    fused = (job.precision == "fp8"
+             and moe_fused_grouped_mlp(job, gpu, fp8_scaling(job, gpu_id)[0]))
+    perm += ("; less the routed experts' SwiGLU and the casts around it, fused into the grouped "
+             "GEMMs (TE's CuTe DSL MXFP8 grouped MLP, frameworks.toml moe_recipes "
+             "fused_grouped_mlp: 8 bytes per routed width element forward, 12 backward)"
+             if fused else "")
     return (perm
             + (" and TEGroupedMLP's fp8 padding of the expert rows and unpadding of their output "
                "(frameworks.toml moe_fp8_padding)" if pad else ""))
@@ -237,7 +254,7 @@ def compute_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                     "(planner.toml [nongemm] eager_*)" if job.kernels == "eager" else "")
                  + ("; includes the gradient-accumulation pass t_acc" if not job.grad_accum_fusion
                     else "")
-                 + (_moe_memory_note(job, gpu.id) if m.is_moe else ""))
+                 + (_moe_memory_note(job, gpu) if m.is_moe else ""))
     if float(np.max(v.fsdp_copy_s)) > 0:
         fc = profile_value(job, "fsdp_copy_bytes")
         d.given("  of which FSDP2's parameter copy-out and gradient copy-in on the compute "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .candidates import Candidates
-from .config import cast_bytes, constants, sp_split
+from .config import cast_bytes, constants, moe_fused_grouped_mlp, sp_split
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,27 @@ def nongemm_time(c: Candidates, width: float, copies: float = 1.0) -> tuple[Any,
     """Seconds of memory-bound kernels per layer (forward, backward)."""
     e = elementwise_bytes(c, width, copies)
     return e.forward / c.hbm, e.backward / c.hbm
+
+
+def fused_grouped_mlp_saving(c: Candidates, routed_width: float) -> tuple[Any, Any]:
+    """HBM bytes per layer and micro-batch (forward, backward) that Transformer Engine's fused
+    MXFP8 grouped MLP (config.moe_fused_grouped_mlp) takes off :func:`elementwise_bytes` for
+    the routed experts, ``routed_width`` = top_k x the expert width (per token, before tp).
+
+    Read in TE 4220403e (the commit Megatron-Bridge v0.5.0 pins), ops/fused/forward_grouped_mlp.py
+    and backward_grouped_mlp.py: forward, the fc1 kernel (cudnn grouped_gemm_glu) returns the
+    GLU input it saves (c_tensor, the GEMM's own output) and the SwiGLU output already MXFP8
+    row- and column-wise (d_tensor, d_col_tensor): the SwiGLU pass (read 2 x width, write
+    width, 3 e_a per width element) and the cast's read of its input (e_a) are gone, the
+    cast's writes stay (in the epilogue); 4 e_a per width element saved. Backward, the fc2
+    dgrad kernel (grouped_gemm_dglu) reads the saved c_tensor and writes the fc1 output
+    gradient MXFP8 row- and column-wise (d_row_tensor, d_col_tensor): the dSwiGLU pass (2 x the
+    forward's 3 e_a) and the cast's read of the 2 x width gradient (2 e_a) are gone, its read of
+    c (2 e_a) stays in the epilogue; 6 e_a per width element saved. 0 where the recipe does not
+    run it."""
+    if not c.fp8 or not moe_fused_grouped_mlp(c.job, c.gpu, c.fp8_scaling[0]):
+        return 0.0, 0.0
+    if c.ms.up_k != 2:  # the fused op is a GLU MLP (SwiGLU / GeGLU)
+        return 0.0, 0.0
+    per = c.e_a * c.T * routed_width / c.tp
+    return 4.0 * per, 6.0 * per

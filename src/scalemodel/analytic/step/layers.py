@@ -11,7 +11,7 @@ import numpy as np
 from .attention import AttentionTerms
 from .candidates import Candidates
 from .config import ep_dispatch, moe_dispatcher, profile_value
-from .elementwise import nongemm_time
+from .elementwise import fused_grouped_mlp_saving, nongemm_time
 from .gemm import expert_mlp, gemm3, gemm3_of, mlp
 from .imbalance import ep_straggler
 
@@ -209,6 +209,8 @@ def moe_layer(c: Candidates, a: AttentionTerms) -> LayerCompute:
     width = m.top_k * ms.moe_ffn + ms.shared_ffn
     # the routed copies a rank casts: T top_k etp / tp tokens enter its experts
     ng_f, ng_b = nongemm_time(c, width, m.top_k * etp / tp + (1 if ms.shared_ffn else 0))
+    xf, xb = fused_grouped_mlp_saving(c, m.top_k * ms.moe_ffn)  # TE's fused MXFP8 grouped MLP
+    ng_f, ng_b = ng_f - xf / c.hbm, ng_b - xb / c.hbm
     pf, pb = permute_time(c, n_local)
     ng_f, ng_b = ng_f + pf, ng_b + pb
     fwd = a.proj_f + a.core_f + ef + sf + rf + ng_f
