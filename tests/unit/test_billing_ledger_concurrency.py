@@ -62,6 +62,11 @@ def _start(usage: Path, prices: Path, ledger: Path, out: Path, period: str | Non
 def _state(ledger: Path) -> tuple[list, list, list]:
     db = sqlite3.connect(ledger)
     try:
+        # a kill between SQLite creating the file and the schema's commit leaves a file with no
+        # tables: the ledger holds nothing, as after a kill before the open
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"parts", "totals", "closed"} <= names:
+            return ([], [], [])
         return tuple(sorted(db.execute(q).fetchall()) for q in (
             "SELECT * FROM parts", "SELECT * FROM totals", "SELECT period, currency FROM closed"))
     finally:
