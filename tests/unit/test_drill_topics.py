@@ -143,3 +143,23 @@ def test_ring_allreduce_bad_topic_lists_real_topics(capsys):
     assert main(["drill", "--topic", "ring-allreduc", "--seed", "1"]) == 2
     err = capsys.readouterr()[1]
     assert "ring-allreduce" in err and err.count("\n") == 1
+
+
+def test_gpu_hierarchy_draws_only_launchable_blocks():
+    """Seed 21 drew 1,024 threads x 128 registers: 131,072 registers a block against a 65,536-entry
+    file (Hopper and Ampere datasheets), so no block is resident and the wave count divided by
+    zero (found by the web fuzz test through /api/drill). Every draw must launch, and its waves
+    follow the textbook ceil(G / (n_sm b))."""
+    for seed in range(300):
+        d = make_drill("gpu-hierarchy", seed)
+        p = d.parameters
+        assert p["threads"] * p["regs"] <= 65536
+        assert p["blocks_per_sm"] >= 1
+        assert d.answer == _by_hand("gpu-hierarchy", p, d)
+
+
+def test_every_topic_draws_without_error_across_seeds():
+    for topic in topics():
+        for seed in range(25):
+            d = make_drill(topic, seed)
+            assert d.answer == d.answer, (topic, seed)  # not NaN

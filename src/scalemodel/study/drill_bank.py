@@ -261,6 +261,11 @@ def _gpu_hierarchy(rng: random.Random) -> Drill:
     regs = rng.choice((32, 64, 128))
     blocks = rng.choice((1000, 4096, 10000, 65536))
     occ = occupancy(limits_for_gpu(gpu), threads, regs)
+    while occ.active_blocks_per_sm == 0:
+        # a block that needs more registers than an SM has never launches (1024 threads x 128
+        # registers is twice the 64K file): draw fewer registers, so every drill has an answer
+        regs = rng.choice(tuple(r for r in (32, 64, 128) if r < regs))
+        occ = occupancy(limits_for_gpu(gpu), threads, regs)
     bps = occ.active_blocks_per_sm
     d = Derivation(f"waves of a {blocks}-block launch on {gid}")
     d.given("blocks in the grid", "G", blocks, "1")
