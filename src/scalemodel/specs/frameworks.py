@@ -9,6 +9,7 @@ parallelism, the recompute options it offers, its fp8 recipe and what memory it 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -178,12 +179,29 @@ FIELDS: dict[str, tuple[Any, str]] = {
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
                     "fp8 = [scopes]}, fused_grouped_mlp = true | false (optional)}"),
+    # the cuDNN library the release's container ships (a dotted version, "9.13.1.26", as the
+    # release's component table states it less any package revision such as "-1"), or "unknown"
+    # where its source does not state one. Recorded per release so that the attention kernel's
+    # timing by release can key on it; no step, memory or layout term reads it yet. A release
+    # field: a profile that extends another does not take it (RELEASE_FIELDS)
+    "cudnn_version": (lambda v: _cudnn_version_ok(v),
+                      'a dotted cuDNN version ("9.13.1.26") or "unknown"'),
     "activation_offload_recipes": (lambda v: _offload_recipes_ok(v),
                                    "a list of tables {model, gpu, precision = bf16 | "
                                    + " | ".join(FP8_SCALINGS) + ", layers = a whole number "
                                    "of at least 1}"),
 }
 HEADER = ("kind", "name", "version", "source", "extends")
+# fields that state what one release shipped, not what its framework does: a profile that extends
+# another does not take them (NeMo 26.08 extends 26.06 but ships its own libraries); a profile
+# that does not set one has the loader's default (RELEASE_DEFAULTS)
+RELEASE_FIELDS = ("cudnn_version",)
+RELEASE_DEFAULTS = {"cudnn_version": "unknown"}
+_CUDNN_VERSION = re.compile(r"[0-9]+(\.[0-9]+){1,3}")
+
+
+def _cudnn_version_ok(v: object) -> bool:
+    return isinstance(v, str) and (v == "unknown" or _CUDNN_VERSION.fullmatch(v) is not None)
 
 
 # The token dispatchers Megatron-Core offers (moe_token_dispatcher_type alltoall, or flex with
@@ -622,10 +640,21 @@ class Framework:
         return table[fallback], (f"{self.id} names no attention kernel for "
                                  f"{arch or 'this architecture'}; its {fallback} one is used")
 
+    @property
+    def cudnn_version(self) -> str | None:
+        """The cuDNN version the release ships (frameworks.toml cudnn_version), "unknown" where
+        a training profile does not state it; None for a serving engine (no such field)."""
+        if self.kind != "training":
+            return None
+        return str(self.values.get("cudnn_version", RELEASE_DEFAULTS["cudnn_version"]))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "name": self.name, "version": self.version,
-                "source": self.source, "fields": dict(self.values),
-                "sources": dict(self.sources), "notes": dict(self.notes)}
+        out = {"id": self.id, "kind": self.kind, "name": self.name, "version": self.version,
+               "source": self.source, "fields": dict(self.values),
+               "sources": dict(self.sources), "notes": dict(self.notes)}
+        if self.kind == "training":
+            out["cudnn_version"] = self.cudnn_version
+        return out
 
 
 def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
@@ -691,10 +720,13 @@ def _parse(raw: dict[str, Any], where: str) -> tuple[str, dict[str, Framework]]:
             if base.kind != t["kind"]:
                 raise BadInput(f"{where}: profile {pid}: a {t['kind']} profile cannot extend the "
                                f"{base.kind} profile {base.id!r}")
-            vals = {**base.values, **vals}
-            srcs = {**base.sources, **srcs}
-            notes = {**{k: v for k, v in base.notes.items() if k not in srcs or
-                        srcs[k] == base.sources.get(k)}, **notes}
+            # a release field is the release's own: not taken from the profile extended
+            vals = {**{k: v for k, v in base.values.items() if k not in RELEASE_FIELDS},
+                    **vals}
+            srcs = {**{k: v for k, v in base.sources.items() if k not in RELEASE_FIELDS},
+                    **srcs}
+            notes = {**{k: v for k, v in base.notes.items() if k not in RELEASE_FIELDS
+                        and (k not in srcs or srcs[k] == base.sources.get(k))}, **notes}
         if t["kind"] == "serving":
             missing = [k for k in SERVING_REQUIRED if k not in vals]
             if missing:

@@ -75,10 +75,11 @@ def specs_report(k: str, one: str | None = None) -> Any:
         rows = tuple((f.id + (" (default)" if f.id == default else ""), f.kind, f.name,
                       f.version, ", ".join(f"{a}={v}" for a, v in
                                            (f.get("attention") or {}).items()),
-                      f.get("kernels"), f.get("schedule"), _fp8_scaling(f), f.source)
+                      f.get("kernels"), f.get("schedule"), _fp8_scaling(f), f.cudnn_version,
+                      f.source)
                      for f in train)
         cols = ("id", "kind", "framework", "version", "attention", "kernels", "schedule",
-                "fp8 scaling", "source")
+                "fp8 scaling", "cuDNN", "source")
         data = [f.to_dict() | {"default": f.id == default} for f in items]
         tables = ((Table("training", cols, rows),) if train else ()) + tuple(
             _engine_table([f for f in items if f.kind == "serving"]))
