@@ -1,8 +1,11 @@
-"""The third validation file, validation/published_runs_2026.csv (issue 16, item 4): 44 published
+"""The third validation file, validation/published_runs_2026.csv (issue 16, item 4): 70 published
 runs the planner's constants were never read against - Megatron-Bridge's archive tables on
 DGX-B200 and DGX-H100 (dense and MoE), NeMo's long-sequence tables with context parallelism up to
 CP32 at 1M tokens, torchtitan's H100 benchmarks of 2024-12, one more torchtitan A100 row, and
-Megatron-Bridge's eager / CUDA-graph A/B of 2026-05-18 (PRs 3868 and 3880, three rows).
+Megatron-Bridge's eager / CUDA-graph A/B of 2026-05-18 (PRs 3868 and 3880, three rows). Session 18
+(s18-newruns) added 26 more DGX-H100 / DGX-B200 rows of the same archive at 067f987d that no file
+held (25.09 to 26.06 containers; the FP8-MX runs of the 25.09 / 25.11 Llama B200 lines through the
+fp8_recipe column, which this file and published_runs_skills.csv gained).
 Each row names its source (with the table and commit in its notes) and its framework profile.
 Rows that do not fit stay in the file; docs/planner.md lists them."""
 
@@ -29,7 +32,7 @@ def _rows(name):
 
 def test_rows_name_known_sources_and_profiles():
     rows = _rows(NAME)
-    assert len(rows) == 44
+    assert len(rows) == 70
     assert {r["source"] for r in rows} <= set(all_sources())
     assert {r["framework"] for r in rows} <= set(framework_ids())
     assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
@@ -91,13 +94,18 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     (the recipe's edge-chunk pipeline split, the H100 preset without TP overlap, the 25.11 B200
     FP8-MX preset without the parameter-gather overlap): Qwen3-235B on 64 B200 +71.1% -> +58.3%,
     on 256 H100 (25.11) +29.3% -> +20.4%, on 256 B200 (26.04) +31.3% -> +21.8%; no other row
-    moved (docs/planner.md "Qwen3-235B-A22B: the presets read at their tags"). Limits: the
+    moved (docs/planner.md "Qwen3-235B-A22B: the presets read at their tags"); 21.2% / 135.3%
+    (44 rows) -> 17.4% / 135.3% (70 rows) at session 18 (s18-newruns) with 26 rows of the same
+    Megatron-Bridge archive added as they fall, no constant moved and none of the 44 rows'
+    predictions changed: 14 Llama rows (H100 26.06 / 26.04.01 / 26.04 / 26.02.01 / 25.09, B200
+    25.11 FP8-MX and 25.09 FP8-CS / FP8-MX) within -8.1..+9.4%, 12 MoE rows -8.9..+31.9%; the
+    guard's mean moved down with them (docs/planner.md "Rows added in session 18"). Limits: the
     later values plus about 2 points (the issue's target for
     runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
-    assert not skipped and len(results) == 44
+    assert not skipped and len(results) == 70
     s = summary(results)
-    assert s["mape"] < 0.23
+    assert s["mape"] < 0.195
     assert s["max_ape"] < 1.45
 
 
