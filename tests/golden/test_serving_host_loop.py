@@ -30,6 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import sourced_field, user_profile_refusal
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 
 G = 1.0  # GPU seconds of every iteration
@@ -147,17 +148,8 @@ def test_vllm_profiles_state_their_scheduler_steps():
 
 
 def test_bad_host_iters_per_schedule_in_a_user_profile(tmp_path):
-    from scalemodel.errors import BadInput
-    from scalemodel.specs.frameworks import load_frameworks_file
-
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\nhost_iters_per_schedule = 0\n'
-                 'host_iters_per_schedule_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput) as e:
-        load_frameworks_file(str(f))
-    assert "host_iters_per_schedule" in str(e.value) and "integer >= 1" in str(e.value)
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field("host_iters_per_schedule", "0"))
+    assert "host_iters_per_schedule" in msg and "integer >= 1" in msg
 
 
 @pytest.mark.parametrize("fid,overlap,source", [
