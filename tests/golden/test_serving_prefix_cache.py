@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, serving_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 from scalemodel.analytic.serving.streams import Stream, prefix_lengths
 
@@ -156,14 +156,7 @@ def test_unreferenced_prefix_stays_cached_until_the_pool_needs_it(one_second, ot
 
 @pytest.fixture(scope="module")
 def real_it():
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
-
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    return build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
-                 max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-                 cluster=make_cluster(g, 1))
+    return serving_iteration()
 
 
 @pytest.mark.parametrize("rule, reserve, blocks", [("scheduled", "on_demand", 600),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli as run
+from conftest import zeroed_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 from scalemodel.analytic.serving.speculative import (
     Speculation,
@@ -68,12 +69,10 @@ def lines_model():
                cluster=make_cluster(g, 1))
     assert it.n_dense + it.n_moe == L
     tb = it.tables
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
     T = np.arange(tb.dense.size, dtype=np.float64)
-    z["dense"] = A + B * T
-    z["head"] = H0 + H1 * np.arange(tb.head.size, dtype=np.float64)
-    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=max(MEM, CMP),
-                               dec_mem_s=MEM, dec_cmp_s=CMP, attn_flops_per_pair=0.0)
+    return zeroed_iteration(it, {"dense": A + B * T,
+                                 "head": H0 + H1 * np.arange(tb.head.size, dtype=np.float64)},
+                            dec_s_per_ctx_token=max(MEM, CMP), dec_mem_s=MEM, dec_cmp_s=CMP)
 
 
 def _tpot(it, stretch):
