@@ -15,8 +15,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import published_serving_rows, zeroed_iteration
 from conftest import run_cli as run
-from conftest import zeroed_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 from scalemodel.analytic.serving.speculative import (
     Speculation,
@@ -172,16 +172,10 @@ def test_published_mtp_rows_state_k_and_acceptance_length():
     # validation/serving_published.csv, TensorRT-LLM tech blog 1 ('Autoregressive MTP Layers'):
     # MTP 1-5 at acceptance lengths 1.92, 2.58, 2.82, 2.99, 3.01; the no-MTP row names none.
     # The measured length is the input: E of the parsed (k, alpha) gives it back.
-    import csv
-    import io
-    from pathlib import Path
-
     from scalemodel.analytic.serving.validate import row_speculation
 
-    src = Path(__file__).resolve().parents[2] / "validation" / "serving_published.csv"
-    text = "\n".join(ln for ln in src.read_text().splitlines() if not ln.startswith("#"))
-    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(text))
-            if r["id"].startswith("trtllm-blog1-dsr1-b200-tp8ep4-mtp")}
+    rows = {k: r for k, r in published_serving_rows().items()
+            if k.startswith("trtllm-blog1-dsr1-b200-tp8ep4-mtp")}
     assert len(rows) == 6
     assert row_speculation(rows["trtllm-blog1-dsr1-b200-tp8ep4-mtp0"]) is None
     for k, al in [(1, 1.92), (2, 2.58), (3, 2.82), (4, 2.99), (5, 3.01)]:
