@@ -164,6 +164,19 @@ def published_serving_rows(source: str | None = None) -> dict:
             if source is None or r["source"] == source}
 
 
+def csv_text(rows: list, fieldnames: list | None = None, lineterminator: str = "\r\n") -> str:
+    """CSV text of dict rows: a header (``fieldnames``, else the first row's keys), then the
+    rows."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=fieldnames or list(rows[0]), lineterminator=lineterminator)
+    w.writeheader()
+    w.writerows(rows)
+    return out.getvalue()
+
+
 def csv_subset(path: Path, keep) -> str:  # noqa: ANN001
     """The header and the rows of a validation CSV (comment lines dropped) for which
     ``keep(row)`` holds, as CSV text."""
@@ -172,11 +185,7 @@ def csv_subset(path: Path, keep) -> str:  # noqa: ANN001
 
     lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(r for r in rows if keep(r))
-    return out.getvalue()
+    return csv_text([r for r in rows if keep(r)], fieldnames=list(rows[0]), lineterminator="\n")
 
 
 def validation_guard(text: str, rows: int, mape: float, max_ape: float) -> list:
@@ -192,3 +201,27 @@ def validation_guard(text: str, rows: int, mape: float, max_ape: float) -> list:
     assert s["mape"] < mape
     assert s["max_ape"] < max_ape
     return results
+
+
+def validation_rows(name: str) -> list:
+    """The rows of validation/<name> (a plain CSV file) as dicts."""
+    import csv
+    import io
+
+    path = Path(__file__).resolve().parents[1] / "validation" / name
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def assert_published_rows_known(rows: list, others: tuple = ()) -> None:
+    """Every row of a published-runs validation file names a known source and framework
+    profile, its table and notes of more than 80 characters, with an id unique in the file and
+    absent from the validation files ``others``."""
+    from scalemodel.specs.frameworks import framework_ids
+    from scalemodel.specs.sources import all_sources
+
+    assert {r["source"] for r in rows} <= set(all_sources())
+    assert {r["framework"] for r in rows} <= set(framework_ids())
+    assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
+    ids = [r["id"] for r in rows]
+    other = {r["id"] for n in others for r in validation_rows(n)}
+    assert len(ids) == len(set(ids)) and not set(ids) & other
