@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from conftest import cli_json
 from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "ep", "dp", "disaggregated", "max_batch", "attention_dp"}
@@ -17,9 +18,7 @@ TOP_KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_
 
 
 def serve_json(capsys, *argv):
-    rc, out, err = run(capsys, "plan", "serve", *argv, "--json")
-    assert rc == 0, err
-    return json.loads(out)
+    return cli_json(capsys, "plan", "serve", *argv)
 
 
 def test_plan_serve_json_keys(capsys):
