@@ -87,9 +87,7 @@ def test_no_fit_suggests_more_gpus(capsys):
 
 
 def test_validate_json(capsys):
-    rc, out, err = run(capsys, "validate", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate")
     assert d["rows"] and not d["skipped"]
     assert d["mape"] == pytest.approx(sum(abs(r["error"]) for r in d["rows"]) / len(d["rows"]))
     for r in d["rows"]:

@@ -3,8 +3,6 @@ and one-line bad input with exit code 2."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from conftest import cli_json
@@ -109,9 +107,7 @@ def test_validate_serving_json(capsys, tmp_path):
     (tmp_path / "validation" / "models").mkdir()
     (tmp_path / "validation" / "models" / "llama-3.1-8b.json").write_text(
         (src.parent / "models" / "llama-3.1-8b.json").read_text())
-    rc, out, err = run(capsys, "validate", "--serving", "--file", str(f), "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate", "--serving", "--file", str(f))
     assert d["row_count"] == 1 and len(d["skipped"]) == 1
     r = d["rows"][0]
     assert r["measured"] == pytest.approx(25398.86) and r["engine"] == "trtllm-0.17"

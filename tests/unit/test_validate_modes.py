@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import csv_text, validation_rows
+from conftest import cli_json, csv_text, validation_rows
 from conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
@@ -60,9 +60,7 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
                                     "framework": "torchtitan"}),
                    ("mpt-7b-h100", {"id": "mpt-7b-h100-tp8-foundry", "tp": "8", "dp": "1",
                                     "zero": ""})])
-    rc, out, err = run(capsys, "validate", "--agreement", "--file", str(f), "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate", "--agreement", "--file", str(f))
     rows = {r["id"]: r for r in d["rows"]}
     assert set(rows) == {"mpt-7b-h100", "titan-llama2-13b", "mpt-7b-h100-tp8"}
     skipped = {s["id"]: s["reason"] for s in d["skipped"]}
