@@ -1,4 +1,7 @@
-"""Test setup: import the package from this checkout's src/ (worktrees included)."""
+"""Test setup: import the package from this checkout's src/ (worktrees included); and the
+helpers test modules share (``from conftest import ...``): CLI runs (run_cli, cli_json,
+one_line_refusal), user frameworks-TOML refusals, serving iteration models, validation CSV
+readers and the validation regression guard. Put a helper here before writing it twice."""
 
 from __future__ import annotations
 
