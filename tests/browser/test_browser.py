@@ -6,7 +6,6 @@ CLI's --json value), take a drill and get it graded. Screenshots go to test-arti
 chromedriver is missing; never downloads a browser.
 """
 
-import json
 import os
 import shutil
 import threading
@@ -27,7 +26,7 @@ if not (CHROME and DRIVER):
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from scalemodel.cli import main  # noqa: E402
+from conftest import cli_json  # noqa: E402
 from scalemodel.web import create_app  # noqa: E402
 
 ART = Path(os.environ.get("SCALEMODEL_ARTIFACTS",
@@ -64,11 +63,6 @@ def browser():
     ART.mkdir(parents=True, exist_ok=True)
     yield drv
     drv.quit()
-
-
-def cli_json(capsys, *argv):
-    assert main([*argv, "--json"]) == 0
-    return json.loads(capsys.readouterr()[0])
 
 
 def test_question_recomputes_like_the_cli(browser, base_url, capsys):

@@ -3,10 +3,12 @@
 expectation names the framework source it comes from (sources_frameworks.toml)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
 
+from conftest import sourced_field, user_profile_refusal
 from scalemodel.analytic.planner import (
     evaluate_one,
     layout_grid,
@@ -239,15 +241,9 @@ def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
      "precision = bf16 | "),
 ])
 def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
-    from scalemodel.specs.frameworks import load_frameworks_file
-
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
-                 f'source = "deepspeed-config"\n{field} = {value}\n'
-                 f'{field}_source = "deepspeed-config"\n')
-    with pytest.raises(BadInput, match=needle) as e:
-        load_frameworks_file(str(f))
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field(field, value, "deepspeed-config"),
+                               kind="training", source="deepspeed-config", profile="x")
+    assert re.search(needle, msg)
 
 
 # --- memory --fit keeps to the profile as the planner's grid does ---------------------------------

@@ -36,11 +36,11 @@ decode {A, B} (to 3), C waiting at the call at 3: prefill C (to 4), decode {A, B
 A's 3rd and C's 2nd token, both finish), then B alone to 6, 7, 8: finishes A 5, B 8, C 5.
 """
 
-import dataclasses
 
 import numpy as np
 import pytest
 
+from conftest import gpu_bound_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, policy, simulate
 
 G = 1.0
@@ -50,19 +50,7 @@ G = 1.0
 def gpu_one_second():
     """A real iteration model whose every iteration costs exactly G on the GPU (all tables zero
     but the per-layer elementwise kernels', G / n_layers each; no attention, no host time)."""
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
-
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    it = build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
-               max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-               cluster=make_cluster(g, 1))
-    tb = it.tables
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
-    z["nongemm"] = np.full_like(tb.nongemm, G / m.n_layers)
-    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
-                               attn_flops_per_pair=0.0)
+    return gpu_bound_iteration(G)
 
 
 def run(it, steps):

@@ -31,6 +31,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import zeroed_iteration
 from scalemodel.analytic.serving.scheduler import (
     SchedulerPolicy,
     adp_assign,
@@ -74,15 +75,12 @@ def it_ab():
     tb = it.tables
     M = np.arange(tb.dense.size, dtype=np.float64)
     L, n_moe = m.n_layers, m.n_moe_layers
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
-    z["head"] = np.zeros_like(tb.head)
-    z["nongemm"] = A * M / L  # every layer's own work: L x A T / L = A T
+    z = {"nongemm": A * M / L}  # every layer's own work: L x A T / L = A T (the head's: 0)
     z["moe"] = B * M / n_moe  # of which the shared part (all of it here)
     z["moe_shared"] = B * M / n_moe
     # TensorRT-LLM's exchange has no decode-only mode: its low-latency tables equal these
     z["moe_ll"], z["moe_shared_ll"] = z["moe"], z["moe_shared"]
-    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
-                               attn_flops_per_pair=0.0)
+    return zeroed_iteration(it, z)
 
 
 def test_lockstep_time_by_hand(it_ab):

@@ -35,6 +35,7 @@ Derivation (no model output is copied here):
 
 import pytest
 
+from conftest import sourced_field, user_profile_refusal
 from scalemodel.analytic.params import shard_params
 from scalemodel.analytic.planner import make_cluster
 from scalemodel.analytic.serving import iteration as it
@@ -50,7 +51,6 @@ from scalemodel.analytic.step.config import constants
 from scalemodel.analytic.weights import weight_bytes
 from scalemodel.errors import BadInput
 from scalemodel.specs import get_gpu, get_model
-from scalemodel.specs.frameworks import load_frameworks_file
 
 H = 7168
 Q_A, Q_B = 7168 * 1536, 1536 * 128 * 192
@@ -232,12 +232,5 @@ def test_bad_checkpoint_entries_are_one_line():
 
 
 def test_bad_replicated_modules_in_a_user_profile(tmp_path):
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\n'
-                 'replicated_modules = ["fused_a"]\n'
-                 'replicated_modules_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput) as e:
-        load_frameworks_file(str(f))
-    assert "replicated_modules" in str(e.value) and "kv_a_proj_with_mqa" in str(e.value)
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field("replicated_modules", '["fused_a"]'))
+    assert "replicated_modules" in msg and "kv_a_proj_with_mqa" in msg

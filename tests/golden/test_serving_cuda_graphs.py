@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, serving_iteration
 from scalemodel.analytic.serving.engine import capture_sizes, get_serving_engine
 from scalemodel.errors import BadInput
 
@@ -79,14 +79,7 @@ def test_no_graphs_where_the_profile_captures_none():
 
 @pytest.fixture(scope="module")
 def small_model():
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
-
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    return build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=1024,
-                 max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-                 cluster=make_cluster(g, 1))
+    return serving_iteration(max_tokens=1024)
 
 
 def test_padding_by_hand(small_model):

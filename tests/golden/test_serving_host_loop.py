@@ -30,6 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import gpu_bound_iteration, sourced_field, user_profile_refusal
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 
 G = 1.0  # GPU seconds of every iteration
@@ -42,19 +43,14 @@ def gpu_one_second():
     """A real iteration model whose every iteration costs exactly G on the GPU: all tables
     zero but the memory-bound kernels', which hold G / n_layers per layer for any token count
     (dense_part = n_layers x G / n_layers), no attention, no host time."""
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
+    return gpu_bound_iteration(G)
 
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    it = build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
-               max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-               cluster=make_cluster(g, 1))
-    tb = it.tables
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
-    z["nongemm"] = np.full_like(tb.nongemm, G / m.n_layers)
-    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
-                               attn_flops_per_pair=0.0)
+
+def _with_host(it, s_seq: float, overlap: bool, **kw):
+    """``it`` with the host loop H = H0 + s_seq x (sequences sampling) an iteration, run beside
+    the GPU's work (``overlap``) or after it; ``kw`` other fields replaced."""
+    return dataclasses.replace(it, host_s_per_iter=H0, host_s_per_seq=s_seq, host_overlap=overlap,
+                               **kw)
 
 
 def run(it):
@@ -71,27 +67,21 @@ def test_gpu_alone_takes_one_second_per_iteration(gpu_one_second):
 
 def test_overlapped_host_shorter_than_gpu_is_hidden(gpu_one_second):
     # H = 0.25 + 0.05 x 8 = 0.65 s < G: max(G, H) = 1 s per iteration, 5 s in all
-    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
-                             host_overlap=True)
-    r = run(it)
+    r = run(_with_host(gpu_one_second, 0.05, True))
     assert r.makespan_s == pytest.approx(5 * 1.0)
     assert np.allclose(r.ttft_s, 1.0)
 
 
 def test_host_not_overlapped_adds(gpu_one_second):
     # G + H = 1 + 0.65 = 1.65 s per iteration: first tokens at 1.65 s, done at 8.25 s
-    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
-                             host_overlap=False)
-    r = run(it)
+    r = run(_with_host(gpu_one_second, 0.05, False))
     assert np.allclose(r.ttft_s, 1.65)
     assert r.makespan_s == pytest.approx(5 * 1.65)
 
 
 def test_overlapped_host_longer_than_gpu_sets_the_pace(gpu_one_second):
     # s_seq = 0.2: H = 0.25 + 1.6 = 1.85 s > G: the GPU waits, 1.85 s per iteration
-    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.2,
-                             host_overlap=True)
-    r = run(it)
+    r = run(_with_host(gpu_one_second, 0.2, True))
     assert np.allclose(r.tpot_s, 1.85)
     assert r.makespan_s == pytest.approx(5 * 1.85)
 
@@ -101,9 +91,7 @@ def test_overhead_s_alone_prices_as_before(gpu_one_second):
     it = dataclasses.replace(gpu_one_second, overhead_s=0.5)
     assert run(it).makespan_s == pytest.approx(5 * 1.5)
     # and on top of an overlapped loop: max(1, 0.65) + 0.5
-    it = dataclasses.replace(gpu_one_second, overhead_s=0.5, host_s_per_iter=H0,
-                             host_s_per_seq=0.05, host_overlap=True)
-    assert run(it).makespan_s == pytest.approx(5 * 1.5)
+    assert run(_with_host(gpu_one_second, 0.05, True, overhead_s=0.5)).makespan_s == pytest.approx(5 * 1.5)
 
 
 def test_steady_state_search_takes_the_same_host_loop(gpu_one_second):
@@ -123,15 +111,11 @@ def test_steady_state_search_takes_the_same_host_loop(gpu_one_second):
 def test_multi_step_spreads_one_scheduler_calls_host_work(gpu_one_second):
     # one call's H = 0.25 + 0.05 x 8 = 0.65 s over n = 5 iterations, not overlapped:
     # G + H / 5 = 1 + 0.13 = 1.13 s per iteration, first tokens at 1.13 s, done at 5.65 s
-    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.05,
-                             host_overlap=False, host_iters_per_schedule=5)
-    r = run(it)
+    r = run(_with_host(gpu_one_second, 0.05, False, host_iters_per_schedule=5))
     assert np.allclose(r.ttft_s, 1.13)
     assert r.makespan_s == pytest.approx(5 * 1.13)
     # overlapped, H / 5 = 0.37 s < G is hidden: 1 s per iteration (s_seq 0.2: H = 1.85 s)
-    it = dataclasses.replace(gpu_one_second, host_s_per_iter=H0, host_s_per_seq=0.2,
-                             host_overlap=True, host_iters_per_schedule=5)
-    assert run(it).makespan_s == pytest.approx(5 * G)
+    assert run(_with_host(gpu_one_second, 0.2, True, host_iters_per_schedule=5)).makespan_s == pytest.approx(5 * G)
 
 
 def test_vllm_profiles_state_their_scheduler_steps():
@@ -147,17 +131,8 @@ def test_vllm_profiles_state_their_scheduler_steps():
 
 
 def test_bad_host_iters_per_schedule_in_a_user_profile(tmp_path):
-    from scalemodel.errors import BadInput
-    from scalemodel.specs.frameworks import load_frameworks_file
-
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\nhost_iters_per_schedule = 0\n'
-                 'host_iters_per_schedule_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput) as e:
-        load_frameworks_file(str(f))
-    assert "host_iters_per_schedule" in str(e.value) and "integer >= 1" in str(e.value)
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field("host_iters_per_schedule", "0"))
+    assert "host_iters_per_schedule" in msg and "integer >= 1" in msg
 
 
 @pytest.mark.parametrize("fid,overlap,source", [

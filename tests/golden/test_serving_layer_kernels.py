@@ -23,12 +23,11 @@ Derivation (no model output is copied here):
 import numpy as np
 import pytest
 
+from conftest import sourced_field, user_profile_refusal
 from scalemodel.analytic.planner import make_cluster
 from scalemodel.analytic.serving.engine import get_serving_engine
 from scalemodel.analytic.serving.iteration import ServeLayout, build, layer_launch_s, precision
-from scalemodel.errors import BadInput
 from scalemodel.specs import get_gpu, get_model
-from scalemodel.specs.frameworks import load_frameworks_file
 
 BUBBLE_S = 1.3e-6  # hazy-no-bubbles-2025
 MOE_LAYER_KERNELS = 7 + 2 + 3  # blog 1 modules 1-4, 6-8; 10 (two); 12 (three)
@@ -95,22 +94,11 @@ def test_mtp_draft_pass_pays_one_moe_layer_of_kernels():
 
 
 def test_bad_layer_kernels_in_a_user_profile(tmp_path):
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\n'
-                 'layer_kernels = { modeling = "llama", attention = 3 }\n'
-                 'layer_kernels_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput) as e:
-        load_frameworks_file(str(f))
-    assert "layer_kernels" in str(e.value) and "deepseekv3" in str(e.value)
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field("layer_kernels",
+                                                       '{ modeling = "llama", attention = 3 }'))
+    assert "layer_kernels" in msg and "deepseekv3" in msg
 
 
 def test_counts_must_be_whole(tmp_path):
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\n'
-                 'layer_kernels = { modeling = "deepseekv3", attention = 7.5, moe_ffn = 5, '
-                 'dense_ffn = 3 }\nlayer_kernels_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput):
-        load_frameworks_file(str(f))
+    user_profile_refusal(tmp_path, sourced_field(
+        "layer_kernels", '{ modeling = "deepseekv3", attention = 7.5, moe_ffn = 5, dense_ffn = 3 }'))

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import cli_json, run_cli, serving_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 from scalemodel.analytic.serving.streams import Stream, prefix_lengths
 
@@ -156,14 +156,7 @@ def test_unreferenced_prefix_stays_cached_until_the_pool_needs_it(one_second, ot
 
 @pytest.fixture(scope="module")
 def real_it():
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
-
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    return build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
-                 max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-                 cluster=make_cluster(g, 1))
+    return serving_iteration()
 
 
 @pytest.mark.parametrize("rule, reserve, blocks", [("scheduled", "on_demand", 600),
@@ -197,14 +190,11 @@ def test_share_is_spread_evenly():
 def test_plan_serve_with_a_prefix_counts_the_hits(capsys):
     # vllm-v1, 40 prompts of 512 tokens sharing their first 200: 200 // 16 = 12 blocks =
     # 192 tokens hit by each request after the first
-    import json
 
-    rc, out, err = run_cli(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpu",
-                           "h100-sxm", "--gpus", "1", "--layout", "tp=1,pp=1,dp=1",
-                           "--precision", "fp8", "--isl", "512", "--osl", "16",
-                           "--requests", "40", "--prefix-tokens", "200", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpu",
+                 "h100-sxm", "--gpus", "1", "--layout", "tp=1,pp=1,dp=1",
+                 "--precision", "fp8", "--isl", "512", "--osl", "16",
+                 "--requests", "40", "--prefix-tokens", "200")
     assert d["prefix_cache"] == "scheduled" and d["prefix_hit_tokens"] == 39 * 192
     assert d["prefill_tokens_computed"] == 40 * 512 - 39 * 192
 

@@ -5,12 +5,11 @@ these rows score the planner, nothing was set from them."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import pytest
 
+from conftest import published_serving_rows
 from scalemodel.analytic.serving.validate import summary, validate_published
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +22,7 @@ OPENORCA_ISL = round(5_463_976 / 24_576)  # 222
 
 
 def _rows() -> dict[str, dict[str, str]]:
-    text = "\n".join(ln for ln in CSV.read_text().splitlines() if not ln.startswith("#"))
-    return {r["id"]: r for r in csv.DictReader(io.StringIO(text))}
+    return published_serving_rows()
 
 
 @pytest.fixture(scope="module")
@@ -291,17 +289,31 @@ V060_PANELS = {
 V060_LENGTHS = {"sharegpt": (202, 179), "decode-heavy": (462, 256), "prefill-heavy": (462, 16)}
 
 
-@pytest.mark.parametrize("key", sorted(V060_PANELS))
-def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
+def _v060_panel(priced, panels, key, part):
+    """(engine, its profile, CSV row, priced result) of the vLLM and SGLang bars of one panel of
+    the v0.6.0 post, once the row is checked against the chart: measured = (zero row - bar top)
+    / (pixels per unit, from one gridline), the dataset's mean lengths, and priced."""
     size, tp, ds = key
-    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_PANELS[key]
+    zero, (grid_row, grid_value), top_vllm, top_sglang = panels[key]
     per_unit = (zero - grid_row) / grid_value
     for eng, top, profile in (("vllm", top_vllm, "vllm-0.6.0-multistep"),
                               ("sglang", top_sglang, "sglang-0.3.0")):
-        rid = f"vllm060-blog-{eng}-llama3-{size}-h100-tp{tp}-{ds}"
+        rid = f"vllm060-blog-{eng}-llama3-{size}-{part}-tp{tp}-{ds}"
         row = _rows()[rid]
         assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
         assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
+        r = priced[0][rid]
+        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
+        # ShareGPT lengths drawn from the bundled first-round table, scaled to the post's means
+        # (specs/data/traces/sharegpt-vllm-sosp23); the sonnet sets at their fixed means
+        assert r.length_dist == ("sharegpt" if ds == "sharegpt" else "fixed")
+        yield eng, profile, row, r
+
+
+@pytest.mark.parametrize("key", sorted(V060_PANELS))
+def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
+    size, tp, ds = key
+    for eng, profile, row, r in _v060_panel(priced, V060_PANELS, key, "h100"):
         assert (int(row["requests"]), row["stream"], row["metric"]) == (500, "max-load",
                                                                          "requests_per_s")
         # vLLM 0.6.0 on its multi-step profile (the post's --num-scheduler-steps 10, over the V0
@@ -310,11 +322,6 @@ def test_vllm_v060_post_rows_read_off_the_chart_and_priced(priced, key):
         # chunked prefill on)
         assert row["engine"] == profile and int(row["tp"]) == tp
         assert row["model"] == f"llama-3-{size}"
-        r = priced[0][rid]
-        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
-        # ShareGPT lengths drawn from the bundled first-round table, scaled to the post's means
-        # (specs/data/traces/sharegpt-vllm-sosp23); the sonnet sets at their fixed means
-        assert r.length_dist == ("sharegpt" if ds == "sharegpt" else "fixed")
         if eng == "vllm":
             # vLLM 0.6.0's EngineArgs.max_num_seqs 256, and SchedulerConfig's
             # max_num_batched_tokens = max(max_model_len, 2048) = 8,192 without chunked prefill
@@ -339,19 +346,9 @@ V060_A100 = {
 @pytest.mark.parametrize("key", sorted(V060_A100))
 def test_vllm_v060_post_a100_rows_read_off_the_appendix_and_priced(priced, key):
     size, tp, ds = key
-    zero, (grid_row, grid_value), top_vllm, top_sglang = V060_A100[key]
-    per_unit = (zero - grid_row) / grid_value
-    for eng, top, profile in (("vllm", top_vllm, "vllm-0.6.0-multistep"),
-                              ("sglang", top_sglang, "sglang-0.3.0")):
-        rid = f"vllm060-blog-{eng}-llama3-{size}-a100-tp{tp}-{ds}"
-        row = _rows()[rid]
-        assert float(row["measured"]) == pytest.approx((zero - top) / per_unit, abs=0.01)
+    for _, profile, row, _ in _v060_panel(priced, V060_A100, key, "a100"):
         assert f"A100_{size.upper()}.png" in row["location"]
-        assert (int(row["isl"]), int(row["osl"])) == V060_LENGTHS[ds]
         assert (row["engine"], row["gpu"], int(row["tp"])) == (profile, "a100-sxm-80gb", tp)
-        r = priced[0][rid]
-        assert r.predicted > 0 and r.error == pytest.approx(r.predicted / r.measured - 1)
-        assert r.length_dist == ("sharegpt" if ds == "sharegpt" else "fixed")
 
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import published_serving_rows, zeroed_iteration
 from conftest import run_cli as run
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 from scalemodel.analytic.serving.speculative import (
@@ -68,12 +69,10 @@ def lines_model():
                cluster=make_cluster(g, 1))
     assert it.n_dense + it.n_moe == L
     tb = it.tables
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
     T = np.arange(tb.dense.size, dtype=np.float64)
-    z["dense"] = A + B * T
-    z["head"] = H0 + H1 * np.arange(tb.head.size, dtype=np.float64)
-    return dataclasses.replace(it, tables=type(tb)(**z), dec_s_per_ctx_token=max(MEM, CMP),
-                               dec_mem_s=MEM, dec_cmp_s=CMP, attn_flops_per_pair=0.0)
+    return zeroed_iteration(it, {"dense": A + B * T,
+                                 "head": H0 + H1 * np.arange(tb.head.size, dtype=np.float64)},
+                            dec_s_per_ctx_token=max(MEM, CMP), dec_mem_s=MEM, dec_cmp_s=CMP)
 
 
 def _tpot(it, stretch):
@@ -173,16 +172,10 @@ def test_published_mtp_rows_state_k_and_acceptance_length():
     # validation/serving_published.csv, TensorRT-LLM tech blog 1 ('Autoregressive MTP Layers'):
     # MTP 1-5 at acceptance lengths 1.92, 2.58, 2.82, 2.99, 3.01; the no-MTP row names none.
     # The measured length is the input: E of the parsed (k, alpha) gives it back.
-    import csv
-    import io
-    from pathlib import Path
-
     from scalemodel.analytic.serving.validate import row_speculation
 
-    src = Path(__file__).resolve().parents[2] / "validation" / "serving_published.csv"
-    text = "\n".join(ln for ln in src.read_text().splitlines() if not ln.startswith("#"))
-    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(text))
-            if r["id"].startswith("trtllm-blog1-dsr1-b200-tp8ep4-mtp")}
+    rows = {k: r for k, r in published_serving_rows().items()
+            if k.startswith("trtllm-blog1-dsr1-b200-tp8ep4-mtp")}
     assert len(rows) == 6
     assert row_speculation(rows["trtllm-blog1-dsr1-b200-tp8ep4-mtp0"]) is None
     for k, al in [(1, 1.92), (2, 2.58), (3, 2.82), (4, 2.99), (5, 3.01)]:

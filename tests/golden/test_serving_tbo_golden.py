@@ -44,8 +44,11 @@ def test_compute_beside_a_comm_kernel():
     assert beside_comm(10.0, 2.0, 9.0, 0.25) == pytest.approx(12.0)
 
 
-def _sym(x: float) -> tuple[float, float]:
-    return (x, x)
+def _tbo_alike(n_layers: int, *stages: float) -> float:
+    """tbo_layers_time with micro-batches A and B alike: ``stages`` are one micro-batch's
+    a_dg, a_ot, e_dg, e_ot, s_dg, dispatch, combine seconds, then the SM share."""
+    *per_batch, sm_share = stages
+    return tbo_layers_time(n_layers, *((x, x) for x in per_batch), sm_share)
 
 
 def test_one_layer_compute_bound_by_hand():
@@ -54,8 +57,7 @@ def test_one_layer_compute_bound_by_hand():
     # A2 [4, 7] (A's dispatch done at 3) -> combine A [7, 8]; B2 [7, 10] -> combine B [10, 11];
     # A3 shared [10, 11], combine A already done; B3 shared [11, 12], waits for 11: done at 12.
     # Run back to back the same work takes 2 (2 + 3 + 1 + 1 + 1) = 16
-    t = tbo_layers_time(1, _sym(2.0), _sym(0.0), _sym(3.0), _sym(0.0), _sym(1.0), _sym(1.0),
-                        _sym(1.0), 0.0)
+    t = _tbo_alike(1, 2.0, 0.0, 3.0, 0.0, 1.0, 1.0, 1.0, 0.0)
     assert t == pytest.approx(12.0)
 
 
@@ -63,8 +65,7 @@ def test_one_layer_comm_bound_by_hand():
     # attention 1, experts 1, no shared, dispatch 4, combine 4: the communication stream runs
     # back to back after A's attention: dispatch A [1, 5], B [5, 9], combine A [9, 13], B [13,
     # 17]; the layer ends with B's combine at 17 = 1 + 4 x 4
-    t = tbo_layers_time(1, _sym(1.0), _sym(0.0), _sym(1.0), _sym(0.0), _sym(0.0), _sym(4.0),
-                        _sym(4.0), 0.0)
+    t = _tbo_alike(1, 1.0, 0.0, 1.0, 0.0, 0.0, 4.0, 4.0, 0.0)
     assert t == pytest.approx(17.0)
 
 
@@ -74,8 +75,7 @@ def test_two_layers_chain_stage_three_into_next_stage_one():
     # 13 -> 14 (combine B done at 11), attention 14 -> 16, dispatch B [16, 17]; A2 16 -> 19,
     # combine A [19, 20]; B2 19 -> 22, combine B [22, 23]; A3 22 -> 23; B3 23 -> 24, waits 23:
     # 24 = 2 x 12
-    t = tbo_layers_time(2, _sym(2.0), _sym(0.0), _sym(3.0), _sym(0.0), _sym(1.0), _sym(1.0),
-                        _sym(1.0), 0.0)
+    t = _tbo_alike(2, 2.0, 0.0, 3.0, 0.0, 1.0, 1.0, 1.0, 0.0)
     assert t == pytest.approx(24.0)
 
 
@@ -85,8 +85,7 @@ def test_sm_share_slows_only_the_kernels_beside_a_call():
     # after its start: B1 [2, 4.25], dispatch B [4.25, 5.25]; A2 (DeepGEMM, own SMs) [4.25,
     # 7.25] -> combine A [7.25, 8.25]; B2 [7.25, 10.25] -> combine B [10.25, 11.25]; A3
     # [10.25, 11.25]; B3 [11.25, 12.25]
-    t = tbo_layers_time(1, _sym(0.0), _sym(2.0), _sym(3.0), _sym(0.0), _sym(1.0), _sym(1.0),
-                        _sym(1.0), 0.25)
+    t = _tbo_alike(1, 0.0, 2.0, 3.0, 0.0, 1.0, 1.0, 1.0, 0.25)
     assert t == pytest.approx(12.25)
 
 

@@ -9,13 +9,12 @@ trtllm-bench-tuning). No error bound is asserted: nothing was set from these row
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 
 import pytest
 
+from conftest import published_serving_rows
 from scalemodel.analytic.serving.engine import get_serving_engine, setup
 from scalemodel.analytic.serving.iteration import ServeLayout, precision
 from scalemodel.analytic.serving.validate import validate_published
@@ -26,9 +25,7 @@ CSV = ROOT / "validation" / "serving_published.csv"
 
 
 def _rows() -> dict[str, dict[str, str]]:
-    text = "\n".join(ln for ln in CSV.read_text().splitlines() if not ln.startswith("#"))
-    return {r["id"]: r for r in csv.DictReader(io.StringIO(text))
-            if r["source"] == "trtllm-perf-overview-v020"}
+    return published_serving_rows("trtllm-perf-overview-v020")
 
 
 # cells read off the page (Total Output Throughput, tokens/sec): (model, gpu, tp, isl, osl)

@@ -10,13 +10,12 @@ error bound is asserted: nothing was set from these rows."""
 
 from __future__ import annotations
 
-import csv
-import io
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from conftest import published_serving_rows
 from scalemodel.analytic.serving.engine import get_serving_engine, setup
 from scalemodel.analytic.serving.iteration import ServeLayout, precision
 from scalemodel.analytic.serving.validate import validate_published
@@ -29,8 +28,7 @@ V10, DEV = "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d"
 
 
 def _rows(source: str) -> dict[str, dict[str, str]]:
-    text = "\n".join(ln for ln in CSV.read_text().splitlines() if not ln.startswith("#"))
-    return {r["id"]: r for r in csv.DictReader(io.StringIO(text)) if r["source"] == source}
+    return published_serving_rows(source)
 
 
 # cells read off the v1.0 page (Total Output Throughput, tokens/sec): (model, gpu, tp, isl, osl)

@@ -10,13 +10,11 @@ over-predicted on H100), and the change that followed is a published measurement
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import pytest
 
-from scalemodel.analytic.validate import summary, validate
+from conftest import validation_guard, validation_rows
 from scalemodel.specs.sources import all_sources
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
@@ -24,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2] / "validation"
 
 @pytest.mark.parametrize("name", ["training_runs.csv", "holdout_mosaicml.csv"])
 def test_every_row_names_a_known_source(name):
-    rows = list(csv.DictReader(io.StringIO((ROOT / name).read_text())))
+    rows = validation_rows(name)
     assert rows
     known = all_sources()
     missing = {r["source"] for r in rows} - set(known)
@@ -34,8 +32,7 @@ def test_every_row_names_a_known_source(name):
 
 
 def test_holdout_rows_do_not_repeat_the_main_file():
-    main = list(csv.DictReader(io.StringIO((ROOT / "training_runs.csv").read_text())))
-    hold = list(csv.DictReader(io.StringIO((ROOT / "holdout_mosaicml.csv").read_text())))
+    main, hold = validation_rows("training_runs.csv"), validation_rows("holdout_mosaicml.csv")
 
     def key(r):
         return (r["layers"], r["hidden"], r["seq_len"], r["gpu"], r["gpus"], r["micro_batch"],
@@ -53,8 +50,5 @@ def test_holdout_accuracy_does_not_regress():
     8192^3 H200 anchor gave every GPU 0.815): 6.0% / 35.8%, the largest now the same shape on
     A100 (+29.3% -> +35.8%); the A100 rows move up 2-6 points, the H100 rows down about 1; the
     largest error is held to that plus about 2 points."""
-    results, skipped = validate((ROOT / "holdout_mosaicml.csv").read_text())
-    assert not skipped and len(results) == 65
-    s = summary(results)
-    assert s["mape"] < 0.095
-    assert s["max_ape"] < 0.38
+    validation_guard((ROOT / "holdout_mosaicml.csv").read_text(), rows=65, mape=0.095,
+                     max_ape=0.38)

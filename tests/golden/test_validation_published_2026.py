@@ -11,34 +11,25 @@ Rows that do not fit stay in the file; docs/planner.md lists them."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import pytest
 
-from scalemodel.analytic.validate import convention_flops_per_token, summary, validate
+from conftest import assert_published_rows_known, validation_guard, validation_rows
+from scalemodel.analytic.validate import convention_flops_per_token, validate
 from scalemodel.specs import get_model
-from scalemodel.specs.frameworks import framework_ids
-from scalemodel.specs.sources import all_sources
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
 NAME = "published_runs_2026.csv"
 
 
-def _rows(name):
-    return list(csv.DictReader(io.StringIO((ROOT / name).read_text())))
+_rows = validation_rows
 
 
 def test_rows_name_known_sources_and_profiles():
     rows = _rows(NAME)
     assert len(rows) == 70
-    assert {r["source"] for r in rows} <= set(all_sources())
-    assert {r["framework"] for r in rows} <= set(framework_ids())
-    assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
-    ids = [r["id"] for r in rows]
-    others = {r["id"] for n in ("training_runs.csv", "holdout_mosaicml.csv") for r in _rows(n)}
-    assert len(ids) == len(set(ids)) and not set(ids) & others
+    assert_published_rows_known(rows, ("training_runs.csv", "holdout_mosaicml.csv"))
 
 
 def test_every_row_is_predicted_and_the_error_does_not_regress():
@@ -106,11 +97,7 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     the presets of v0.2.1 and v0.3.0"). Limits: the
     later values plus about 2 points (the issue's target for
     runs not seen is 12% mean; these rows show how far it is)."""
-    results, skipped = validate((ROOT / NAME).read_text())
-    assert not skipped and len(results) == 70
-    s = summary(results)
-    assert s["mape"] < 0.195
-    assert s["max_ape"] < 1.45
+    validation_guard((ROOT / NAME).read_text(), rows=70, mape=0.195, max_ape=1.45)
 
 
 def test_nemo_full_attention_convention():

@@ -8,11 +8,10 @@ from NVIDIA's rack tables and public nvidia-smi readings."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from scalemodel.analytic.validate import read_rows, summary, validate
+from conftest import csv_subset, validation_guard
+from scalemodel.analytic.validate import read_rows
 from scalemodel.specs import get_gpu
 from scalemodel.specs.frameworks import FP8_SCALINGS, framework_ids
 from scalemodel.specs.sources import all_sources
@@ -34,13 +33,7 @@ def _text() -> str:
 
 def _dense_text() -> str:
     """The file's header and its dense rows (the MoE rows appended later are left out)."""
-    lines = [ln for ln in _text().splitlines() if not ln.startswith("#")]
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(r for r in rows if r["model"] in DENSE)
-    return out.getvalue()
+    return csv_subset(ROOT / NAME, lambda r: r["model"] in DENSE)
 
 
 def test_dense_rows_name_known_sources_profiles_and_parts():
@@ -93,10 +86,5 @@ def test_dense_rows_are_predicted_and_the_error_does_not_regress():
     points. Session 17 (GB300 attention timed against GB200 with one cuDNN build, kernels.toml
     [attention_part.fa3.gb300]): every GB300 row 0.9-2.6 points faster, dense rows 9.54% /
     46.6% -> 8.96% / 45.6%; limits moved down to those plus about 2 points."""
-    results, skipped = validate(_dense_text())
-    assert not skipped
-    assert len(results) == 50
+    results = validation_guard(_dense_text(), rows=50, mape=0.11, max_ape=0.48)
     assert {r.id for r in results} >= EDGE_SPLIT_ROWS
-    s = summary(results)
-    assert s["mape"] < 0.11
-    assert s["max_ape"] < 0.48

@@ -7,11 +7,10 @@ recipes against the configs). No constant was read against these rows."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from scalemodel.analytic.validate import read_rows, summary, validate
+from conftest import csv_subset, validation_guard
+from scalemodel.analytic.validate import read_rows
 from scalemodel.specs.frameworks import framework_ids, get_framework, moe_recipe
 from scalemodel.specs.sources import all_sources
 
@@ -24,14 +23,8 @@ PROFILE = {"25.11": "nemo-25.11", "26.02": "nemo-26.02", "26.02.01": "nemo-26.02
 
 
 def _moe_text() -> str:
-    lines = [ln for ln in (ROOT / "published_runs_nvl72.csv").read_text().splitlines()
-             if not ln.startswith("#")]
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(r for r in rows if r["model"] in MOE)
-    return out.getvalue()
+    """The file's header and its MoE rows."""
+    return csv_subset(ROOT / "published_runs_nvl72.csv", lambda r: r["model"] in MOE)
 
 
 def test_moe_rows_state_the_tables_and_their_recipes():
@@ -68,9 +61,4 @@ def test_moe_rows_are_predicted_and_the_error_does_not_regress():
     "Qwen3-235B-A22B: the presets read at their tags"). Then the GB300 attention ratio and
     TE's fused MXFP8 grouped MLP (docs/planner.md "The 26.06-era band"), both together: 12.98%
     mean, 99.9% max. Limits: the split's figures plus about 2 points."""
-    results, skipped = validate(_moe_text())
-    assert not skipped
-    assert len(results) == 65
-    s = summary(results)
-    assert s["mape"] < 0.164
-    assert s["max_ape"] < 1.02
+    validation_guard(_moe_text(), rows=65, mape=0.164, max_ape=1.02)

@@ -8,16 +8,13 @@ profile. Rows that do not fit stay in the file; docs/planner.md lists them as th
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import pytest
 
-from scalemodel.analytic.validate import convention_flops_per_token, row_model, summary, validate
+from conftest import assert_published_rows_known, validation_guard, validation_rows
+from scalemodel.analytic.validate import convention_flops_per_token, row_model
 from scalemodel.specs import get_model
-from scalemodel.specs.frameworks import framework_ids
-from scalemodel.specs.sources import all_sources
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
 NAME = "published_runs_papers.csv"
@@ -41,8 +38,7 @@ MCORE_TABLE = [
 MTNLG = [(2240, 60.1, 126), (2800, 50.2, 121), (3360, 44.4, 113)]
 
 
-def _rows(name):
-    return list(csv.DictReader(io.StringIO((ROOT / name).read_text())))
+_rows = validation_rows
 
 
 def _by_id():
@@ -52,13 +48,8 @@ def _by_id():
 def test_rows_name_known_sources_and_profiles():
     rows = _rows(NAME)
     assert len(rows) == 14
-    assert {r["source"] for r in rows} <= set(all_sources())
-    assert {r["framework"] for r in rows} <= set(framework_ids())
-    assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
-    ids = [r["id"] for r in rows]
-    others = {r["id"] for n in ("training_runs.csv", "holdout_mosaicml.csv",
-                                "published_runs_2026.csv") for r in _rows(n)}
-    assert len(ids) == len(set(ids)) and not set(ids) & others
+    assert_published_rows_known(rows, ("training_runs.csv", "holdout_mosaicml.csv",
+                                       "published_runs_2026.csv"))
 
 
 @pytest.mark.parametrize("size, a, h, L, tp, pp, dp, gpus, batch, tflops, mfu, agg", MCORE_TABLE)
@@ -170,8 +161,4 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     A100 0.869, H100 0.803, where the H200 anchor gave 0.815: MT-NLG +19.1..+24.6% ->
     +25.2..+30.9%, BLOOM +8.3% -> +13.5%, the H100 rows about 1 point lower). Limits: the latest
     values plus about 2 points."""
-    results, skipped = validate((ROOT / NAME).read_text())
-    assert not skipped and len(results) == 14
-    s = summary(results)
-    assert s["mape"] < 0.16
-    assert s["max_ape"] < 0.33
+    validation_guard((ROOT / NAME).read_text(), rows=14, mape=0.16, max_ape=0.33)

@@ -1,17 +1,11 @@
 """The CLI contract: JSON keys fixed by the issue, one-line errors with exit code 2."""
 
-import json
 
 import pytest
 
+from conftest import cli_json as run_json
 from conftest import run_cli as run
 from scalemodel.cli import main
-
-
-def run_json(capsys, *argv):
-    rc, out, err = run(capsys, *argv, "--json")
-    assert rc == 0, err
-    return json.loads(out)
 
 
 def test_kv_json_keys(capsys):

@@ -6,12 +6,8 @@ import json
 
 import pytest
 
+from conftest import cli_json as run_json
 from scalemodel.cli import main
-
-
-def run_json(capsys, *argv):
-    assert main(list(argv) + ["--json"]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_occupancy_keys(capsys):

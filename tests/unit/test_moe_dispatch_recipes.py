@@ -148,6 +148,23 @@ def test_network_stage_at_deepep_bandwidth(nodes, dispatch, combine):
     assert float(kernel_rate("deepep", "dispatch", 2 ** 1.5)) == pytest.approx(mid)
 
 
+def _qwen30b_ep_candidate(fid: str, gpu: str, gpus: int, global_batch_seqs: int, precision: str):
+    """The one candidate layout (analytic/step/candidates.py) of Qwen3-30B-A3B at 4096 tokens on
+    ``gpus`` GPUs with EP = DP = gpus (TP, PP, CP 1, ZeRO-1, 64 micro-batches of one sequence,
+    no recompute) under ``fid``'s recipe, and its cluster."""
+    from scalemodel.analytic.planner import make_cluster, make_job
+    from scalemodel.analytic.step.candidates import candidates
+
+    m = get_model("qwen3-30b-a3b")
+    _, s = job_settings(fid, gpu, model=m.id)
+    job = make_job(m, seq_len=4096, global_batch_seqs=global_batch_seqs, precision=precision,
+                   **s)
+    cl = make_cluster(gpu, gpus)
+    cols = {"tp": [1], "pp": [1], "dp": [gpus], "cp": [1], "ep": [gpus], "etp": [1],
+            "zero": [1], "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
+    return candidates(job, cl, cols), cl
+
+
 def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
     # Hybrid-EP README, H100 table (source hybrid-ep-readme-h100-bandwidth): 16 ranks (2 nodes),
     # 16 SMs, torch API: BF16 dispatch 54.47 GB/s, combine 53.35 GB/s of counted RDMA bytes
@@ -156,17 +173,9 @@ def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
     # 2 (1 - C(64,8)/C(128,8)) nodes, so one dispatch lasts 4096 x 4096 x 1.994 / 54.47e9 s
     # (0.61 ms) and one combine the same bytes at 53.35 GB/s, where the wire alone would take
     # about half as long; the NVLink stage (6.6 GPUs a token) is shorter than either.
-    from scalemodel.analytic.planner import make_cluster, make_job
-    from scalemodel.analytic.step.candidates import candidates
     from scalemodel.analytic.step.comm import _dedup_dispatch
 
-    m = get_model("qwen3-30b-a3b")
-    _, s = job_settings("nemo-26.06", "h100-sxm", model=m.id)
-    job = make_job(m, seq_len=4096, global_batch_seqs=1024, precision="fp8", **s)
-    cl = make_cluster("h100-sxm", 16)
-    cols = {"tp": [1], "pp": [1], "dp": [16], "cp": [1], "ep": [16], "etp": [1], "zero": [1],
-            "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
-    c = candidates(job, cl, cols)
+    c, cl = _qwen30b_ep_candidate("nemo-26.06", "h100-sxm", 16, 1024, "fp8")
     counted = 4096 * 2.0 * 2048 * 2 * (1 - comb(64, 8) / comb(128, 8))
     want = 0.5 * (counted / 54.47e9 + counted / 53.35e9)
     assert float(_dedup_dispatch(c, np.float64(8.0))[0]) == pytest.approx(want, rel=1e-9)
@@ -182,17 +191,9 @@ def test_nvlink_stage_at_the_kernels_measured_rate():
     # receives 4096 x 8 (1 - C(112,8)/C(128,8)) rows of 2 x 2048 bytes (16 experts a GPU); one
     # dispatch lasts those bytes / 545.71e9 s, one combine / 568.94e9 s, where the collectives
     # engine's NVLink all-to-all alone is about 1.5x faster. No network stage in one domain.
-    from scalemodel.analytic.planner import make_cluster, make_job
-    from scalemodel.analytic.step.candidates import candidates
     from scalemodel.analytic.step.comm import _dedup_dispatch, kernel_rate
 
-    m = get_model("qwen3-30b-a3b")
-    _, s = job_settings("nemo-26.02", "gb200", model=m.id)
-    job = make_job(m, seq_len=4096, global_batch_seqs=512, precision="bf16", **s)
-    cl = make_cluster("gb200", 8)
-    cols = {"tp": [1], "pp": [1], "dp": [8], "cp": [1], "ep": [8], "etp": [1], "zero": [1],
-            "vpp": [1], "micro_batch": [1], "microbatches": [64], "rc": [0]}
-    c = candidates(job, cl, cols)
+    c, cl = _qwen30b_ep_candidate("nemo-26.02", "gb200", 8, 512, "bf16")
     rows = 4096 * 8 * (1 - comb(112, 8) / comb(128, 8))
     buf = rows * 2.0 * 2048
     want = 0.5 * (buf / 545.71e9 + buf / 568.94e9)

@@ -56,6 +56,14 @@ def _job(fid, gpu, model="qwen3-30b-a3b", prec="fp8"):
     return m, make_job(m, seq_len=4096, global_batch_seqs=512, precision=prec, **s)
 
 
+def _floor(fid, gpu, gpus, model="qwen3-30b-a3b", **cand):
+    """eager_layer_floor of a candidate at EP8 on ``gpus`` GPUs of ``gpu`` under ``fid``'s
+    recipe (fp8 jobs; ``cand`` the candidate's other fields, e.g. fp8=True)."""
+    m, job = _job(fid, gpu, model=model)
+    return eager_layer_floor(SimpleNamespace(job=job, gpu=make_cluster(gpu, gpus).gpu, m=m,
+                                             ep=np.float64(8.0), **cand))
+
+
 def test_floor_from_the_bench_and_the_grouped_launches():
     # 26.02 H100 FP8 recipe (no CUDA graph at fp8), EP8: 16 local experts
     #   FP8-CS (per-tensor current scaling): TE quantises each expert's split apart, 4 kernels
@@ -63,10 +71,7 @@ def test_floor_from_the_bench_and_the_grouped_launches():
     #   inputs forward, their output gradients backward: 2 x 4 x 16 = 128 launches each way
     #   forward  1.691 ms + (2 x 16 + 1 + 128) x 4.5 us = 1.691 + 0.7245 = 2.4155 ms
     #   backward 1.257 ms + (4 x 16 + 1 + 128) x 4.5 us = 1.257 + 0.8685 = 2.1255 ms
-    m, job = _job("nemo-26.02", "h100-sxm")
-    c = SimpleNamespace(job=job, gpu=make_cluster("h100-sxm", 16).gpu, m=m, ep=np.float64(8.0),
-                        fp8=True)
-    f, b = eager_layer_floor(c)
+    f, b = _floor("nemo-26.02", "h100-sxm", 16, fp8=True)
     assert float(f) == pytest.approx(2.4155e-3, rel=1e-9)
     assert float(b) == pytest.approx(2.1255e-3, rel=1e-9)
 
@@ -99,31 +104,20 @@ def test_a_partly_graphed_layer_keeps_its_eager_part():
     # one graph launch a pass, plus the grouped launches:
     #   forward  (1.691 - 0.570 - 0.166) + 0.0045 + (2 x 16 + 1 + 2 x 16) x 0.0045 = 1.252 ms
     #   backward (1.257 - 0.250 - 0.085) + 0.0045 + (4 x 16 + 1 + 2 x 16) x 0.0045 = 1.363 ms
-    m, job = _job("nemo-25.11", "b200")
-    c = SimpleNamespace(job=job, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0),
-                        fp8=True)
-    f, b = eager_layer_floor(c)
+    f, b = _floor("nemo-25.11", "b200", 8, fp8=True)
     assert float(f) == pytest.approx(1.252e-3, rel=1e-9)
     assert float(b) == pytest.approx(1.363e-3, rel=1e-9)
     # the 26.04.01 B200 recipe adds attn: forward 1.691 - 0.842 - 0.570 - 0.166 = 0.113 ms left
-    m, job = _job("nemo-26.04", "b200")
-    c = SimpleNamespace(job=job, gpu=make_cluster("b200", 8).gpu, m=m, ep=np.float64(8.0),
-                        fp8=True)
-    f, _ = eager_layer_floor(c)
+    f, _ = _floor("nemo-26.04", "b200", 8, fp8=True)
     assert float(f) == pytest.approx((0.113 + 0.0045 + 65 * 0.0045) * 1e-3, rel=1e-9)
 
 
 def test_no_floor_where_the_moe_mlp_replays_or_not_megatron_core():
     # 26.06 GB200 recipe at fp8 captures full_iteration (the whole step, the MoE MLP included):
     # no wait in the layer, no floor
-    m, job = _job("nemo-26.06", "gb200")
-    c = SimpleNamespace(job=job, gpu=make_cluster("gb200", 8).gpu, m=m, ep=np.float64(8.0),
-                        fp8=True)
-    assert eager_layer_floor(c) == (0.0, 0.0)
+    assert _floor("nemo-26.06", "gb200", 8, fp8=True) == (0.0, 0.0)
     # DeepSeek's HAI-LLM is not Megatron-Core
-    m, job = _job("deepseek-hai-llm", "h800", model="deepseek-v3")
-    c = SimpleNamespace(job=job, gpu=make_cluster("h800", 8).gpu, m=m, ep=np.float64(8.0))
-    assert eager_layer_floor(c) == (0.0, 0.0)
+    assert _floor("deepseek-hai-llm", "h800", 8, model="deepseek-v3") == (0.0, 0.0)
 
 
 def _skills_row(rid):

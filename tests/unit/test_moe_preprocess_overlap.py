@@ -26,6 +26,14 @@ def _qwen30b(fid: str = "nemo-26.06", **kw):
     return m, make_job(m, seq_len=4096, global_batch_seqs=1024, precision="bf16", **s)
 
 
+def _overlap_off_on(layout: dict = _LAYOUT) -> dict:
+    """The planner's best values of ``layout`` on 16 H100 with the nemo-26.06 recipe's EP
+    overlap off (False) and on (True)."""
+    cl = make_cluster("h100-sxm", 16)
+    return {ov: search(_qwen30b(ep_overlap=ov)[1], cl, layout, top=0).best.values
+            for ov in (False, True)}
+
+
 def _cand(job, m, cl):
     return SimpleNamespace(job=job, gpu=cl.gpu, T=4096.0, sp_div=1.0, m=m, cl=cl,
                            ep=np.float64(16.0), etp=np.float64(1.0))
@@ -63,11 +71,7 @@ def test_overlap_saving_against_the_nsight_profile():
     # 20.9920 s on (the independent validation run): the overlap saves 3.72 s a step; rank 0's
     # trace has 3,958.997 ms of communication concurrent with GEMM / attention, 36.55% of the
     # communication time (so about 10.8 s of communication kernels a step).
-    cl = make_cluster("h100-sxm", 16)
-    res = {}
-    for ov in (False, True):
-        m, job = _qwen30b(ep_overlap=ov)
-        res[ov] = search(job, cl, _LAYOUT, top=0).best.values
+    res = _overlap_off_on()
     comm = 3.958997 / 0.3655
     # with the dispatch and combine at Hybrid-EP's measured rate (collectives.toml
     # [ep_dispatch_kernel.hybridep]) the planner's EP time with the overlap off, metadata gather
@@ -128,13 +132,8 @@ def test_the_held_sms_cost_no_more_than_their_share_of_the_ep_time(monkeypatch):
     # where the compute outlasts the kernels (every phase here but combine_bwd / attn_fwd)
     import scalemodel.analytic.step.comm as comm
 
-    cl = make_cluster("h100-sxm", 16)
-
     def saving():
-        t = {}
-        for ov in (False, True):
-            m, job = _qwen30b(ep_overlap=ov)
-            t[ov] = search(job, cl, _LAYOUT, top=0).best.values
+        t = _overlap_off_on()
         return float(t[False].step_time_s) - float(t[True].step_time_s), float(t[False].ep_s)
 
     held, ep_off = saving()
@@ -154,11 +153,7 @@ def test_overlap_hides_what_the_nsight_profile_shows():
     # the same profile: 3.958997 s of communication concurrent with compute, and a measured
     # saving of 24.7138 - 20.9920 = 3.72 s a step. The 36.55% is not made the overlap's
     # efficiency: it is one profile of one shape, an end-to-end share, not a component figure.
-    cl = make_cluster("h100-sxm", 16)
-    res = {}
-    for ov in (False, True):
-        m, job = _qwen30b(ep_overlap=ov)
-        res[ov] = search(job, cl, _LAYOUT, top=0).best.values
+    res = _overlap_off_on()
     hidden = float(res[False].ep_s) - float(res[True].ep_s)
     saved = float(res[False].step_time_s) - float(res[True].step_time_s)
     assert abs(hidden / 3.958997 - 1) < 0.25
@@ -169,20 +164,11 @@ def test_full_recompute_refuses_the_overlap_in_megatron():
     # Megatron-Core TransformerConfig.__post_init__ (source megatron-core-a2a-overlap-asserts):
     # with overlap_moe_expert_parallel_comm, recompute_granularity must not be 'full'. A layout
     # with full recompute under a Megatron profile runs as if the overlap were off.
-    cl = make_cluster("h100-sxm", 16)
-    lay = dict(_LAYOUT, recompute="full")
-    t = {}
-    for ov in (False, True):
-        m, job = _qwen30b(ep_overlap=ov)
-        t[ov] = float(search(job, cl, lay, top=0).best.values.step_time_s)
-    assert np.isclose(t[True], t[False], rtol=1e-12)
+    t = _overlap_off_on(dict(_LAYOUT, recompute="full"))
+    assert np.isclose(float(t[True].step_time_s), float(t[False].step_time_s), rtol=1e-12)
     # selective recompute keeps it
-    lay = dict(_LAYOUT, recompute="selective")
-    t = {}
-    for ov in (False, True):
-        m, job = _qwen30b(ep_overlap=ov)
-        t[ov] = float(search(job, cl, lay, top=0).best.values.step_time_s)
-    assert t[True] < t[False]
+    t = _overlap_off_on(dict(_LAYOUT, recompute="selective"))
+    assert float(t[True].step_time_s) < float(t[False].step_time_s)
     # DeepSeek's DualPipe (deepseek-hai-llm) is not Megatron's schedule: full recompute keeps it
     m = get_model("deepseek-v3")
     _, s = job_settings("deepseek-hai-llm", "h800", model=m.id)

@@ -1,12 +1,12 @@
 """MoE engines: invariants, CLI keys, bad input."""
 
-import json
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import cli_json
 from conftest import run_cli as run
 from scalemodel.analytic.moe_placement import lower_bound, place, read_loads_csv
 from scalemodel.errors import BadInput
@@ -67,20 +67,16 @@ def test_place_cli_json_keys(capsys, tmp_path):
     f = tmp_path / "loads.csv"
     f.write_text("\n".join(",".join(str((i * 7 + j * 13) % 50 + 1) for j in range(16))
                            for i in range(3)))
-    rc, out, err = run(capsys, "moe", "place", "--loads", str(f), "--slots", "24", "--gpus", "8",
-                       "--nodes", "2", "--groups", "4", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "moe", "place", "--loads", str(f), "--slots", "24", "--gpus", "8",
+                 "--nodes", "2", "--groups", "4")
     for k in ("imbalance_before", "imbalance_after", "lower_bound", "placement"):
         assert k in d
     assert len(d["placement"]) == 3 and len(d["placement"][0]) == 8
 
 
 def test_route_cli_json_keys(capsys):
-    rc, out, err = run(capsys, "moe", "route", "--experts", "8", "--top-k", "2", "--steps", "20",
-                       "--tokens", "256", "--balance", "aux", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "moe", "route", "--experts", "8", "--top-k", "2", "--steps", "20",
+                 "--tokens", "256", "--balance", "aux")
     for k in ("load_entropy", "max_over_mean_load", "history", "dropped_fraction"):
         assert k in d
     assert len(d["history"]) == 20
@@ -208,10 +204,8 @@ def test_serve_without_scale_out_link_plans_one_node(tmp_path):
 
 
 def test_serve_cli_json_keys(capsys):
-    rc, out, err = run(capsys, "moe", "serve", "--model", "mixtral-8x7b", "--gpu", "h100-sxm",
-                       "--dtype", "bf16", "--draws", "16", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "moe", "serve", "--model", "mixtral-8x7b", "--gpu", "h100-sxm",
+                 "--dtype", "bf16", "--draws", "16")
     for ph in ("prefill", "decode"):
         p = d[ph]
         for k in ("attention", "ep", "redundant_experts", "gpus", "tokens_per_s_per_gpu",
@@ -295,9 +289,7 @@ def test_serve_deepseek_decode_between_published_and_bandwidth_bounds(ds_plan):
 
 
 def test_global_cli_json(capsys):
-    rc, out, err = run(capsys, "moe", "global", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "moe", "global")
     assert d["max_rtt_per_layer_hop_s"] == pytest.approx((0.05 - 0.03) / 58)
     ds = d["kv"]["deepseek-v3"]
     assert ds["kv_bytes_per_token"] == 70272  # MLA: 61 x 576 x 2 B (V3 config)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import cli_json, csv_text, validation_rows
 from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute"}
@@ -14,9 +15,7 @@ TOP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_g
 
 
 def plan_json(capsys, *argv):
-    rc, out, err = run(capsys, "plan", "train", *argv, "--json")
-    assert rc == 0, err
-    return json.loads(out)
+    return cli_json(capsys, "plan", "train", *argv)
 
 
 def test_plan_json_keys(capsys):
@@ -88,9 +87,7 @@ def test_no_fit_suggests_more_gpus(capsys):
 
 
 def test_validate_json(capsys):
-    rc, out, err = run(capsys, "validate", "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate")
     assert d["rows"] and not d["skipped"]
     assert d["mape"] == pytest.approx(sum(abs(r["error"]) for r in d["rows"]) / len(d["rows"]))
     for r in d["rows"]:
@@ -153,22 +150,11 @@ def test_framework_flags_bad_input(capsys, argv, needle):
 
 
 def test_validate_row_with_bad_columns_is_reported(capsys, tmp_path):
-    import csv
-    import io
-    from pathlib import Path
-
-    src = Path(__file__).resolve().parents[2] / "validation" / "training_runs.csv"
-    rows = list(csv.DictReader(io.StringIO(src.read_text())))[:2]
+    rows = validation_rows("training_runs.csv")[:2]
     rows[0] = dict(rows[0], id="bad-positions", positions="alibi-ish")
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
     f = tmp_path / "rows.csv"
-    f.write_text(buf.getvalue())
-    rc, out, err = run(capsys, "validate", "--file", str(f), "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    f.write_text(csv_text(rows))
+    d = cli_json(capsys, "validate", "--file", str(f))
     assert len(d["rows"]) == 1
     assert d["skipped"][0]["id"] == "bad-positions"
     assert "positions" in d["skipped"][0]["reason"]

@@ -3,10 +3,9 @@ and one-line bad input with exit code 2."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from conftest import cli_json
 from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "ep", "dp", "disaggregated", "max_batch", "attention_dp"}
@@ -17,9 +16,7 @@ TOP_KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_
 
 
 def serve_json(capsys, *argv):
-    rc, out, err = run(capsys, "plan", "serve", *argv, "--json")
-    assert rc == 0, err
-    return json.loads(out)
+    return cli_json(capsys, "plan", "serve", *argv)
 
 
 def test_plan_serve_json_keys(capsys):
@@ -110,9 +107,7 @@ def test_validate_serving_json(capsys, tmp_path):
     (tmp_path / "validation" / "models").mkdir()
     (tmp_path / "validation" / "models" / "llama-3.1-8b.json").write_text(
         (src.parent / "models" / "llama-3.1-8b.json").read_text())
-    rc, out, err = run(capsys, "validate", "--serving", "--file", str(f), "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate", "--serving", "--file", str(f))
     assert d["row_count"] == 1 and len(d["skipped"]) == 1
     r = d["rows"][0]
     assert r["measured"] == pytest.approx(25398.86) and r["engine"] == "trtllm-0.17"

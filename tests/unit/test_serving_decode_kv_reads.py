@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import sourced_field, user_profile_refusal
 from scalemodel.analytic.planner import make_cluster
 from scalemodel.analytic.serving.engine import get_serving_engine
 from scalemodel.analytic.serving.iteration import (
@@ -13,9 +14,7 @@ from scalemodel.analytic.serving.iteration import (
     decode_kv_read_factor,
     precision,
 )
-from scalemodel.errors import BadInput
 from scalemodel.specs import get_gpu, get_model
-from scalemodel.specs.frameworks import load_frameworks_file
 
 
 def _it(model, gpu, tp, reads):
@@ -65,11 +64,5 @@ def test_engine_profiles_name_their_decode_kernel():
 
 
 def test_bad_decode_kv_reads_in_a_user_profile(tmp_path):
-    f = tmp_path / "fw.toml"
-    f.write_text('[profiles.mine]\nkind = "serving"\nname = "x"\nversion = "1"\n'
-                 'source = "scalemodel-serving-assumption"\ndecode_kv_reads = "per_warp"\n'
-                 'decode_kv_reads_source = "scalemodel-serving-assumption"\n')
-    with pytest.raises(BadInput) as e:
-        load_frameworks_file(str(f))
-    assert "decode_kv_reads" in str(e.value) and "query_head" in str(e.value)
-    assert "\n" not in str(e.value)
+    msg = user_profile_refusal(tmp_path, sourced_field("decode_kv_reads", '"per_warp"'))
+    assert "decode_kv_reads" in msg and "query_head" in msg

@@ -4,33 +4,22 @@ every iteration."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
+from conftest import serving_iteration, zeroed_iteration
 from scalemodel.analytic.serving.scheduler import SchedulerPolicy, simulate
 
 
 @pytest.fixture(scope="module")
 def real_it():
-    from scalemodel.analytic.planner import make_cluster
-    from scalemodel.analytic.serving.iteration import ServeLayout, build, precision
-    from scalemodel.specs import get_gpu, get_model
-
-    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
-    return build(m, g, ServeLayout(tp=1), precision("fp8"), "fp8", max_tokens=4096,
-                 max_seqs=512, attention_kind="flash3", overhead_s=0.0,
-                 cluster=make_cluster(g, 1))
+    return serving_iteration()
 
 
 @pytest.fixture(scope="module")
 def one_second(real_it):
     """Every iteration costs exactly 1 s, whatever it holds."""
-    tb = real_it.tables
-    z = {f.name: np.zeros_like(getattr(tb, f.name)) for f in dataclasses.fields(tb)}
-    return dataclasses.replace(real_it, tables=type(tb)(**z), dec_s_per_ctx_token=0.0,
-                               attn_flops_per_pair=0.0, overhead_s=1.0)
+    return zeroed_iteration(real_it, overhead_s=1.0)
 
 
 def pol(**kw):

@@ -1,13 +1,12 @@
 """validate --cv and --agreement (issue 16, items 2 and 3): the JSON keys the issue fixes, what
 the figures mean, one-line bad input."""
 
-import csv
-import io
 import json
 from pathlib import Path
 
 import pytest
 
+from conftest import cli_json, csv_text, validation_rows
 from conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
@@ -18,15 +17,11 @@ ROOT = Path(__file__).resolve().parents[2] / "validation"
 def rows_file(tmp_path, ids, copies=()):
     """A validation CSV holding some rows of training_runs.csv, and ``copies`` of rows with some
     columns changed: (id of the row, its new columns)."""
-    every = list(csv.DictReader(io.StringIO((ROOT / "training_runs.csv").read_text())))
+    every = validation_rows("training_runs.csv")
     rows = [r for r in every if r["id"] in ids]
     rows += [dict(next(r for r in every if r["id"] == rid), **cols) for rid, cols in copies]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
     f = tmp_path / "rows.csv"
-    f.write_text(buf.getvalue())
+    f.write_text(csv_text(rows))
     return f
 
 
@@ -65,9 +60,7 @@ def test_agreement_json_keys_and_meaning(capsys, tmp_path):
                                     "framework": "torchtitan"}),
                    ("mpt-7b-h100", {"id": "mpt-7b-h100-tp8-foundry", "tp": "8", "dp": "1",
                                     "zero": ""})])
-    rc, out, err = run(capsys, "validate", "--agreement", "--file", str(f), "--json")
-    assert rc == 0, err
-    d = json.loads(out)
+    d = cli_json(capsys, "validate", "--agreement", "--file", str(f))
     rows = {r["id"]: r for r in d["rows"]}
     assert set(rows) == {"mpt-7b-h100", "titan-llama2-13b", "mpt-7b-h100-tp8"}
     skipped = {s["id"]: s["reason"] for s in d["skipped"]}

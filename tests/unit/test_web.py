@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("flask")
 
+from conftest import cli_json  # noqa: E402
 from scalemodel.cli import main  # noqa: E402
 from scalemodel.web import create_app  # noqa: E402
 
@@ -14,11 +15,6 @@ from scalemodel.web import create_app  # noqa: E402
 @pytest.fixture(scope="module")
 def client():
     return create_app(timeout_s=20).test_client()
-
-
-def cli_json(capsys, *argv):
-    assert main([*argv, "--json"]) == 0
-    return json.loads(capsys.readouterr()[0])
 
 
 def test_index_lists_all_questions_with_status(client):
