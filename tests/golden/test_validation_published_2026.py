@@ -1,11 +1,13 @@
-"""The third validation file, validation/published_runs_2026.csv (issue 16, item 4): 70 published
+"""The third validation file, validation/published_runs_2026.csv (issue 16, item 4): 77 published
 runs the planner's constants were never read against - Megatron-Bridge's archive tables on
 DGX-B200 and DGX-H100 (dense and MoE), NeMo's long-sequence tables with context parallelism up to
 CP32 at 1M tokens, torchtitan's H100 benchmarks of 2024-12, one more torchtitan A100 row, and
 Megatron-Bridge's eager / CUDA-graph A/B of 2026-05-18 (PRs 3868 and 3880, three rows). Session 18
 (s18-newruns) added 26 more DGX-H100 / DGX-B200 rows of the same archive at 067f987d that no file
 held (25.09 to 26.06 containers; the FP8-MX runs of the 25.09 / 25.11 Llama B200 lines through the
-fp8_recipe column, which this file and published_runs_skills.csv gained).
+fp8_recipe column, which this file and published_runs_skills.csv gained). Session 18
+(s18-nemo2407) added NeMo 24.07's seven DGX-H100 pre-training rows (NeMo
+docs/source/performance/performance_summary.md at 8e3d65dc) whose models the bundle holds.
 Each row names its source (with the table and commit in its notes) and its framework profile.
 Rows that do not fit stay in the file; docs/planner.md lists them."""
 
@@ -32,7 +34,7 @@ def _rows(name):
 
 def test_rows_name_known_sources_and_profiles():
     rows = _rows(NAME)
-    assert len(rows) == 70
+    assert len(rows) == 77
     assert {r["source"] for r in rows} <= set(all_sources())
     assert {r["framework"] for r in rows} <= set(framework_ids())
     assert all(r["table"] and len(r["notes"]) > 80 for r in rows)
@@ -99,13 +101,17 @@ def test_every_row_is_predicted_and_the_error_does_not_regress():
     Megatron-Bridge archive added as they fall, no constant moved and none of the 44 rows'
     predictions changed: 14 Llama rows (H100 26.06 / 26.04.01 / 26.04 / 26.02.01 / 25.09, B200
     25.11 FP8-MX and 25.09 FP8-CS / FP8-MX) within -8.1..+9.4%, 12 MoE rows -8.9..+31.9%; the
-    guard's mean moved down with them (docs/planner.md "Rows added in session 18"). Limits: the
-    later values plus about 2 points (the issue's target for
-    runs not seen is 12% mean; these rows show how far it is)."""
+    guard's mean moved down with them (docs/planner.md "Rows added in session 18"); 17.4% / 135.3%
+    (70 rows) -> 16.3% / 135.3% (77 rows) at session 18 (s18-nemo2407) with NeMo 24.07's seven
+    DGX-H100 FP8 pre-training rows added as they fall under their own nemo-24.07 profile, no
+    constant moved and none of the 70 rows' predictions changed: GPT-3 175B on 128 / 512 GPUs
+    -4.5% / -14.1%, Llama 2 7B / 13B / 70B -3.8% / -5.3% / -2.7%, Llama 3 8B / 70B (CP2) -4.5% /
+    -2.7% (docs/planner.md "NeMo 24.07"). Limits: the later values plus about 2 points (the
+    issue's target for runs not seen is 12% mean; these rows show how far it is)."""
     results, skipped = validate((ROOT / NAME).read_text())
-    assert not skipped and len(results) == 70
+    assert not skipped and len(results) == 77
     s = summary(results)
-    assert s["mape"] < 0.195
+    assert s["mape"] < 0.185
     assert s["max_ape"] < 1.45
 
 
