@@ -238,7 +238,7 @@ def test_deepspeed_2024_has_no_tp_and_no_virtual_stages():
      "layers = a whole number of at least 1"),
     ("activation_offload_recipes",
      '[{ model = "llama-3-70b", gpu = "gb200", precision = "fp9", layers = 40 }]',
-     "precision = bf16 | "),
+     r"precision = bf16 \| "),  # the message's literal '|', escaped (a bare '|' matched anything)
 ])
 def test_profile_field_bad_value_is_one_line(tmp_path, field, value, needle):
     msg = user_profile_refusal(tmp_path, sourced_field(field, value, "deepspeed-config"),
