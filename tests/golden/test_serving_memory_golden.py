@@ -420,13 +420,60 @@ def test_logged_capacities():
     NCCL 2.26.2's two TP communicators, its kernel module and its kernels' stack are counted;
     PR #21429's log puts 0.23 GiB of it in the memory outside torch) and the V1 0.7.1 row of
     PR #12569 (+6.7%: 0.44 GiB of the memory outside torch that 0.7.1 counts whole has no H100
-    log)."""
+    log).
+
+    Rows added out of sample in session 18 (docs/serving-memory.md, 'Rows added in session 18')
+    are kept as they fell: the two SGLang Llama-3.1-8B starts land within 1%; two V0 starts under
+    chunked prefill show a profile peak far below the sampler sort the profile prices, so the A10
+    start of the OCI page comes out 23% short and the 45k start of #10517 is predicted refused
+    although the user ran it (the one start / refuse miss, named here)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
-    assert s["start_matches"] == s["row_count"] == len(results) >= 6
+    assert s["row_count"] == len(results) >= 12
+    missed = {r.id for r in results if not r.start_matches}
+    assert missed == {"vllm-10517-45k"}
     assert any(not r.measured_started for r in results)  # the refused starts are kept
-    assert s["within_3pct"] >= 3
+    assert s["within_3pct"] >= 5
     ok = {r.id for r in results if r.error is not None and abs(r.error) <= 0.03}
-    assert {"vllm-10517-20k", "vllm-10517-29k", "sglang-21348-qwen3-235b-fp8-tp4"} <= ok
+    assert {"vllm-10517-20k", "vllm-10517-29k", "sglang-21348-qwen3-235b-fp8-tp4",
+            "sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3"} <= ok
+
+
+def test_session18_sglang_rows_follow_their_logs():
+    """The two SGLang Llama-3.1-8B-Instruct starts added in session 18 (TP 1, mem_fraction_static
+    0.88, bf16, 128 KiB of KV a token: 32 layers x 8 KV heads x 128 x 2 x 2 B). SGLang's
+    profile_max_num_token sizes the pool as (free after the weights - free at start x (1 - f)) /
+    cell, so with the logged free memory (GB in SGLang's logs is 2**30 B) the pool is
+    f x free_start - weights: the docs notebook of 2025-01-23 (78.81 GB free at start, 63.72 after
+    the weights, 444,500 tokens) and sglang PR #4760 (63.48 after, 15.11 used by the weights,
+    442,750 tokens). The model prices the start with the device total and its own outside-torch
+    figure instead of the logged free memory: both land within 1%."""
+    cell = 32 * 8 * 128 * 2 * 2
+    for free_start, free_after, tokens in ((78.81, 63.72, 444_500),
+                                           (63.48 + 15.11, 63.48, 442_750)):
+        pool = (free_after - free_start * (1 - 0.88)) * GIB
+        assert abs(pool / cell - tokens) / tokens < 0.001  # the logs' arithmetic, to rounding
+    results, _ = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
+    by_id = {r.id: r for r in results}
+    for rid in ("sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3"):
+        assert abs(by_id[rid].error) < 0.01
+
+
+def test_session18_v0_chunked_prefill_rows_fall_short():
+    """Two V0 starts with chunked prefill on (budget 512 tokens, 256 dummy sequences) log a profile
+    peak well below the sampler step the profile prices (256 rows x 128,256 x 38 B = 1.16 GiB):
+    #10517's 35k start on vLLM 0.6.4 'peak_torch_memory=15.05GiB' with 14.99 GiB of weights, and
+    the OCI A10 start on 0.7.1 'PyTorch activation peak memory takes 0.22GiB'. The mechanism was
+    not read in vLLM's source at either version, so it is not priced; the rows stay as they fell."""
+    results, _ = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
+    by_id = {r.id: r for r in results}
+    oci = by_id["vllm-oci-aqua-a10-llama31-8b-128k"]
+    sampler = 256 * 128_256 * 38 / GIB
+    # logged budget 19.86 - 14.99 - 0.05 - 0.22 = 4.60 GiB; the priced one is short by about the
+    # sampler term less the logged peak
+    assert abs((oci.measured_kv_gib - oci.predicted_kv_gib) - (sampler - 0.22)) < 0.15
+    assert not oci.measured_started and not oci.predicted_started
+    assert by_id["vllm-10517-35k"].predicted_started  # the 35k start is right, the 45k one is not
+    assert not by_id["vllm-10517-45k"].predicted_started
 
 
 def test_unknown_and_training_ids_are_bad_input():
