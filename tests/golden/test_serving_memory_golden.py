@@ -420,13 +420,87 @@ def test_logged_capacities():
     NCCL 2.26.2's two TP communicators, its kernel module and its kernels' stack are counted;
     PR #21429's log puts 0.23 GiB of it in the memory outside torch) and the V1 0.7.1 row of
     PR #12569 (+6.7%: 0.44 GiB of the memory outside torch that 0.7.1 counts whole has no H100
-    log)."""
+    log).
+
+    Rows added out of sample in session 18 (docs/serving-memory.md, 'Rows added in session 18')
+    are kept as they fell: the two SGLang Llama-3.1-8B starts land within 1%; two V0 starts under
+    chunked prefill show a profile peak far below the sampler sort the profile prices, so the A10
+    start of the OCI page comes out 23% short and the 45k start of #10517 is predicted refused
+    although the user ran it (the one start / refuse miss, named here); the two vLLM 0.10.2 starts
+    on L40S come out 43% and 17% short because the profile prices 1024 sampler rows where the
+    engine, on a GPU under 70 GiB, profiles 256 (test_session18_l40s_rows_profile_256_rows)."""
     results, s = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
-    assert s["start_matches"] == s["row_count"] == len(results) >= 6
+    assert s["row_count"] == len(results) >= 12
+    missed = {r.id for r in results if not r.start_matches}
+    assert missed == {"vllm-10517-45k"}
     assert any(not r.measured_started for r in results)  # the refused starts are kept
-    assert s["within_3pct"] >= 3
+    assert s["within_3pct"] >= 5
     ok = {r.id for r in results if r.error is not None and abs(r.error) <= 0.03}
-    assert {"vllm-10517-20k", "vllm-10517-29k", "sglang-21348-qwen3-235b-fp8-tp4"} <= ok
+    assert {"vllm-10517-20k", "vllm-10517-29k", "sglang-21348-qwen3-235b-fp8-tp4",
+            "sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3"} <= ok
+
+
+def test_session18_sglang_rows_follow_their_logs():
+    """The two SGLang Llama-3.1-8B-Instruct starts added in session 18 (TP 1, mem_fraction_static
+    0.88, bf16, 128 KiB of KV a token: 32 layers x 8 KV heads x 128 x 2 x 2 B). SGLang's
+    profile_max_num_token sizes the pool as (free after the weights - free at start x (1 - f)) /
+    cell, so with the logged free memory (GB in SGLang's logs is 2**30 B) the pool is
+    f x free_start - weights: the docs notebook of 2025-01-23 (78.81 GB free at start, 63.72 after
+    the weights, 444,500 tokens) and sglang PR #4760 (63.48 after, 15.11 used by the weights,
+    442,750 tokens). The model prices the start with the device total and its own outside-torch
+    figure instead of the logged free memory: both land within 1%."""
+    cell = 32 * 8 * 128 * 2 * 2
+    for free_start, free_after, tokens in ((78.81, 63.72, 444_500),
+                                           (63.48 + 15.11, 63.48, 442_750)):
+        pool = (free_after - free_start * (1 - 0.88)) * GIB
+        assert abs(pool / cell - tokens) / tokens < 0.001  # the logs' arithmetic, to rounding
+    results, _ = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
+    by_id = {r.id: r for r in results}
+    for rid in ("sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3"):
+        assert abs(by_id[rid].error) < 0.01
+
+
+def test_session18_v0_chunked_prefill_rows_fall_short():
+    """Two V0 starts with chunked prefill on (budget 512 tokens, 256 dummy sequences) log a profile
+    peak well below the sampler step the profile prices (256 rows x 128,256 x 38 B = 1.16 GiB):
+    #10517's 35k start on vLLM 0.6.4 'peak_torch_memory=15.05GiB' with 14.99 GiB of weights, and
+    the OCI A10 start on 0.7.1 'PyTorch activation peak memory takes 0.22GiB'. The mechanism was
+    not read in vLLM's source at either version, so it is not priced; the rows stay as they fell."""
+    results, _ = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
+    by_id = {r.id: r for r in results}
+    oci = by_id["vllm-oci-aqua-a10-llama31-8b-128k"]
+    sampler = 256 * 128_256 * 38 / GIB
+    # logged budget 19.86 - 14.99 - 0.05 - 0.22 = 4.60 GiB; the priced one is short by about the
+    # sampler term less the logged peak
+    assert abs((oci.measured_kv_gib - oci.predicted_kv_gib) - (sampler - 0.22)) < 0.15
+    assert not oci.measured_started and not oci.predicted_started
+    assert by_id["vllm-10517-35k"].predicted_started  # the 35k start is right, the 45k one is not
+    assert not by_id["vllm-10517-45k"].predicted_started
+
+
+def test_session18_l40s_rows_profile_256_rows():
+    """The vLLM 0.10.2 start of Qwen3-235B-A22B-Instruct-2507-FP8 on 8 x L40S (tim-roethig/
+    ai-platform, platform/docs/qwen3_235b_on_8xl40s.md) logs on every rank '1.4 GiB for peak
+    activation' and 'max_num_batched_tokens=2048'. The profile run's sampler step at 256 rows
+    is 256 x 151,936 x 38 B = 1.376 GiB, plus the held hidden states (2048 + 2 x 256) x 4096 x 2 B
+    = 0.02 GiB: 1.40 GiB, as logged. 256 is vLLM's max_num_seqs default below 70 GiB (source
+    vllm-v1-arg-utils, already the profile's note); the profile's field applies 1024 on every
+    GPU, so the default start prices 1024 rows (5.5 GiB) and the row falls 43% short. The rule
+    was not read at 0.10.2 here, so it is not priced: this test pins the gap, not a fix."""
+    m = get_model(str(MODELS / "qwen3-235b-a22b-instruct-2507-fp8.json"))
+    l40s = get_gpu("l40s")  # compute capability 8.9; the total as vLLM 0.10.2 logged it below
+    kw = dict(tp=8, engine_id="vllm-v1", util=0.9, max_model_len=32768, total_bytes=44.42 * GIB)
+    at_256 = engine_kv_budget(m, l40s, max_num_seqs=256, **kw)
+    hand = 256 * 151_936 * 38 + (2048 + 2 * 256) * 4096 * 2
+    # and torch's cuBLAS workspace of a non-sm_90 GPU, 8,519,680 B
+    assert abs(at_256.profile_activation_bytes - hand - 8_519_680) < 0.001 * GIB
+    assert abs(at_256.profile_activation_bytes / GIB - 1.4) < 0.01
+    default = engine_kv_budget(m, l40s, **kw)
+    assert default.max_num_seqs == 1024 and default.max_num_batched_tokens == 2048
+    results, _ = validate_kv_rows((ROOT / "validation" / "serving_kv.csv").read_text())
+    by_id = {r.id: r for r in results}
+    assert by_id["vllm-l40s-qwen3-235b-2507-fp8-tp8"].error < -0.4
+    assert by_id["vllm-l40s-qwen3-30b-2507-fp8-tp2"].error < -0.15
 
 
 def test_unknown_and_training_ids_are_bad_input():
