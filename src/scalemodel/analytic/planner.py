@@ -325,8 +325,14 @@ def check_pipeline_split(job: Job, pp: int, vpp: int, stages: tuple[int, ...] | 
                          where: str = "--layout") -> None:
     """BadInput (one line) where a pipeline needs a split the framework cannot build: a profile
     that splits evenly only (frameworks.toml pipeline_split) needs the layers divisible by
-    pp x vpp and no per-stage counts other than L / pp."""
-    from ..specs.frameworks import even_edge_split, even_pipeline_split, get_framework
+    pp x vpp and no per-stage counts other than L / pp; where only the model's recipe splits
+    evenly (model_recipes), per-stage counts given in ``stages`` are the run's own and stand."""
+    from ..specs.frameworks import (
+        even_edge_split,
+        even_pipeline_split,
+        get_framework,
+        recipe_pipeline_split,
+    )
 
     L = job.model.n_layers
     if pp > 1 and even_edge_split(job.framework_id, job.model.id) and (L + 2) % (pp * vpp):
@@ -337,12 +343,17 @@ def check_pipeline_split(job: Job, pp: int, vpp: int, stages: tuple[int, ...] | 
                        f"chunks")
     if pp <= 1 or not even_pipeline_split(job.framework_id, job.model.id):
         return
+    if stages is not None and recipe_pipeline_split(job.framework_id, job.model.id):
+        return  # the run sets its own per-stage counts (Megatron-Core builds them)
     uneven = L % (pp * vpp) != 0 or (stages is not None and len(set(stages)) > 1)
     if uneven:
         fw = get_framework(job.framework_id)
-        raise BadInput(f"{where} pp={pp} vpp={vpp}: {fw.id} ({fw.version}) splits the layers "
-                       f"evenly only; the {L} layers of {job.model.id} do not divide into "
-                       f"{pp * vpp} equal chunks")
+        who = (f"{fw.id} ({fw.version}) builds its {job.model.id} recipe's even split (no "
+               f"per-stage counts; give --layout stages for the run's own)"
+               if recipe_pipeline_split(job.framework_id, job.model.id) else
+               f"{fw.id} ({fw.version}) splits the layers evenly only")
+        raise BadInput(f"{where} pp={pp} vpp={vpp}: {who}; the {L} layers of {job.model.id} "
+                       f"do not divide into {pp * vpp} equal chunks")
 
 
 def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
@@ -440,7 +451,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
                 key = r.message(ctx)
                 rejected[key] = rejected.get(key, 0) + bad
                 alive &= ~broken
-    alive = _framework_split_rules(job, c, alive, rejected)
+    alive = _framework_split_rules(job, c, alive, rejected, stages_given="stages" in fixed)
     if not alive.all():
         c = {k: a[alive] for k, a in c.items()}
     cols = {k: np.asarray(c[k], dtype=np.int64) for k in ("tp", "pp", "dp", "cp", "ep", "etp",
@@ -461,14 +472,16 @@ def _edge_slots(job: Job) -> int:
 
 
 def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
-                           rejected: dict[str, int]) -> np.ndarray:
+                           rejected: dict[str, int], stages_given: bool = False) -> np.ndarray:
     """The rows a framework version cannot build, beside the general layout RULES: splits that
-    are not even where it splits evenly only, and pipeline stages beside a ZeRO stage it does not
-    pair them with; each removal counted in ``rejected`` under its reason."""
+    are not even where it splits evenly only (unless ``stages_given`` where only the model's
+    recipe splits evenly: the run's own per-stage counts), and pipeline stages beside a ZeRO
+    stage it does not pair them with; each removal counted in ``rejected`` under its reason."""
     from ..specs.frameworks import (
         even_edge_split,
         even_pipeline_split,
         pipeline_zero_max,
+        recipe_pipeline_split,
         replicate_1d_only,
     )
 
@@ -487,10 +500,15 @@ def _framework_split_rules(job: Job, c: dict[str, Any], alive: np.ndarray,
         alive = drop(alive & (pp_c > 1) & ((n_layers + 2) % np.maximum(pp_c * vpp_c, 1) != 0),
                      f"{job.framework_id}: the embedding and the loss count as a layer each and "
                      f"the split is even (pp x vpp must divide the {n_layers} + 2 layers)")
-    if even_pipeline_split(job.framework_id, job.model.id):  # only splits the framework can build
+    own_stages = stages_given and recipe_pipeline_split(job.framework_id, job.model.id)
+    if even_pipeline_split(job.framework_id, job.model.id) and not own_stages:
+        # only splits the framework (or the model's recipe) builds
         vpp_c = np.asarray(c["vpp"])
+        whose = (f"its {job.model.id} recipe's layers split evenly"
+                 if recipe_pipeline_split(job.framework_id, job.model.id)
+                 else "the layers split evenly only")
         alive = drop(alive & (pp_c > 1) & (n_layers % np.maximum(pp_c * vpp_c, 1) != 0),
-                     f"{job.framework_id}: the layers split evenly only (pp x vpp must divide "
+                     f"{job.framework_id}: {whose} (pp x vpp must divide "
                      f"the {n_layers} layers)")
     zmax = pipeline_zero_max(job.framework_id)
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with

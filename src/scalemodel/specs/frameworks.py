@@ -835,6 +835,18 @@ def even_pipeline_split(fid: str | None, model_id: str | None = None) -> bool:
     return pipeline_split_of(fid, model_id) == "even"
 
 
+def recipe_pipeline_split(fid: str | None, model_id: str | None = None) -> bool:
+    """Whether the profile's split for that model is what its recipe leaves to the framework
+    (a model_recipes pipeline_split entry) rather than all the framework can build: Megatron-Core
+    of 2025-2026 builds L / pp layers a stage where a recipe sets no split flag, and builds
+    the per-stage counts a run sets (num_layers_in_first/last_pipeline_stage,
+    pipeline_model_parallel_layout; source megatron-core-even-split-without-flags), so an
+    explicit ``--layout stages`` stands where only the recipe's split is even."""
+    if fid is None:
+        return False
+    return model_recipe_value(get_framework(fid).values, model_id, None, "pipeline_split") is not None
+
+
 def edge_chunk_split(fid: str | None, model_id: str | None = None) -> bool:
     """Whether a profile's first model chunk holds only the embedding and its last only the
     output projection and the loss (``pipeline_split = "edge_chunks"``: Dubey et al. 2024 Sec.
