@@ -2,8 +2,8 @@
 the release's launcher turns it off, so flash-attn 2.x runs (issue 16, sessions 15-16).
 
 Source ``nemo-launcher-24-03-01-env``: NVIDIA/NeMo-Framework-Launcher tag 24.03.01,
-launcher_scripts/conf/config.yaml (container nvcr.io/nvidia/nemo:24.03.01.framework, the one the
-long-sequence page names) line 68 ``NVTE_FUSED_ATTN: 0`` ("Disable cudnn FA until we've tested it
+launcher_scripts/conf/config.yaml (at the tag line 49 names nemo:24.01.01.framework; the
+long-sequence page's 24.03.01.framework from b434fd3e, 2024-04-24, first in tag 24.05) line 68 ``NVTE_FUSED_ATTN: 0`` ("Disable cudnn FA until we've tested it
 more"), exported into every job by nemo_launcher/core/stages.py; in from 562dcb45 (2024-02-13)
 to a6490ffe (2024-07-15). TE 1.4 reads the variable at lines 2415-2430 below, before its sm90
 preference, so the fused path is off and the rows are priced with the FlashAttention-2 class.
