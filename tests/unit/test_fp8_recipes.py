@@ -90,9 +90,7 @@ def test_every_fp8_row_is_priced_with_the_recipe_it_ran():
         if r["id"] in EXPECTED:
             assert got == EXPECTED[r["id"]], r["id"]
             seen.add(r["id"])
-        elif fw in ("nemo-24.03", "megatron-core"):  # long-sequence rows: no recipe named
-            assert got == "delayed", r["id"]
-        elif fw == "nemo-24.07":  # NeMo 1.x on TE 1.x (2024): DelayedScaling, the only recipe
+        elif fw in ("nemo-24.03", "megatron-core") or fw == "nemo-24.07":  # long-sequence rows: no recipe named
             assert got == "delayed", r["id"]
         elif fw.startswith("torchtitan"):
             assert got == "current", r["id"]
