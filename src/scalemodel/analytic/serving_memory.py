@@ -130,10 +130,31 @@ def engine_token_budget(fw: Framework, total_bytes: float, max_model_len: int,
                 f"chunked prefill switched on (max_model_len > {above:,})")
         return max(max_model_len, int(fw.get("token_budget_default"))), (
             "max(max_model_len, default) without chunked prefill")
-    small = float(fw.get("small_gpu_bytes") or 0)
-    if small and total_bytes < small:
+    if _small_gpu(fw, total_bytes, device_name):
         return int(fw.get("small_gpu_token_budget")), "the engine's budget on a smaller GPU"
     return int(fw.get("token_budget_default")), "the engine's default budget"
+
+
+def _small_gpu(fw: Framework, total_bytes: float, device_name: str) -> bool:
+    """Whether the engine takes its smaller-GPU defaults: the device under ``small_gpu_bytes``,
+    or its name holding one of ``small_gpu_device_names`` (vLLM's A100 exclusion)."""
+    small = float(fw.get("small_gpu_bytes") or 0)
+    if not small:
+        return False
+    low = device_name.lower()
+    return total_bytes < small or any(n.lower() in low
+                                      for n in fw.get("small_gpu_device_names") or ())
+
+
+def engine_max_num_seqs(fw: Framework, total_bytes: float,
+                        device_name: str = "") -> tuple[int, str]:
+    """max_num_seqs the engine picks when the user gives none, and why: a profile with
+    ``small_gpu_max_num_seqs`` takes it on a smaller GPU (``_small_gpu``; vLLM V1 0.9-0.10:
+    256 under 70 GiB or on an A100, 1024 otherwise), else ``max_num_seqs_default``."""
+    seqs = fw.get("small_gpu_max_num_seqs")
+    if seqs and _small_gpu(fw, total_bytes, device_name):
+        return int(seqs), "the engine's max_num_seqs on a smaller GPU"
+    return int(fw.get("max_num_seqs_default")), "the engine's default max_num_seqs"
 
 
 def _widest_mlp(m: ModelSpec) -> int:
@@ -294,9 +315,14 @@ def engine_kv_budget(
     else:
         T = int(max_num_batched_tokens)
         d.given("max_num_batched_tokens (given)", "T_b", T, "token", "given")
-    R = int(max_num_seqs or v["max_num_seqs_default"])
-    d.given("max_num_seqs", "R", R, "seq",
-            "given" if max_num_seqs else cite(fw.sources["max_num_seqs_default"]))
+    if max_num_seqs:
+        R = int(max_num_seqs)
+        d.given("max_num_seqs (given)", "R", R, "seq", "given")
+    else:
+        R, why_r = engine_max_num_seqs(fw, M, gpu.name)
+        key = ("small_gpu_max_num_seqs" if int(v["max_num_seqs_default"]) != R
+               else "max_num_seqs_default")
+        d.given(f"max_num_seqs ({why_r})", "R", R, "seq", cite(fw.sources[key]))
 
     A = 0.0
     profile_tokens = 0

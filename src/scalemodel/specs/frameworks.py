@@ -433,6 +433,10 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
                           "fixed or max_model_len_unless_chunked"),
     "small_gpu_bytes": (_num(0), "bytes >= 0 (0: no smaller budget)"),
     "small_gpu_token_budget": (_num(1, whole=True), "a whole number of tokens >= 1"),
+    "small_gpu_max_num_seqs": (_num(1, whole=True), "a whole number of sequences >= 1"),
+    "small_gpu_device_names": (lambda v: isinstance(v, list) and all(
+        isinstance(x, str) and x.strip() for x in v),
+        'a list of device-name substrings (["a100"])'),
     "token_budget_by_device_name": (_name_budget_table,
                                     'a table of device-name substring ("h100", ...) = tokens'),
     "chunked_prefill_above_len": (_num(0, whole=True), "a whole number of tokens (0: never)"),

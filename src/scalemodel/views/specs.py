@@ -153,6 +153,15 @@ def _engine_table(engines: list[Any]) -> Any:
             b = f"{named}; {b} on other GPUs"
         return b
 
+    def batch(f: Any) -> str:
+        if f.get("batch_rule") == "trtllm-bench":
+            return "trtllm-bench tuning"
+        b = f"{f.get('max_num_seqs_default'):,}"
+        if f.get("small_gpu_bytes") and f.get("small_gpu_max_num_seqs"):
+            b += (f"; {f.get('small_gpu_max_num_seqs'):,} under "
+                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB")
+        return b
+
     def sched(f: Any) -> str:
         res = {"full": "no-evict (whole sequence reserved)",
                "on_demand": "blocks on demand, preemption"}.get(f.get("reserve"), "-")
@@ -162,9 +171,7 @@ def _engine_table(engines: list[Any]) -> Any:
         return f"{res}; {chunk}"
 
     rows = tuple((f.id, f.name, f.version, _KV_POOL.get(f.get("kv_pool"), f.get("kv_pool")),
-                  frac(f), budget(f),
-                  "trtllm-bench tuning" if f.get("batch_rule") == "trtllm-bench"
-                  else f"{f.get('max_num_seqs_default'):,}",
+                  frac(f), budget(f), batch(f),
                   f.get("block_size"), sched(f), f.source) for f in engines)
     return (Table("serving engines (plan serve, kv --framework)",
                   ("id", "engine", "version", "KV pool", "fraction", "token budget",

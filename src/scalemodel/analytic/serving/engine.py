@@ -303,7 +303,7 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
           token_budget: int | None = None) -> EngineSetup:
     """The engine's batch limits and KV pool for this layout and workload."""
     from ...specs import dtype
-    from ..serving_memory import engine_kv_budget, engine_token_budget
+    from ..serving_memory import engine_kv_budget, engine_max_num_seqs, engine_token_budget
 
     if lay.attention_dp:
         eng.adp_exchange()
@@ -318,7 +318,8 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
     else:
         tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml,
                                           gpu.name)
-        bs, why = eng.max_num_seqs, f"the engine's defaults ({why_t})"
+        bs, why_b = engine_max_num_seqs(eng.profile, float(gpu.hbm_bytes), gpu.name)
+        why = f"the engine's defaults ({why_t}; {why_b})"
     chunked = eng.chunked_prefill or (
         int(eng.profile.get("chunked_prefill_above_len") or 0) and
         mml > int(eng.profile.get("chunked_prefill_above_len") or 0))
