@@ -439,10 +439,11 @@ def test_logged_capacities():
     missed = {r.id for r in results if not r.start_matches}
     assert missed == {"vllm-10517-45k"}
     assert any(not r.measured_started for r in results)  # the refused starts are kept
-    assert s["within_3pct"] >= 5
+    assert s["within_3pct"] >= 6  # 5 until vLLM V1's smaller-GPU max_num_seqs (session 18)
     ok = {r.id for r in results if r.error is not None and abs(r.error) <= 0.03}
     assert {"vllm-10517-20k", "vllm-10517-29k", "sglang-21348-qwen3-235b-fp8-tp4",
-            "sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3"} <= ok
+            "sglang-docs-20250123-llama31-8b", "sglang-4760-llama31-8b-fa3",
+            "vllm-l40s-qwen3-30b-2507-fp8-tp2"} <= ok
 
 
 def test_session18_sglang_rows_follow_their_logs():
