@@ -37,7 +37,10 @@ def test_row_within_tolerance(row, request):
 
 
 def test_rows_name_a_published_source_and_the_issue_cases_are_in():
-    assert all(r["source_url"].startswith("https://github.com/NVIDIA/") for r in ROWS)
+    # NVIDIA's repositories' issue threads, or NVIDIA's own GTC session (the all-to-all plateaus)
+    assert all(r["source_url"].startswith(("https://github.com/NVIDIA/",
+                                           "https://www.nvidia.com/en-us/on-demand/session/"))
+               for r in ROWS)
     ids = {r["id"] for r in ROWS}
     # the rows issue 16 names: 2 nodes x 4 HDR NICs (NCCL runs ring), 2-node H100 (NVLSTree)
     assert {"a100-hdr4-2n-100", "h100-ndr-2n-309"} <= ids

@@ -60,5 +60,8 @@ def test_moe_rows_are_predicted_and_the_error_does_not_regress():
     PP4 VP1 rows 3.5 points lower, the GB300 PP4 VP12 rows unchanged (docs/planner.md
     "Qwen3-235B-A22B: the presets read at their tags"). Then the GB300 attention ratio and
     TE's fused MXFP8 grouped MLP (docs/planner.md "The 26.06-era band"), both together: 12.98%
-    mean, 99.9% max. Limits: the split's figures plus about 2 points."""
-    validation_guard(_moe_text(), rows=65, mape=0.164, max_ape=1.02)
+    mean, 99.9% max; 12.95% / 99.1% (s18-a2a) with NCCL's all-to-all at its own nccl-tests
+    plateau inside a domain (0.711 of the line rate, NVIDIA GTC25 S72583): the two Qwen3-235B
+    B300 rows +96.4% / +99.9% -> +95.6% / +99.1%, no other row moved (docs/comm.md "All-to-all
+    inside a node"). Limits: the later figures plus about 2 points."""
+    validation_guard(_moe_text(), rows=65, mape=0.150, max_ape=1.01)

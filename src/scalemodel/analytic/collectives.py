@@ -397,6 +397,24 @@ def efficiency(kind: str) -> tuple[float, str]:
     return float(t["value"]), cite(t["source"])
 
 
+def alltoall_efficiency(kind: str) -> tuple[float, str] | None:
+    """(efficiency, citation) of NCCL's all-to-all (per-peer p2p send / receive) on a link kind
+    (collectives.toml [efficiency_alltoall]), or None where only the ring figure is recorded."""
+    t = _consts().get("efficiency_alltoall", {}).get(kind)
+    return (float(t["value"]), cite(t["source"])) if t else None
+
+
+def intra_efficiency(coll: str, fabric: Fabric, nccl_p2p: bool = True) -> tuple[float, str]:
+    """(efficiency, citation) inside a node for ``coll``: NCCL's all-to-all plateau on links
+    that record one (``nccl_p2p``: the collective runs as NCCL's p2p kernel, not a dispatch
+    kernel's own copies), else the link kind's ring figure; a user's --efficiency-intra wins."""
+    if fabric.efficiency_intra is not None:
+        return fabric.efficiency_intra, "user"
+    kind = _link_kind(fabric.intra)
+    a2a = alltoall_efficiency(kind) if coll == "all-to-all" and nccl_p2p else None
+    return a2a if a2a else efficiency(kind)
+
+
 def protocol(name: str) -> dict[str, Any]:
     t = _consts()["protocols"].get(name)
     if t is None:
@@ -705,8 +723,11 @@ def _case_masks(n: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return intra, inter, ~(intra | inter)
 
 
-def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric) -> dict[str, Any]:
-    """Numeric symbol table for one (algorithm, protocol) over arrays of S, n, p."""
+def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric,
+         nccl_p2p: bool = True) -> dict[str, Any]:
+    """Numeric symbol table for one (algorithm, protocol) over arrays of S, n, p. ``nccl_p2p``
+    False prices an all-to-all's NVLink wire at the ring efficiency (a dispatch kernel's copies,
+    whose own measured rate bounds them elsewhere) instead of NCCL's all-to-all plateau."""
     N = np.ceil(n / p)
     fam = _FAMILY.get(alg, "ring") if coll == "all-reduce" else "ring"
     pr = protocol(proto)
@@ -723,7 +744,8 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
          else pr["bandwidth_factor"])
     env: dict[str, Any] = {
         "S": S, "n": n, "p": p, "N": N, "g": fabric.gamma_s_per_byte, "f_proto": f,
-        "Bi": f * np.minimum(fabric.intra.bytes_per_s_per_direction * fabric.eff_intra
+        "Bi": f * np.minimum(fabric.intra.bytes_per_s_per_direction
+                             * intra_efficiency(coll, fabric, nccl_p2p)[0]
                              * _host_factor(fabric, p), _shm_rate(fabric, p)),
         "ai": float(pr[f"{fam}_step_s"][ki]),
         "a0": float(pr["base_s"][fam]),
@@ -799,7 +821,7 @@ def _applicable(coll: str, alg: str, n: np.ndarray, p: np.ndarray, fabric: Fabri
 
 
 def price(collective: str, algorithm: str, nbytes: Any, ranks: Any, ranks_per_node: Any = None,
-          *, fabric: Fabric, proto: str = "simple") -> CostArrays:
+          *, fabric: Fabric, proto: str = "simple", nccl_p2p: bool = True) -> CostArrays:
     """Price ``collective`` with one algorithm and protocol over arrays (broadcast together).
 
     ``ranks_per_node`` defaults to packing: min(ranks, gpus_per_node). Queries the algorithm
@@ -824,7 +846,7 @@ def price(collective: str, algorithm: str, nbytes: Any, ranks: Any, ranks_per_no
                        f"{fabric.gpus_per_node})")
     out = {k: np.full(S.shape, np.nan) for k in ("t_lat", "t_bw", "t_red", "k", "W", "Wi", "Wo")}
     ok = _applicable(collective, algorithm, n, p, fabric)
-    env = _env(collective, algorithm, proto, S, n, p, fabric)
+    env = _env(collective, algorithm, proto, S, n, p, fabric, nccl_p2p)
     masks = dict(zip(("intra", "inter", "mixed"), _case_masks(n, p), strict=True))
     for case, steps in FORMULAS[(collective, algorithm)].items():
         m = masks[case] & ok
@@ -877,14 +899,15 @@ def candidates(collective: str) -> list[tuple[str, str]]:
 
 def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = None, *,
                fabric: Fabric, algorithms: tuple[str, ...] | None = None,
-               protocols: tuple[str, ...] | None = None) -> CostArrays:
+               protocols: tuple[str, ...] | None = None, nccl_p2p: bool = True) -> CostArrays:
     """NCCL's choice for every query, priced by the physical model.
 
     The (algorithm, protocol) is the one NCCL's own tuning model (analytic/nccl_tuner.py)
     predicts fastest, as NCCL picks it; point-to-point collectives take NCCL's size threshold
     between LL and Simple. ``algorithms`` defaults to what NCCL implements; a tuple naming
     textbook algorithms (recursive halving/doubling, hierarchical, pairwise) lets them compete
-    on the physical model's times instead, since NCCL has no model of them.
+    on the physical model's times instead, since NCCL has no model of them. ``nccl_p2p`` False:
+    an all-to-all's NVLink wire at the ring efficiency (see :func:`intra_efficiency`).
     """
     algorithms = algorithms or NCCL_ALGORITHMS[collective]
     pairs = [(alg, pr) for alg, pr in candidates(collective)
@@ -893,9 +916,10 @@ def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = N
     if len(pairs) > 1 and tuned and {a for a, _ in pairs} <= set(tuned):
         return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric)
     if len(pairs) > 1 and {a for a, _ in pairs} == {"direct"}:
-        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric, p2p=True)
-    priced = [price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr)
-              for alg, pr in pairs]
+        return _price_tuned(collective, pairs, nbytes, ranks, ranks_per_node, fabric, p2p=True,
+                            nccl_p2p=nccl_p2p)
+    priced = [price(collective, alg, nbytes, ranks, ranks_per_node, fabric=fabric, proto=pr,
+                    nccl_p2p=nccl_p2p) for alg, pr in pairs]
     if len(priced) == 1:
         return priced[0]
     times = np.stack([c.time_s for c in priced])
@@ -908,7 +932,8 @@ def price_best(collective: str, nbytes: Any, ranks: Any, ranks_per_node: Any = N
 
 
 def _price_tuned(collective: str, pairs: list[tuple[str, str]], nbytes: Any, ranks: Any,
-                 ranks_per_node: Any, fabric: Fabric, p2p: bool = False) -> CostArrays:
+                 ranks_per_node: Any, fabric: Fabric, p2p: bool = False,
+                 nccl_p2p: bool = True) -> CostArrays:
     """NCCL's model picks a pair per query (point-to-point: its LL/Simple size threshold); the
     physical model then prices each query once, with its pick (queries no pair applies to, one
     rank, take the first pair: 0 s or inf)."""
@@ -931,7 +956,7 @@ def _price_tuned(collective: str, pairs: list[tuple[str, str]], nbytes: Any, ran
         m = pick == i
         if not m.any():
             continue
-        c = price(collective, a, S[m], n[m], p[m], fabric=fabric, proto=pr)
+        c = price(collective, a, S[m], n[m], p[m], fabric=fabric, proto=pr, nccl_p2p=nccl_p2p)
         for f in fields:
             out[f][m] = getattr(c, f)
     return CostArrays(collective, **{f: v.reshape(shape) for f, v in out.items()})
@@ -1224,7 +1249,7 @@ def collective_cost(collective: str, nbytes: float, group: Group, fabric: Fabric
         algbw_bytes_per_s=_scalar(c, "algbw_bytes_per_s"),
         busbw_bytes_per_s=_scalar(c, "busbw_bytes_per_s"),
         lower_bound_bytes_per_rank=_scalar(c, "lower_bound_bytes_per_rank"),
-        lower_bound_time_s=lbt, efficiency_intra=fabric.eff_intra,
+        lower_bound_time_s=lbt, efficiency_intra=intra_efficiency(collective, fabric)[0],
         efficiency_inter=fabric.eff_inter,
         chosen_by="auto" if (algorithm == "auto" or proto == "auto") else "user",
         reasons=tuple(reasons), alternatives=tuple(rows), notes=tuple(notes), derivation=d,
@@ -1314,9 +1339,11 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
             else:
                 d.calc("in-switch rate", "Bs", "Bline_i * f_s", "B/s")
         else:
-            eff, src = efficiency(_link_kind(lk))
-            d.given(f"efficiency of {lk.kind} links (Simple protocol)", "e_i", fabric.eff_intra,
-                    "1", source=src if fabric.efficiency_intra is None else "user")
+            eff, src = intra_efficiency(collective, fabric)
+            what = ("NCCL's all-to-all plateau on" if collective == "all-to-all"
+                    and alltoall_efficiency(_link_kind(lk)) and fabric.efficiency_intra is None
+                    else "efficiency of")
+            d.given(f"{what} {lk.kind} links (Simple protocol)", "e_i", eff, "1", source=src)
             d.given(f"{proto} protocol bandwidth factor", "f_proto", float(env["f_proto"]), "1",
                     source=f_src, note=f_note)
             if fabric.pcie_host is not None and _link_kind(lk) == "host":

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 _ENGINE_NAMES = {"all_reduce": "all-reduce", "all_gather": "all-gather",
                  "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
-                 "send_recv": "send-recv"}
+                 "all_to_all_wire": "all-to-all", "send_recv": "send-recv"}
 
 
 def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
@@ -41,7 +41,10 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
 
     ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
     for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
-    all_to_all, the message for send_recv). ``ranks_per_node`` is how many members of the group
+    all_to_all, the message for send_recv). ``all_to_all`` is NCCL's (its p2p kernel's measured
+    plateau inside a node); ``all_to_all_wire`` the same bytes at the ring efficiency, the wire
+    under a per-destination dispatch kernel whose own measured rate floors it (collectives.toml
+    [efficiency_alltoall]). ``ranks_per_node`` is how many members of the group
     share one NVLink domain (the engine's "node"). NCCL's own tuning model (analytic/
     nccl_tuner.py, NCCL 2.21.5) picks the (algorithm, protocol) NCCL would run, and the physical
     model prices that pick (price_best in analytic/collectives.py). Queries are de-duplicated
@@ -77,7 +80,7 @@ def _priced(kind: str, queries: tuple[np.ndarray, ...], cluster: Cluster) -> np.
     if new:
         at = np.asarray(new)
         t = price_best(_ENGINE_NAMES[kind], *(x[at] for x in queries),
-                       fabric=cluster.fabric).time_s
+                       fabric=cluster.fabric, nccl_p2p=kind != "all_to_all_wire").time_s
         memo.update(zip((keys[i] for i in new), np.asarray(t, dtype=np.float64).tolist(),
                         strict=True))
     return np.array([memo[k] for k in keys], dtype=np.float64)
@@ -267,7 +270,7 @@ def kernel_network_stage(kernel: str | None, cl: Cluster, rdma_buf: Any, n_nodes
                          call: str) -> Any:
     """:func:`network_stage_time` for a named dispatcher kernel (None: the wire alone) on a
     cluster, without a training candidate (the serving model calls it too)."""
-    wire = collective_time("all_to_all", rdma_buf, n_nodes, 1.0, cl)
+    wire = collective_time("all_to_all_wire", rdma_buf, n_nodes, 1.0, cl)
     if kernel is None:
         return wire
     return np.maximum(wire, kernel_network_floor(kernel, nic_bytes_per_s(cl), rdma_buf, n_nodes,
@@ -310,7 +313,7 @@ def kernel_nvlink_stage(kernel: str | None, cl: Cluster, up: Any, nvl_buf: Any, 
                         call: str) -> Any:
     """:func:`nvlink_stage_time` for a named dispatcher kernel on a cluster whose GPU has
     ``up`` bytes/s of scale-up bandwidth per direction (None or 0: the wire alone)."""
-    wire = collective_time("all_to_all", nvl_buf, r_ep, r_ep, cl)
+    wire = collective_time("all_to_all_wire", nvl_buf, r_ep, r_ep, cl)
     if kernel is None or not up:
         return wire
     return np.maximum(wire, kernel_nvlink_floor(kernel, up, nvl_buf, r_ep, call))
