@@ -32,9 +32,10 @@ RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "la
 _MOD_SPAN = 1 << len(RECOMPUTE_MODULES)
 
 
-def recompute_code(mode: str, modules: tuple[str, ...] = (), layers: int = 0) -> int:
+def recompute_code(mode: str, modules: tuple[str, ...] = (), layers: Any = 0) -> Any:
     """The planner's recompute code of one policy: mode index + 4 x module bits + 4 x 2^7 x
-    layers (layers: the N layers per stage fully recomputed, 0 = all)."""
+    layers (layers: the N layers per stage fully recomputed, 0 = all; an int, or an array of
+    them for an array of codes)."""
     bits = sum(1 << RECOMPUTE_MODULES.index(x) for x in modules)
     return RECOMPUTE.index(mode) + 4 * bits + 4 * _MOD_SPAN * layers
 
