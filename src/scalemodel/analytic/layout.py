@@ -32,11 +32,21 @@ RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "la
 _MOD_SPAN = 1 << len(RECOMPUTE_MODULES)
 
 
-def recompute_code(mode: str, modules: tuple[str, ...] = (), layers: int = 0) -> int:
+def recompute_code(mode: str, modules: tuple[str, ...] = (), layers: Any = 0) -> Any:
     """The planner's recompute code of one policy: mode index + 4 x module bits + 4 x 2^7 x
-    layers (layers: the N layers per stage fully recomputed, 0 = all)."""
+    layers (layers: the N layers per stage fully recomputed, 0 = all; an int, or an array of
+    them for an array of codes)."""
     bits = sum(1 << RECOMPUTE_MODULES.index(x) for x in modules)
     return RECOMPUTE.index(mode) + 4 * bits + 4 * _MOD_SPAN * layers
+
+
+# "full:min" in a framework profile's recompute_options: block recompute of the fewest layers per
+# model chunk that make the layout fit, found per layout by the search from the memory model
+# (planner._evaluate_two_phase, step/memory_terms.fewest_block_layers). It stands in the search's
+# list of policies as this layer count, which no layout can hold (the "recompute layers" rule
+# refuses it), and never reaches a priced row.
+BLOCK_MIN = "min"
+BLOCK_MIN_LAYERS = 1 << 16
 
 
 def decode_recompute(code: Any) -> tuple[Any, Any, Any]:
@@ -87,14 +97,22 @@ def _modules(key: str, text: str) -> tuple[str, ...]:
     return tuple(x for x in RECOMPUTE_MODULES if x in names)  # canonical order, no repeats
 
 
-def recompute_spec(text: str) -> dict[str, Any]:
+def recompute_spec(text: str, search: bool = False) -> dict[str, Any]:
     """A recompute policy written as one value, as a framework profile's ``recompute_options``
     and a validation row's ``recompute`` column write it: ``selective:mla_up_proj+mlp``,
-    ``full:2`` (2 layers per chunk), or a plain mode -> the layout keys it sets."""
+    ``full:2`` (2 layers per chunk), or a plain mode -> the layout keys it sets. With
+    ``search`` (a profile's options) ``full:min`` is taken too: recompute_layers
+    :data:`BLOCK_MIN_LAYERS`, the search's stand-in for the fewest layers that fit."""
     mode, _, arg = text.strip().partition(":")
     out: dict[str, Any] = {"recompute": _recompute("recompute", mode)}
     if arg and mode == "selective":
         out["recompute_modules"] = _modules("recompute_modules", arg)
+    elif arg and mode == "full" and arg.strip() == BLOCK_MIN:
+        if not search:
+            raise BadInput(f"recompute {text!r}: full:min (the fewest layers per chunk that "
+                           "fit) is a search option of a framework profile, searched where the "
+                           "profile offers it; a layout takes full:N, N layers per model chunk")
+        out["recompute_layers"] = BLOCK_MIN_LAYERS
     elif arg and mode == "full":
         out["recompute_layers"] = _int(1)("recompute_layers", arg)
     elif arg:

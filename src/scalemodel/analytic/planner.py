@@ -291,6 +291,22 @@ def check_recompute_offered(job: Job, mode: str, where: str = "--layout") -> Non
                        f"{', '.join(modes)} only")
 
 
+def check_recompute_layers(job: Job, fixed: dict[str, Any], where: str = "--layout") -> None:
+    """BadInput (one line) where a given recompute_layers N (full recompute of N layers per
+    model chunk, Megatron-Core's block method) exceeds the layers of every chunk the given keys
+    allow: L / (pp x vpp) rounded up, the largest chunk at the pp and vpp given (pp 1 and vpp 1
+    where not given). The layout rule "recompute layers" refuses the same rows one by one."""
+    n = int(fixed["recompute_layers"])
+    L, pp, vpp = job.model.n_layers, int(fixed.get("pp", 1)), int(fixed.get("vpp", 1))
+    top = -(-L // max(pp * vpp, 1))
+    if n > top:
+        at = (f"at pp={pp}, vpp={vpp}" if "pp" in fixed or "vpp" in fixed
+              else "in the largest chunk (pp=1)")
+        raise BadInput(f"{where} recompute=full:{n}: {job.model.id} has at most {top} layers "
+                       f"per model chunk {at}; N must be 1 to {top} (Megatron-Core "
+                       f"--recompute-num-layers, block method)")
+
+
 def check_pipeline_zero(job: Job, pp: int, zero: int, where: str = "--layout") -> None:
     """BadInput (one line) where pipeline stages meet a ZeRO stage the framework does not run
     beside them (frameworks.toml pipeline_zero_max)."""
@@ -389,6 +405,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
             check_offered(job, k, fixed[k])
     if "recompute" in fixed:
         check_recompute_offered(job, fixed["recompute"])
+    if fixed.get("recompute_layers"):
+        check_recompute_layers(job, fixed)
     if "pp" in fixed and "zero" in fixed:
         check_pipeline_zero(job, int(fixed["pp"]), int(fixed["zero"]))
     check_replicate_1d(job, fixed)
@@ -543,7 +561,7 @@ def _recompute_codes(job: Job, fixed: dict[str, Any]) -> list[int]:
     options = get_framework(job.framework_id).values.get("recompute_options", ())
     codes = [] if options else [0, 1, 2]
     for opt in options:
-        spec = recompute_spec(str(opt))
+        spec = recompute_spec(str(opt), search=True)  # full:min: layout.BLOCK_MIN_LAYERS
         codes.append(recompute_code(spec["recompute"], spec.get("recompute_modules", ()),
                                     spec.get("recompute_layers", 0)))
     # module sets the model has nothing for (mla_up_proj without MLA, moe_act on a dense
@@ -748,9 +766,27 @@ def _evaluate_two_phase(job: Job, cl: Cluster, grid: Grid, top: int
     sel = np.flatnonzero((cols["rc"] == 0) & ~r0.fits)
     if not sel.size:
         return cols, r0, 0
-    codes = np.asarray(grid.partial, dtype=cols["rc"].dtype)
+    from .layout import BLOCK_MIN_LAYERS, recompute_code
+
+    block_min = recompute_code("full", layers=BLOCK_MIN_LAYERS)
+    codes = np.asarray([x for x in grid.partial if x != block_min], dtype=cols["rc"].dtype)
     extra = {k: np.repeat(v[sel], codes.size) for k, v in cols.items()}
     extra["rc"] = np.tile(codes, sel.size)
+    if block_min in grid.partial:
+        # full:min: each such layout once more with block recompute of the fewest layers per
+        # chunk that make it fit (the memory model's, step/memory_terms.fewest_block_layers);
+        # more layers would only add recompute, fewer do not fit
+        from .step.memory_terms import fewest_block_layers
+
+        # (under MTP one N per stage split the step model may take: both are priced where
+        # they differ, and the step model's own fit keeps the one that holds)
+        seen = np.zeros(sel.size, dtype=np.int64)
+        for n_min in fewest_block_layers(job, cl, {k: v[sel] for k, v in cols.items()}):
+            on = (n_min > 0) & (n_min != seen)
+            seen = np.where(seen > 0, seen, n_min)
+            blk = {k: v[sel][on] for k, v in cols.items()}
+            blk["rc"] = recompute_code("full", layers=n_min[on]).astype(cols["rc"].dtype)
+            extra = {k: np.concatenate([extra[k], blk[k]]) for k in cols}
     n_extra = int(extra["rc"].size)
     ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
                   edge_slots=_edge_slots(job))

@@ -113,7 +113,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
                           and all(str(x).partition(":")[0] in ("none", "selective", "full", "op")
                                   for x in v),
                           "a list of none, selective, full, op, selective:MODULE+MODULE, "
-                          "full:N"),
+                          "full:N, full:min"),
     "fp8_recipe": (lambda v: isinstance(v, str), "text"),
     "fp8_scaling": (lambda v: v in FP8_SCALINGS, " | ".join(FP8_SCALINGS)),
     "fp8_scaling_recipes": (lambda v: _fp8_recipes_ok(v),

@@ -120,3 +120,137 @@ def offload_exposed_time(c: Candidates, st: StageTerms, mem: MemoryTerms) -> Any
     fwd, bwd = window * st.fwd_mb / per_layer, window * st.bwd_mb / per_layer
     return np.where(n > 0, n * (np.maximum(t_copy - fwd, 0.0) + np.maximum(t_copy - bwd, 0.0)),
                     0.0)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A stage split as memory_terms reads it (pipeline.StageTerms' split fields)."""
+
+    n_first: Any
+    n_mid: Any
+    n_last: Any
+    mid_index: Any
+
+
+def fewest_block_layers(job: Any, cl: Any, cols: dict[str, Any]) -> list[np.ndarray]:
+    """Per layout of ``cols``, the fewest layers N per model chunk whose full recompute (the
+    block method: Megatron-Core TransformerBlock._checkpointed_forward recomputes the first N
+    layers of each chunk, core_v0.16.1) makes the layout fit, from 1 to one less than the layers
+    of a chunk (ceil(L / (pp vpp)); all of them is recompute=full); 0 where none of these fits.
+    One array per stage split the step model may take: under MTP it takes the faster of two
+    (pipeline.slowest_stage), so both are returned; one otherwise.
+
+    The bytes are :func:`memory_terms`' (memory.training_bytes with rc_layers = N): each stage's
+    activations are share x (full recompute's) + (1 - share) x (no recompute's), share =
+    min(N vpp, n) / n of its n layers, and every other term is the same for every N >= 1. So a
+    layout's bytes M(N) fall with N and, being the largest of the stages' convex pieces, lie on
+    or below the chord from M(1) to M(N_max). The most layers are priced first (where they do
+    not fit, no N does), then N = 1, then where the chord meets the capacity (an N that fits)
+    and the N below it: where that one does not fit, the crossing is the answer. The few where
+    it fits too (M bends) are priced at every N of what is left of their range at once, or by
+    bisection where that is more than _SPAN_AT_ONCE rows."""
+    from .candidates import candidates
+    from .config import STAGE_COLS
+    from .pipeline import split
+    from .shapes import model_shapes
+
+    n = int(np.asarray(cols["tp"]).size)
+    c = candidates(job, cl, cols)
+
+    def split_of(last_min: int) -> tuple[np.ndarray, ...]:
+        return tuple(np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)).copy()
+                     for x in split(c, last_min))
+
+    first = split_of(1)
+    out = [_fewest_block_layers(job, cl, cols, first)]
+    if model_shapes(job.model).mtp and STAGE_COLS[0] not in cols:  # as pipeline.slowest_stage
+        other = split_of(0)
+        differ = np.flatnonzero(np.any([a != b for a, b in zip(first, other, strict=True)],
+                                       axis=0))
+        second = out[0].copy()
+        if differ.size:
+            second[differ] = _fewest_block_layers(
+                job, cl, {k: np.asarray(v)[differ] for k, v in cols.items()},
+                tuple(x[differ] for x in other))
+        out.append(second)
+    return out
+
+
+_SPAN_AT_ONCE = 1 << 14  # rows the chord missed priced at every N in one evaluation, up to this
+
+
+def _fewest_block_layers(job: Any, cl: Any, cols: dict[str, Any],
+                         stage_split: tuple[np.ndarray, ...]) -> np.ndarray:
+    """:func:`fewest_block_layers` under one stage split (first, middle, middle index, last
+    layers per row, as pipeline.split gives them)."""
+    from ..layout import recompute_code
+    from .candidates import candidates
+
+    n = int(np.asarray(cols["tp"]).size)
+    pv = np.maximum(np.asarray(cols["pp"], dtype=np.int64) * np.asarray(cols["vpp"]), 1)
+    hi = -(-job.model.n_layers // pv) - 1  # at most: one less than a chunk's layers
+    lo = np.ones(n, dtype=np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    nf, nm, mi, nl = stage_split
+
+    def bytes_at(rows: np.ndarray, layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes per GPU, capacity) of the rows with N = layers (two rows may be one)."""
+        sub = {k: np.asarray(v)[rows] for k, v in cols.items()}
+        sub["rc"] = recompute_code("full", layers=layers)
+        mem = memory_terms(candidates(job, cl, sub), _Split(nf[rows], nm[rows], nl[rows],
+                                                            mi[rows]))
+        return np.asarray(mem.total, dtype=np.float64), np.asarray(mem.capacity, dtype=np.float64)
+
+    # the most layers first: where even they do not fit, no N does; then N = 1
+    act = np.flatnonzero(hi >= 1)
+    if not act.size:
+        return out
+    mh, cap = bytes_at(act, hi[act])
+    keep = mh <= cap
+    act, mh = act[keep], mh[keep]
+    if not act.size:
+        return out
+    m1, cap = bytes_at(act, lo[act])
+    one = m1 <= cap
+    out[act[one]] = 1
+    act, m1, mh, cap = act[~one], m1[~one], mh[~one], cap[~one]
+    if act.size:
+        # the chord's crossing, and the N below it
+        h = hi[act]
+        t = (m1 - cap) / np.maximum(m1 - mh, 1e-300)
+        n0 = np.clip(np.ceil(1 + t * (h - 1) - 1e-9).astype(np.int64), 2, h)
+        k = act.size
+        tot, cap2 = bytes_at(np.concatenate([act, act]), np.concatenate([n0, n0 - 1]))
+        fit0, fit1 = tot[:k] <= cap2[:k], tot[k:] <= cap2[k:]
+        # M falls with N: n0 fits and n0 - 1 does not -> n0; else the fewest lies in
+        # [2, n0 - 1] (n0 - 1 fits) or [n0 + 1, hi] (n0 does not)
+        lo[act] = np.where(fit0 & ~fit1, n0, np.where(fit1, 2, n0 + 1))
+        hi = hi.copy()
+        hi[act] = np.where(fit0 & ~fit1, n0, np.where(fit1, n0 - 1, hi[act]))
+    done = lo[act] >= hi[act]
+    out[act[done]] = hi[act[done]]
+    act = act[~done]
+    span = hi[act] - lo[act] + 1
+    if act.size and int(span.sum()) <= _SPAN_AT_ONCE:
+        # the few the chord missed: every N of their ranges in one evaluation, the first that
+        # fits (hi fits)
+        rows = np.repeat(act, span)
+        start = np.repeat(np.cumsum(span) - span, span)
+        layers = np.repeat(lo[act], span) + np.arange(rows.size) - start
+        tot, cap = bytes_at(rows, layers)
+        first = np.minimum.reduceat(np.where(tot <= cap, layers, np.iinfo(np.int64).max),
+                                    np.cumsum(span) - span)
+        out[act] = np.minimum(first, hi[act])
+        act = act[:0]
+    while act.size:  # bisection where the chord missed: the fewest N in [lo, hi]; hi fits
+        done = lo[act] >= hi[act]
+        out[act[done]] = hi[act[done]]
+        act = act[~done]
+        if not act.size:
+            break
+        mid = (lo[act] + hi[act]) // 2
+        tot, cap = bytes_at(act, mid)
+        ok = tot <= cap
+        hi[act[ok]] = mid[ok]
+        lo[act[~ok]] = mid[~ok] + 1
+    return out
