@@ -53,7 +53,7 @@ from .catalog import Catalog
 from .ledger import Ledger
 from .money import in_magnitude
 from .rating import per_record
-from .usage import FIELDS, CsvUsage, JsonlUsage, csv_header, json_line
+from .usage import FIELDS, CsvUsage, JsonlUsage, csv_header, csv_rows, json_line
 
 _CACHE_MAX = 1 << 16  # entries per cache before it is emptied (bounded memory on odd inputs)
 _DUP = "duplicate id with a different payload (every version held)"
@@ -313,15 +313,9 @@ def _bill_stream(src: CsvUsage | JsonlUsage, cat: Catalog, month: str | None,
             rest = [i for i, c in enumerate(cols) if c != "id"]
             restget = itemgetter(*rest) if rest else None  # >= 3 columns with a header
             strip = str.strip
-            prev = r.line_num
-            for row in r:
-                line = prev + 1
-                prev = r.line_num
-                if len(row) != n:
-                    if not row:
-                        continue
-                    early.append({"id": "", "line": line, "reason": f"malformed CSV line "
-                                  f"{line}: {len(row)} fields, header has {n}"})
+            for line, row, bad in csv_rows(r, n):
+                if bad:
+                    early.append({"id": "", "line": line, "reason": bad})
                     if strict:
                         break
                     continue

@@ -116,23 +116,30 @@ def csv_header(r: Iterator[list[str]], p: Path) -> list[str] | None:
     return cols
 
 
+def csv_rows(r: Any, n: int) -> Iterator[tuple[int, list[str] | None, str]]:
+    """The rows after a CSV reader's header, each with the file line it starts on: (line, row,
+    "") for a row of the header's ``n`` fields, (line, None, reason) for a malformed one; blank
+    lines are skipped. (Both billing paths read through this, so they name the same lines.)"""
+    prev = r.line_num
+    for row in r:
+        line = prev + 1
+        prev = r.line_num  # a quoted field may span lines: the next row starts after them
+        if len(row) == n:
+            yield line, row, ""
+        elif row:
+            yield line, None, f"malformed CSV line {line}: {len(row)} fields, header has {n}"
+
+
 def _csv(src: CsvUsage) -> Iterator[Raw]:
     with src.open() as f:
         r = src.reader(f)
         cols = csv_header(r, src.path)
         if cols is None:
             return
-        n = len(cols)
         rest = [i for i, c in enumerate(cols) if c != "id"]
-        prev = r.line_num
-        for row in r:
-            line = prev + 1
-            prev = r.line_num
-            if len(row) != n:
-                if not row:
-                    continue
-                yield (line, None, f"malformed CSV line {line}: {len(row)} fields, header has {n}",
-                       "")
+        for line, row, bad in csv_rows(r, len(cols)):
+            if row is None:
+                yield line, None, bad, ""
                 continue
             yield (line, dict(zip(cols, row, strict=True)), "",
                    "\x1f".join([row[i].strip() for i in rest]))

@@ -443,76 +443,76 @@ def _read_llama4(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     return d
 
 
-def _read_gpt2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
-    h = _get(cfg, "n_embd", where)
-    heads = _get(cfg, "n_head", where)
-    n_pos = _get(cfg, "n_positions", where)
+@dataclass(frozen=True)
+class _ClassicKeys:
+    """Where one classic decoder family (GPT-2's layout: LayerNorm, a plain two-matrix MLP, K
+    and V for every head, biased linears) keeps its shape in config.json."""
+
+    hidden: str
+    heads: str
+    rest: tuple[tuple[str, str], ...]  # (field, key) read in order: the first missing is named
+    dropout: tuple[str, ...]  # the rates; dropout is on when any is positive
+    tied: bool  # tie_word_embeddings when the config leaves it out
+    qkv_bias: str = ""  # the key that switches the Q/K/V biases off ("": always on)
+    linear_bias: str = ""  # the same for every linear layer
+    embed_proj: str = ""  # a key that must equal hidden when set (OPT's word_embed_proj_dim)
+    family: str = ""  # the family's name in the embed_proj message
+
+
+_GPT2_KEYS = _ClassicKeys(
+    "n_embd", "n_head",
+    (("max_context", "n_positions"), ("n_layers", "n_layer"), ("vocab", "vocab_size")),
+    ("attn_pdrop", "resid_pdrop"), tied=True)
+_GPT_NEOX_KEYS = _ClassicKeys(
+    "hidden_size", "num_attention_heads",
+    (("n_layers", "num_hidden_layers"), ("ffn", "intermediate_size"), ("vocab", "vocab_size"),
+     ("max_context", "max_position_embeddings")),
+    ("attention_dropout", "hidden_dropout"), tied=False, qkv_bias="attention_bias")
+_OPT_KEYS = _ClassicKeys(
+    "hidden_size", "num_attention_heads",
+    (("max_context", "max_position_embeddings"), ("n_layers", "num_hidden_layers"),
+     ("ffn", "ffn_dim"), ("vocab", "vocab_size")),
+    ("dropout",), tied=True, qkv_bias="enable_bias", linear_bias="enable_bias",
+    embed_proj="word_embed_proj_dim", family="OPT")
+
+
+def _classic(cfg: Mapping[str, Any], where: str, k: _ClassicKeys) -> dict[str, Any]:
+    """The fields a classic decoder family shares, read by that family's keys."""
+    h = _get(cfg, k.hidden, where)
+    heads = _get(cfg, k.heads, where)
+    if k.embed_proj and cfg.get(k.embed_proj, h) not in (None, h):
+        raise BadInput(f"{where}: {k.family} configs with {k.embed_proj} != {k.hidden} are not "
+                       "supported")
     return dict(
-        n_layers=_get(cfg, "n_layer", where),
         hidden=h,
         n_heads=heads,
         n_kv_heads=heads,
         head_dim=None,
-        ffn=cfg.get("n_inner") or 4 * h,
-        vocab=_get(cfg, "vocab_size", where),
-        max_context=n_pos,
+        **{field: _get(cfg, key, where) for field, key in k.rest},
         gated_mlp=False,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", k.tied)),
         norm="layer",
-        qkv_bias=True,
-        linear_bias=True,
-        learned_positions=n_pos,
-        dropout=float(cfg.get("attn_pdrop", 0.0) or 0.0) > 0
-        or float(cfg.get("resid_pdrop", 0.0) or 0.0) > 0,
+        qkv_bias=bool(cfg.get(k.qkv_bias, True)) if k.qkv_bias else True,
+        linear_bias=bool(cfg.get(k.linear_bias, True)) if k.linear_bias else True,
+        dropout=any(float(cfg.get(r, 0.0) or 0.0) > 0 for r in k.dropout),
     )
+
+
+def _read_gpt2(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    d = _classic(cfg, where, _GPT2_KEYS)
+    d["ffn"] = cfg.get("n_inner") or 4 * d["hidden"]
+    d["learned_positions"] = d["max_context"]
+    return d
 
 
 def _read_gpt_neox(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
-    h = _get(cfg, "hidden_size", where)
-    heads = _get(cfg, "num_attention_heads", where)
-    return dict(
-        n_layers=_get(cfg, "num_hidden_layers", where),
-        hidden=h,
-        n_heads=heads,
-        n_kv_heads=heads,
-        head_dim=None,
-        ffn=_get(cfg, "intermediate_size", where),
-        vocab=_get(cfg, "vocab_size", where),
-        max_context=_get(cfg, "max_position_embeddings", where),
-        gated_mlp=False,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        norm="layer",
-        qkv_bias=bool(cfg.get("attention_bias", True)),
-        linear_bias=True,
-        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0
-        or float(cfg.get("hidden_dropout", 0.0) or 0.0) > 0,
-    )
+    return _classic(cfg, where, _GPT_NEOX_KEYS)  # rotary positions: no learned table
 
 
 def _read_opt(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
-    h = _get(cfg, "hidden_size", where)
-    heads = _get(cfg, "num_attention_heads", where)
-    proj = cfg.get("word_embed_proj_dim", h)
-    if proj not in (None, h):
-        raise BadInput(f"{where}: OPT configs with word_embed_proj_dim != hidden_size are not supported")
-    n_pos = _get(cfg, "max_position_embeddings", where)
-    return dict(
-        n_layers=_get(cfg, "num_hidden_layers", where),
-        hidden=h,
-        n_heads=heads,
-        n_kv_heads=heads,
-        head_dim=None,
-        ffn=_get(cfg, "ffn_dim", where),
-        vocab=_get(cfg, "vocab_size", where),
-        max_context=n_pos,
-        gated_mlp=False,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        norm="layer",
-        qkv_bias=bool(cfg.get("enable_bias", True)),
-        linear_bias=bool(cfg.get("enable_bias", True)),
-        learned_positions=n_pos + 2,  # OPT's learned positions carry an offset of 2 rows
-        dropout=float(cfg.get("dropout", 0.0) or 0.0) > 0,
-    )
+    d = _classic(cfg, where, _OPT_KEYS)
+    d["learned_positions"] = d["max_context"] + 2  # OPT's learned table has 2 offset rows
+    return d
 
 
 def _read_gemma(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
     """``validate --serving``: throughput rows (and the engines' logged KV rows, ``kv``; the
     out-of-sample published rows, ``published``)."""
     from ..derive import Headline, Report, Section, Table
-    from .validate import _pct
+    from .validate import _errors_plot, _pct
 
     table = tuple((r.id, r.model, f"{r.tp} x {r.gpu}", r.precision, f"{r.isl}/{r.osl}",
                    r.max_batch, round(r.measured), round(r.predicted), _pct(r.error))
@@ -225,15 +225,7 @@ def validation_report(rows: Any, skipped: Any, s: dict[str, Any],
                                  "yes" if r.predicted_started else "no")
                                 for r in kv_rows)),)))
     warnings = tuple(f"row {i} skipped: {w}" for i, w in skipped)
-    draw = None
-    if plot and rows:
-        from ..report import plot as _plot
-
-        def draw(out: str) -> None:
-            _plot.errors_by_row(
-                out, title=f"validate --serving: {len(rows)} rows, mean |error| "
-                           f"{100 * s['mape']:.1f}%, max {100 * s['max_ape']:.1f}%",
-                labels=[r.id for r in rows], errors=[r.error for r in rows],
-                groups=[f"{r.model} tp{r.tp}" for r in rows])
+    draw = _errors_plot(f"validate --serving: {len(rows)} rows", rows, s,
+                        lambda r: f"{r.model} tp{r.tp}") if plot and rows else None
     return Report("scalemodel validate --serving: serving planner", tuple(sections), data,
                   warnings=warnings, plot=draw)

@@ -3,6 +3,7 @@ layout agreement (``--agreement``). The serving rows (``--serving``) are views/s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -20,6 +21,21 @@ def _skipped(skipped: Any) -> tuple[list[dict[str, str]], tuple[str, ...]]:
     """Skipped rows for --json and as warnings."""
     return ([{"id": i, "reason": why} for i, why in skipped],
             tuple(f"row {i} skipped: {why}" for i, why in skipped))
+
+
+def _errors_plot(title: str, rows: Sequence[Any], s: dict[str, Any],
+                 group: Callable[[Any], str]) -> Callable[[str], None]:
+    """A validation's ``--plot``: each row's signed error, one colour per ``group(row)``; the
+    title goes on with the mean and max absolute error of the summary ``s``."""
+    from ..report import plot as _plot
+
+    def draw(out: str) -> None:
+        _plot.errors_by_row(
+            out, title=f"{title}, mean |error| {100 * s['mape']:.1f}%, max "
+                       f"{100 * s['max_ape']:.1f}%",
+            labels=[r.id for r in rows], errors=[r.error for r in rows],
+            groups=[group(r) for r in rows])
+    return draw
 
 
 def validation_report(results: list[Any], skipped: list[tuple[str, str]], s: dict[str, Any],
@@ -51,16 +67,8 @@ def validation_report(results: list[Any], skipped: list[tuple[str, str]], s: dic
         text="Each row keeps its published layout; keys the source does not state are "
              "searched. Tokens per second per GPU are compared where the source publishes "
              "them, otherwise the source's own figure in its own FLOP convention.")
-    draw = None
-    if plot and results:
-        from ..report import plot as _plot
-
-        def draw(out: str) -> None:
-            _plot.errors_by_row(
-                out, title=f"scalemodel validate: {len(results)} runs, mean |error| "
-                           f"{100 * s['mape']:.1f}%, max {100 * s['max_ape']:.1f}%",
-                labels=[r.id for r in results], errors=[r.error for r in results],
-                groups=[r.source for r in results])
+    draw = _errors_plot(f"scalemodel validate: {len(results)} runs", results, s,
+                        lambda r: r.source) if plot and results else None
     return Report("scalemodel validate: training planner", (sec,), data, warnings=warnings,
                   plot=draw)
 

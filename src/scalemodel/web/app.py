@@ -138,6 +138,20 @@ def answer_path(qid: str) -> str:
     return f"answer/{qid}"
 
 
+def _page_run(st: Study, path: str,
+              values: dict[str, str]) -> tuple[Any, int, dict[str, str], str | None]:
+    """Run a page's command on its form's values: the report's view, the HTTP status, the
+    message by field and the page's error line. A bad value is 400 (its message also beside its
+    field when it names one), a run past the time limit 503."""
+    try:
+        rep, key = st.run_keyed(path, values, strict=False)
+        return report_view(rep, st.svg(rep, key)), 200, {}, None
+    except FieldError as e:
+        return None, 400, ({e.field: str(e)} if e.field else {}), str(e)
+    except TimedOut as e:
+        return None, 503, {}, str(e)
+
+
 def _field_in_message(fields: list[Field], msg: str) -> str:
     import re
 
@@ -235,19 +249,10 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
         given = {f.dest: request.args[f.dest] for f in fields if f.dest in request.args
                  and request.args[f.dest].strip() != ""}
         values = {f.dest: given.get(f.dest, defaults.get(f.dest, "")) for f in fields}
-        report, status, errors, error = None, 200, {}, None
-        try:
-            # a field left at its classic value is the classic input: the untouched form then
-            # shares the classic answer's cache entry (the question fills in its defaults)
-            changed = {k: v for k, v in given.items() if v.strip() != defaults.get(k, "")}
-            rep, key = st.run_keyed(path, changed, strict=False)
-            report = report_view(rep, st.svg(rep, key))
-        except FieldError as e:
-            status, error = 400, str(e)
-            if e.field:
-                errors[e.field] = str(e)
-        except TimedOut as e:
-            status, error = 503, str(e)
+        # a field left at its classic value is the classic input: the untouched form then
+        # shares the classic answer's cache entry (the question fills in its defaults)
+        changed = {k: v for k, v in given.items() if v.strip() != defaults.get(k, "")}
+        report, status, errors, error = _page_run(st, path, changed)
         return render_template("question.html", q=q.to_dict(), planned=False, fields=fields,
                                values=values, errors=errors, error=error, report=report,
                                prompt=getattr(mod, "PROMPT", "")), status
@@ -268,15 +273,7 @@ def create_app(data_dir: str | Path | None = None, timeout_s: float = DEFAULT_TI
         values = {f.dest: given.get(f.dest, _default_text(f.default)) for f in fields}
         report, status, errors, error = None, 200, {}, None
         if "run" in request.args:
-            try:
-                rep, key = st.run_keyed(cmd, given, strict=False)
-                report = report_view(rep, st.svg(rep, key))
-            except FieldError as e:
-                status, error = 400, str(e)
-                if e.field:
-                    errors[e.field] = str(e)
-            except TimedOut as e:
-                status, error = 503, str(e)
+            report, status, errors, error = _page_run(st, cmd, given)
         return render_template("tool.html", cmd=cmd, help=help_,
                                description=parser.description or "", fields=fields,
                                values=values, errors=errors, error=error, report=report,
