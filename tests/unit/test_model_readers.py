@@ -205,3 +205,38 @@ def test_bad_llama4_configs_are_one_line(patch, msg):
     with pytest.raises(BadInput, match=msg) as e:
         from_hf_config(cfg, "l4", "t")
     assert "\n" not in str(e.value)
+
+
+_NEOX = {"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 4,
+         "num_attention_heads": 8, "intermediate_size": 2048, "vocab_size": 1000,
+         "max_position_embeddings": 2048}
+_OPT = {"model_type": "opt", "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "ffn_dim": 3072, "vocab_size": 50272,
+        "max_position_embeddings": 2048, "word_embed_proj_dim": 768}
+
+
+@pytest.mark.parametrize("cfg, msg", [
+    # a rate or a count given as text, or a text length met by arithmetic: each was a traceback
+    ({**_NEOX, "attention_dropout": "x"}, "attention_dropout must be a number, got 'x'"),
+    ({**_OPT, "max_position_embeddings": "2048"}, "max_position_embeddings must be a positive"),
+    ({**_OPT, "dropout": [0.1]}, "dropout must be a number"),
+    ({**_llama(), "attention_dropout": "0.1"}, "attention_dropout must be a number"),
+    ({**json.loads((FIX / "deepseek-v2-lite.json").read_text()), "n_group": 1.5},
+     "n_group must be a whole number"),
+    ({**json.loads((FIX / "deepseek-v2-lite.json").read_text()), "q_lora_rank": "big"},
+     "q_lora_rank must be a whole number"),
+])
+def test_mistyped_optional_fields_are_one_line(cfg, msg):
+    with pytest.raises(BadInput, match=msg) as e:
+        from_hf_config(cfg, "m", "t")
+    assert "\n" not in str(e.value)
+
+
+def test_mistyped_field_from_the_cli_exits_2(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**_NEOX, "attention_dropout": "x"}))
+    r = subprocess.run([sys.executable, "-m", "scalemodel", "kv", "--model", str(p)],
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "attention_dropout" in r.stderr

@@ -157,6 +157,21 @@ def _get(cfg: Mapping[str, Any], key: str, where: str, default: Any = ...) -> An
     return default
 
 
+def _number(cfg: Mapping[str, Any], key: str, where: str, default: float = 0.0,
+            whole: bool = False) -> Any:
+    """An optional numeric field (a rate, a count): its value, ``default`` when absent or null,
+    one line naming the key when it is not a number (a whole number where ``whole``)."""
+    v = cfg.get(key)
+    if v is None:
+        return int(default) if whole else default
+    ok = (not isinstance(v, bool) and isinstance(v, (int, float))
+          and (not whole or float(v).is_integer()))
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        raise BadInput(f"{where}: {key} must be {kind}, got {v!r}")
+    return int(v) if whole else float(v)
+
+
 def _sliding(cfg: Mapping[str, Any], n_layers: Any, where: str,
              pattern: Callable[[int], bool] | None = None) -> dict[str, Any]:
     """Sliding-window layers: ``layer_types`` when the config lists them, else the family's
@@ -214,7 +229,7 @@ def _llama_like(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         max_context=_get(cfg, "max_position_embeddings", where),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         qkv_bias=bool(cfg.get("attention_bias", False)),
-        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
+        dropout=_number(cfg, "attention_dropout", where) > 0,
         **_sliding(cfg, n_layers, where),
     )
 
@@ -285,7 +300,7 @@ def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     rope = _get(cfg, "qk_rope_head_dim", where)
     d.update(
         head_dim=nope + rope,
-        q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+        q_lora_rank=_number(cfg, "q_lora_rank", where, whole=True),
         kv_lora_rank=_get(cfg, "kv_lora_rank", where),
         qk_nope_head_dim=nope,
         qk_rope_head_dim=rope,
@@ -297,9 +312,9 @@ def _read_deepseek_v3(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         first_dense_layers=_get(cfg, "first_k_dense_replace", where, 0),
         moe_every=_get(cfg, "moe_layer_freq", where, 1),
         router_bias=cfg.get("topk_method") == "noaux_tc",
-        expert_groups=int(cfg.get("n_group") or 0),
-        groups_per_token=int(cfg.get("topk_group") or 0),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers", 0) or 0),
+        expert_groups=_number(cfg, "n_group", where, whole=True),
+        groups_per_token=_number(cfg, "topk_group", where, whole=True),
+        mtp_layers=_number(cfg, "num_nextn_predict_layers", where, whole=True),
     )
     return d
 
@@ -329,9 +344,10 @@ def _read_glm4_moe(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         n_shared_experts=_get(cfg, "n_shared_experts", where, 0),
         first_dense_layers=_get(cfg, "first_k_dense_replace", where, 0),
         router_bias=True,
-        expert_groups=int(cfg.get("n_group") or 0),
-        groups_per_token=int(cfg.get("topk_group") or 0),
-        mtp_layers=int(cfg.get("num_nextn_predict_layers", cfg.get("num_mtp_layers", 0)) or 0),
+        expert_groups=_number(cfg, "n_group", where, whole=True),
+        groups_per_token=_number(cfg, "topk_group", where, whole=True),
+        mtp_layers=_number(cfg, "num_nextn_predict_layers" if "num_nextn_predict_layers" in cfg
+                           else "num_mtp_layers", where, whole=True),
     )
     return d
 
@@ -494,7 +510,7 @@ def _classic(cfg: Mapping[str, Any], where: str, k: _ClassicKeys) -> dict[str, A
         norm="layer",
         qkv_bias=bool(cfg.get(k.qkv_bias, True)) if k.qkv_bias else True,
         linear_bias=bool(cfg.get(k.linear_bias, True)) if k.linear_bias else True,
-        dropout=any(float(cfg.get(r, 0.0) or 0.0) > 0 for r in k.dropout),
+        dropout=any(_number(cfg, r, where) > 0 for r in k.dropout),
     )
 
 
@@ -511,7 +527,11 @@ def _read_gpt_neox(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 def _read_opt(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
     d = _classic(cfg, where, _OPT_KEYS)
-    d["learned_positions"] = d["max_context"] + 2  # OPT's learned table has 2 offset rows
+    n = d["max_context"]
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise BadInput(f"{where}: max_position_embeddings must be a positive whole number, "
+                       f"got {n!r}")
+    d["learned_positions"] = n + 2  # OPT's learned table has 2 offset rows
     return d
 
 
@@ -606,8 +626,8 @@ def _read_falcon(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
         qkv_bias=bias,
         linear_bias=bias,
         norms_per_layer=norms,
-        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0
-        or float(cfg.get("hidden_dropout", 0.0) or 0.0) > 0,
+        dropout=_number(cfg, "attention_dropout", where) > 0
+        or _number(cfg, "hidden_dropout", where) > 0,
         notes=notes,
     )
 
@@ -748,7 +768,15 @@ def from_hf_config(cfg: Mapping[str, Any], model_id: str, where: str, source: st
                        "standard keys")
     family = _ALIASES.get(family, family)
     reader = _READERS.get(family, _read_generic)
-    d = reader(cfg, where)
+    try:
+        d = reader(cfg, where)
+    except BadInput:
+        raise
+    except (TypeError, ValueError) as e:
+        # a field of the wrong JSON type met by a reader's arithmetic (OPT's text
+        # max_position_embeddings + 2): one line, not a traceback
+        raise BadInput(f"{where}: config.json (model_type {family}) has a field of the wrong "
+                       f"type: {e}") from None
     quant, qnotes = read_quantization(cfg, where)
     notes = tuple(d.pop("notes", ())) + qnotes
     if d.get("sliding_window") and not any(n.startswith("chunked local attention") for n in notes):
