@@ -311,6 +311,8 @@ def engine_kv_budget(
     budget_src = cite(fw.sources["token_budget_default"])
     if max_num_batched_tokens is None:
         T, why = engine_token_budget(fw, M, mml, gpu.name)
+        if why.startswith("chunked prefill") and "chunked_token_budget" in fw.sources:
+            budget_src = cite(fw.sources["chunked_token_budget"])
         d.given(f"max_num_batched_tokens ({why})", "T_b", T, "token", budget_src)
     else:
         T = int(max_num_batched_tokens)
