@@ -62,3 +62,21 @@ def test_user_efficiency_intra_wins(capsys):
     # 0.80 x 450 GB/s = 360 GB/s, less the latency's share at 4 GiB (< 0.1%)
     assert d["efficiency_intra"] == 0.8
     assert d["busbw_bytes_per_s"] / 1e9 == pytest.approx(360.0, rel=0.002)
+
+
+def test_moe_serve_prices_the_deepep_nvlink_wire_as_the_step_model_does():
+    # one quantity, one price: moe serve's node-limited (DeepEP normal kernels) stage inside one
+    # node and the training step model's kernel_nvlink_stage, both the ring-efficiency wire
+    # floored by DeepEP's measured NVLink rate (review of session 18: moe_serving took NCCL's
+    # all-to-all plateau for the wire)
+    from scalemodel.analytic.moe_serving import alltoall_time_s
+    from scalemodel.analytic.step.comm import kernel_nvlink_stage
+
+    cl = make_cluster("h100-sxm", 8)
+    up = cl.fabric.intra.bytes_per_s_per_direction
+    S = 134217728.0
+    for call in ("dispatch", "combine"):
+        serve = float(alltoall_time_s(S, 1.0, 8, cl.fabric, mode="node-limited",
+                                      calls=(call,)).ravel()[0])
+        step = float(kernel_nvlink_stage("deepep", cl, up, S, 8, call))
+        assert serve == pytest.approx(step, rel=1e-9), call

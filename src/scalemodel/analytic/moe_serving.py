@@ -126,7 +126,10 @@ def _fabric(fs: FabricSpec, gpus_per_node: int) -> Any:
 
 def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarray:
     """Engine price of a direct all-to-all (per-rank buffer ``nbytes``, nccl-tests convention),
-    the fastest protocol per query; zero for one rank or no bytes."""
+    the fastest protocol per query; zero for one rank or no bytes. Both dispatch modes here are
+    DeepEP's kernels, so the NVLink wire is the one the training step model floors them over
+    (``collective_time("all_to_all_wire")``: the ring efficiency), not NCCL's own all-to-all
+    plateau (``nccl_p2p``)."""
     from .collectives import price_best
 
     S = np.asarray(nbytes, dtype=np.float64)
@@ -134,7 +137,7 @@ def _a2a(nbytes: Any, ranks: int, ranks_per_node: int, fabric: Any) -> np.ndarra
         return np.zeros(S.shape)
     uq, inv = np.unique(S.ravel(), return_inverse=True)
     t = price_best("all-to-all", uq, ranks, ranks_per_node, fabric=fabric,
-                   algorithms=("direct",)).time_s
+                   algorithms=("direct",), nccl_p2p=False).time_s
     return np.where(S > 0, np.asarray(t)[inv].reshape(S.shape), 0.0)
 
 
