@@ -81,11 +81,23 @@ def test_every_nemo_profile_builds_the_even_split_for_the_two_models():
             hit = [r for r in get_framework(fid).values["model_recipes"]
                    if r["model"] == model and "pipeline_split" in r]
             assert len(hit) == 1 and hit[0]["source"] == key
-    # NeMo 1.x (not Megatron-Bridge, recipes not read) and the default profile keep any split
-    for fid in ("nemo-24.03", "megatron-core"):
+    # the default profile keeps any split; NeMo 1.x splits evenly as its release does (a
+    # Megatron-Core before core_r0.9.0: no per-stage counts, source megatron-core-r080-even-split),
+    # not through a recipe entry, and no recipe entry opens --layout stages there
+    for model in MODELS:
+        assert pipeline_split_of("megatron-core", model) == "any"
+        assert not recipe_pipeline_split("megatron-core", model)
+    for fid in ("nemo-24.03", "nemo-24.07"):
+        f = get_framework(fid)
+        v = f.values
+        assert v["pipeline_split"] == "even"
+        assert f.sources["pipeline_split"] == "megatron-core-r080-even-split"
+        assert all("pipeline_split" not in r for r in v.get("model_recipes") or [])
+        # NeMo 1.x inherits none of Megatron-Bridge's 2025 dispatcher presets or module lists
+        assert v["moe_recipes"] == []
+        assert not any(o.startswith("selective:") for o in v["recompute_options"])
         for model in MODELS:
-            assert pipeline_split_of(fid, model) == "any"
-            assert not recipe_pipeline_split(fid, model)
+            assert even_pipeline_split(fid, model) and not recipe_pipeline_split(fid, model)
 
 
 @pytest.mark.parametrize("model, gpu, n, fixed", [
@@ -153,3 +165,19 @@ def test_the_cli_refuses_a_split_the_recipe_cannot_build(capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1
     assert "nemo-26.02: its llama-3-70b recipe's layers split evenly" in err and "80 layers" in err
+
+
+def test_a_recipe_entry_does_not_open_stages_on_an_even_only_release(monkeypatch):
+    # Megatron-Core r0.8 asserts num_layers % pp == 0 and builds L // pp a stage (the
+    # megatron-core-0.8 profile's pipeline_split = "even"): a model_recipes entry on such a
+    # release must not make an explicit --layout stages acceptable (review of session 18)
+    from types import SimpleNamespace
+
+    import scalemodel.specs.frameworks as fw
+
+    recipe = [{"model": "llama-3-70b", "pipeline_split": "even", "source": "x"}]
+    for split, opens in (("even", False), ("any", True)):
+        vals = {"pipeline_split": split, "model_recipes": recipe}
+        monkeypatch.setattr(fw, "get_framework", lambda fid, v=vals: SimpleNamespace(values=v))
+        assert fw.recipe_pipeline_split("p", "llama-3-70b") is opens, split
+        assert fw.recipe_pipeline_split("p", "qwen3-30b-a3b") is False

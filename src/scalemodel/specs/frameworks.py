@@ -848,7 +848,11 @@ def recipe_pipeline_split(fid: str | None, model_id: str | None = None) -> bool:
     explicit ``--layout stages`` stands where only the recipe's split is even."""
     if fid is None:
         return False
-    return model_recipe_value(get_framework(fid).values, model_id, None, "pipeline_split") is not None
+    vals = get_framework(fid).values
+    # a release that itself splits evenly only (Megatron-Core r0.8, Megatron-LM 2021) builds no
+    # per-stage counts, whatever a recipe entry says
+    return (model_recipe_value(vals, model_id, None, "pipeline_split") is not None
+            and vals.get("pipeline_split", "any") != "even")
 
 
 def edge_chunk_split(fid: str | None, model_id: str | None = None) -> bool:
