@@ -240,3 +240,13 @@ def test_mistyped_field_from_the_cli_exits_2(tmp_path):
                        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "attention_dropout" in r.stderr
+
+
+def test_a_wrong_type_met_by_a_readers_arithmetic_is_one_line():
+    # GPT-2's feed-forward default is 4 x n_embd; an object there reaches the reader's
+    # arithmetic before any field check: the fallback names the family, not a traceback
+    cfg = {"model_type": "gpt2", "n_embd": {"x": 1}, "n_layer": 2, "n_head": 2,
+           "vocab_size": 100, "n_positions": 64}
+    with pytest.raises(BadInput, match="model_type gpt2.*wrong type") as e:
+        from_hf_config(cfg, "m", "t")
+    assert "\n" not in str(e.value)

@@ -138,6 +138,10 @@ def _engine_table(engines: list[Any]) -> Any:
             u += f"; published runs {f.get('kv_fraction'):g}"
         return u
 
+    def _named(f: Any) -> str:
+        names = f.get("small_gpu_device_names") or []
+        return "".join(f" or named *{n}*" for n in names)
+
     def budget(f: Any) -> str:
         if f.get("batch_rule") == "trtllm-bench":
             return "trtllm-bench tuning from the dataset's lengths"
@@ -146,7 +150,7 @@ def _engine_table(engines: list[Any]) -> Any:
             b = f"max(max_model_len, {f.get('token_budget_default'):,}) unchunked"
         if f.get("small_gpu_bytes"):
             b += (f"; {f.get('small_gpu_token_budget'):,} under "
-                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB")
+                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB{_named(f)}")
         by_name = f.get("token_budget_by_device_name") or {}
         if by_name:
             named = "; ".join(f"{t:,} on {k.upper()}" for k, t in by_name.items())
@@ -159,7 +163,7 @@ def _engine_table(engines: list[Any]) -> Any:
         b = f"{f.get('max_num_seqs_default'):,}"
         if f.get("small_gpu_bytes") and f.get("small_gpu_max_num_seqs"):
             b += (f"; {f.get('small_gpu_max_num_seqs'):,} under "
-                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB")
+                  f"{f.get('small_gpu_bytes') / 2**30:.0f} GiB{_named(f)}")
         return b
 
     def sched(f: Any) -> str:

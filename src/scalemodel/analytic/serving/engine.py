@@ -303,7 +303,12 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
           token_budget: int | None = None) -> EngineSetup:
     """The engine's batch limits and KV pool for this layout and workload."""
     from ...specs import dtype
-    from ..serving_memory import engine_kv_budget, engine_max_num_seqs, engine_token_budget
+    from ..serving_memory import (
+        engine_kv_budget,
+        engine_max_num_seqs,
+        engine_token_budget,
+        engine_visible_bytes,
+    )
 
     if lay.attention_dp:
         eng.adp_exchange()
@@ -316,15 +321,18 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         bs, tok = trtllm_bench_limits(m, gpu, lay, prec, dtype(kv_dtype).bytes, isl, osl)
         why = "trtllm-bench build's tuning from the dataset's lengths"
     else:
-        tok, why_t = engine_token_budget(eng.profile, float(gpu.hbm_bytes), mml,
-                                          gpu.name)
-        bs, why_b = engine_max_num_seqs(eng.profile, float(gpu.hbm_bytes), gpu.name)
+        # the device total as the engine reads it, the one the KV pool below is sized from
+        total = engine_visible_bytes(gpu)[0]
+        tok, why_t = engine_token_budget(eng.profile, total, mml, gpu.name)
+        bs, why_b = engine_max_num_seqs(eng.profile, total, gpu.name)
         why = f"the engine's defaults ({why_t}; {why_b})"
+    defaults = eng.batch_rule != "trtllm-bench" and not max_batch  # the KV derivation names them
     chunked = eng.chunked_prefill or (
         int(eng.profile.get("chunked_prefill_above_len") or 0) and
         mml > int(eng.profile.get("chunked_prefill_above_len") or 0))
     bs = int(max_batch or bs)
     tok = int(token_budget or tok)
+    default_tok = eng.batch_rule != "trtllm-bench" and not token_budget
     if max_batch or token_budget:
         why = "given"
     if (not chunked and not token_budget
@@ -332,6 +340,7 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         # without chunking a prompt must fit one iteration: trtllm-bench's PyTorch path sets
         # max_num_tokens = max(tuned, the dataset's longest prompt + max batch size)
         tok = isl + bs
+        default_tok = False
         why += f"; token budget raised to ISL + max batch = {tok:,} (no chunked prefill)"
     wdt = {"int4": "int4", "fp8": "fp8"}.get(prec.name, "bf16")
     q = checkpoint_quant(m, prec)
@@ -346,6 +355,8 @@ def setup(eng: Engine, m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Preci
         m, wdt = replace(m, quant=q), "bf16"
     kv = engine_kv_budget(m, gpu, tp=lay.tp, pp=lay.pp, weight_dtype=wdt, kv_dtype=kv_dtype,
                           engine_id=eng.profile, util=eng.kv_fraction, max_model_len=mml,
-                          max_num_seqs=bs, max_num_batched_tokens=tok,
+                          max_num_seqs=None if defaults else bs,
+                          max_num_batched_tokens=None if default_tok else tok,
                           attention_dp=lay.attention_dp)
+    assert (kv.max_num_seqs, kv.max_num_batched_tokens) == (bs, tok), "one rule, one total"
     return EngineSetup(bs, tok, bool(chunked), mml, kv, why)
