@@ -85,6 +85,15 @@ def test_dense_rows_are_predicted_and_the_error_does_not_regress():
     the largest, the same GB300 row, -46.6%; the largest error is held to that plus about 2
     points. Session 17 (GB300 attention timed against GB200 with one cuDNN build, kernels.toml
     [attention_part.fa3.gb300]): every GB300 row 0.9-2.6 points faster, dense rows 9.54% /
-    46.6% -> 8.96% / 45.6%; limits moved down to those plus about 2 points."""
-    results = validation_guard(_dense_text(), rows=50, mape=0.11, max_ape=0.48)
+    46.6% -> 8.96% / 45.6%; limits moved down to those plus about 2 points. Session 18 read 8.59%
+    / 36.5% at the start of s18-fsdp0 (2026-12-07), which gave the 38 dense FSDP 0 rows ZeRO-1, the
+    recipes' use_distributed_optimizer (tests/golden/test_fsdp0_zero1_rows.py; docs/planner.md
+    "FSDP 0 rows: ZeRO-1 from the recipes"): 9.55% / 39.4%. Seven rows moved, each from a searched
+    ZeRO-2 / ZeRO-3: the five Llama 3.1 405B GB200 FP8-CS rows at TP4 PP16 VP4 (25.11 to 26.04.01)
+    from +5.7% .. -3.0% to -7.2% .. -14.8% (ZeRO-1 without recompute is priced 186.9 GB against
+    186.2 GB usable, so the search recomputes one layer a chunk), the 25.09 Llama 3 70B GB200 MXFP8
+    row 0.0% -> -5.8% and the 26.02.01 GB300 MXFP8 row -36.5% -> -39.4% (still the largest; its
+    full:min takes 9 layers at ZeRO-1 where it took 4 at ZeRO-3). Limits: those figures plus about
+    2 points (the mean's 0.11 kept, the largest 0.48 -> 0.42)."""
+    results = validation_guard(_dense_text(), rows=50, mape=0.11, max_ape=0.42)
     assert {r.id for r in results} >= EDGE_SPLIT_ROWS
