@@ -185,6 +185,11 @@ def test_validation_rows_all_predicted():
     (docs/planner.md "Layout agreement, session 17"): 7.71% / 23.9% -> 7.95% / 33.5%, the
     largest now nemo-qwen3-235b-a22b-h100 (+23.1% -> +33.5%, already predicted too fast); the
     largest error is held to that plus about 2 points.
+    Session 18 (s18-epagree): the expert data-parallel group placed as Megatron-Core numbers it
+    (members ep_stride x ep apart, docs/planner.md "Smaller EP picks"): 7.83% / 23.9% -> 7.83%
+    / 23.9% (only deepseek-v3 moves, -8.24% -> -8.26%); the largest, nemo-qwen3-30b-a3b-h100
+    (+23.9%), had already come down from 33.5% on main, so the largest-error guard is now that
+    plus about 2 points (0.36 -> 0.26); the mean stays held at 10%.
     """
     from pathlib import Path
 
@@ -196,4 +201,4 @@ def test_validation_rows_all_predicted():
     s = summary(results)
     assert s["row_count"] == len(results)
     assert s["mape"] <= 0.10
-    assert s["max_ape"] < 0.36
+    assert s["max_ape"] < 0.26

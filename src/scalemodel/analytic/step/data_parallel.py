@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .candidates import Candidates
-from .comm import collective_time, ranks_per_node
+from .comm import collective_time, ep_stride, ranks_per_node
 from .config import constants, profile_value, recipe_overlap
 from .memory_terms import E_W
 from .pipeline import StageTerms
@@ -124,13 +124,33 @@ def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None
             c.job, "optimizer_shards_states", False))), p_loc * E_W, 0.0)), 0.0)
 
 
+def expert_dp_stride(c: Candidates) -> Any:
+    """Rank stride of the expert data-parallel group (the ranks holding the same expert shard,
+    over which the expert gradients are reduced and, under ZeRO, the expert weights gathered).
+
+    Megatron-Core places that group right after the EP group in its rank order, so its members
+    sit ``ep_stride x ep`` apart: core_v0.16.0 (3bec9aa9) megatron/core/parallel_state.py builds
+    the expert ranks with RankGenerator(tp=etp, ep=ep, dp=expert_dp, cp=1, order
+    "tp-cp-ep-dp-pp") (lines 798-806) and takes EXPERT_DATA_PARALLEL_GROUP from its 'dp' ranks
+    (line 1270): stride etp x ep; core_r0.8.0 (baf94af3) takes DATA_MODULO_EXPERT_PARALLEL_GROUP
+    from get_ranks('dp', independent_ep=True) of the order tp-cp-ep-dp-pp, dp / ep ranks past
+    ep (lines 256-268, 702-708): stride tp x cp x ep. With EP the group therefore leaves the
+    node as soon as ep_stride x ep fills it (EP8 of TP1 on 8-GPU nodes: one member a node).
+    Without EP (ep 1, experts split like the dense MLP) the group is the dense dp x cp group,
+    stride tp. Under core_r0.8.0 with cp > 1 the 'dp-cp' variant interleaves the cp ranks at
+    stride tp; the uniform stride here counts fewer members a node for it (an upper bound on
+    the time)."""
+    tp, etp, ep = c.tp, c.etp, c.ep
+    return np.where(ep > 1, ep_stride(c) * ep, np.where(etp == tp, tp, etp))
+
+
 def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     ov = constants()["overlap"]
     tp, etp, ep, dom, cl = c.tp, c.etp, c.ep, c.dom, c.cl
     group = c.dp * c.cp
     egroup = tp * group / (etp * ep)
     r_dp = ranks_per_node(tp, group, dom)
-    r_edp = ranks_per_node(np.where(etp == tp, tp, etp * ep), egroup, dom)
+    r_edp = ranks_per_node(expert_dp_stride(c), egroup, dom)
     # bytes per reduced gradient: the profile's (fp32 main grads in Megatron-Core with bf16;
     # the training dtype in DeepSpeed and in the 2021 fp16 Megatron-LM), else planner.toml's
     e_red = float(profile_value(c.job, "grad_reduce_bytes", ov["grad_reduce_bytes"]))

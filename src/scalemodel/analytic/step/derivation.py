@@ -375,6 +375,30 @@ def _profile_source(job: Any, key: str) -> str:
         return ""
 
 
+def _expert_group_note(row: PlanRow, cl: Any) -> str:
+    """Where the expert gradients are reduced: the expert data-parallel group, its size and
+    its members per NVLink domain (step/data_parallel.py expert_dp_stride)."""
+    from types import SimpleNamespace
+
+    from .comm import ranks_per_node
+    from .data_parallel import expert_dp_stride
+
+    lay = row.layout
+    tp, etp, ep = int(lay["tp"]), int(lay.get("etp", lay["tp"])), int(lay.get("ep", 1))
+    if ep <= 1:
+        return ""
+    cp, dp = int(lay.get("cp", 1)), int(lay["dp"])
+    egroup = tp * dp * cp // (etp * ep)
+    if egroup <= 1:
+        return ""
+    c = SimpleNamespace(tp=np.array(tp), etp=np.array(etp), ep=np.array(ep), cp=np.array(cp))
+    stride = int(expert_dp_stride(c))
+    r = int(ranks_per_node(stride, egroup, cl.nvlink_domain))
+    return (f"; the expert gradients over their own group of {egroup} ranks, {stride} apart "
+            f"(Megatron-Core's expert data-parallel group, after EP in its rank order), "
+            f"{r} per NVLink domain")
+
+
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     """DP traffic, the optimizer, the overlap slowdown, the step, throughput and MFU."""
     v, job, cl = row.values, res.job, res.cluster
@@ -388,7 +412,8 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
                  and row.layout["zero"] >= 2 else "")
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
-                 "the last bucket and any excess stay exposed" + root_note)
+                 "the last bucket and any excess stay exposed" + root_note
+                 + _expert_group_note(row, cl))
     step_bytes = (profile_value(job, "optimizer_step_bytes", None) or {}).get(job.optimizer_id)
     extra = profile_value(job, "sharded_grad_pass_bytes", 0)
     full = profile_value(job, "unsharded_step_grad_bytes", 0)
