@@ -39,7 +39,7 @@ import numpy as np
 from ..derive import Derivation, Table
 from ..errors import BadInput
 from ..specs import GPUSpec, ModelSpec, assumption, dtype, optimizer
-from ..specs.frameworks import edge_chunk_split, get_framework
+from ..specs.frameworks import allocator_slack_of, edge_chunk_split, get_framework
 from ..specs.saved_tensors import KernelSaves, kernel_saves
 from ..specs.sources import cite
 from .kv import check_tp
@@ -992,17 +992,23 @@ def loss_logit_bytes(framework: str | None, tp: Any = 1) -> tuple[Any, str, str]
 
 
 def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
-                  memory_fraction: float | None = None) -> Any:
+                  memory_fraction: float | None = None, *, model_id: str | None = None,
+                  gpu_id: str | None = None, precision: str | None = None) -> Any:
     """Bytes the training step's tensors may fill on one GPU: the HBM less the framework's
     reserve (CUDA context, NCCL buffers per communicator), shared with the caching allocator's
     slack: (M_hbm - R - n_comm x R_nccl) / (1 + f). A ``memory_fraction`` (--mem-fraction)
-    replaces it with M_hbm x u."""
+    replaces it with M_hbm x u.
+
+    f is the profile's ``allocator_slack``, or, where ``model_id``, ``gpu_id`` and ``precision``
+    (bf16 or the fp8 scaling) are given, the profile's model_recipes entry for that recipe where
+    it sets one (frameworks.allocator_slack_of: a launcher that turns on expandable segments for
+    that recipe only)."""
     if memory_fraction is not None:
         return np.asarray(n_comms, dtype=np.float64) * 0.0 + hbm_bytes * memory_fraction
     fw = get_framework(framework)
     reserve = float(fw.get("reserved_bytes") or 0.0)
     per_comm = float(fw.get("nccl_comm_bytes") or 0.0)
-    slack = float(fw.get("allocator_slack") or 0.0)
+    slack = allocator_slack_of(fw.values, model_id, gpu_id, precision)[0]
     return (hbm_bytes - reserve - np.asarray(n_comms, dtype=np.float64) * per_comm) / (1 + slack)
 
 

@@ -174,7 +174,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
                       "(optional: bf16 or an fp8 scaling), pipeline_split = one of the "
                       "pipeline_split values (no gpu, no precision), mtp_layers = an integer "
                       ">= 0, tp_overlap / param_gather_overlap = true | false, "
-                      "source = a source key}"),
+                      "allocator_slack = a fraction in [0, 1), source = a source key}"),
     "moe_recipes": (lambda v: _moe_recipes_ok(v),
                     "a list of tables {model, gpu, dispatcher = alltoall | flex-deepep | "
                     "flex-hybridep, a2a_overlap = true | false, cuda_graphs = {bf16 = [scopes], "
@@ -242,7 +242,7 @@ _FP8_RECIPE_KEYS = {"model", "gpu", "scaling", "source"}
 # how a profile may split the layers over pipeline chunks (frameworks.toml pipeline_split)
 PIPELINE_SPLITS = ("even", "any", "edge_chunks", "edge_chunks_even")
 _MODEL_RECIPE_KEYS = {"model", "gpu", "precision", "pipeline_split", "mtp_layers",
-                      "tp_overlap", "param_gather_overlap", "source"}
+                      "tp_overlap", "param_gather_overlap", "allocator_slack", "source"}
 # the per-recipe overlap switches a model_recipes entry may set in place of the profile's own
 # field of that name (a preset that turns an overlap off for one model on one GPU)
 RECIPE_OVERLAPS = ("tp_overlap", "param_gather_overlap")
@@ -258,14 +258,18 @@ def _model_recipes_ok(v: Any) -> bool:
     return isinstance(v, list) and all(
         isinstance(x, dict) and set(x) <= _MODEL_RECIPE_KEYS and isinstance(x.get("model"), str)
         and isinstance(x.get("gpu", ""), str) and x.get("source") in known
-        and len(set(x) & {"pipeline_split", "mtp_layers", *RECIPE_OVERLAPS}) >= 1
+        and len(set(x) & {"pipeline_split", "mtp_layers", "allocator_slack",
+                          *RECIPE_OVERLAPS}) >= 1
         and ("pipeline_split" not in x or (x["pipeline_split"] in PIPELINE_SPLITS
                                            and "gpu" not in x and "precision" not in x))
         and ("precision" not in x or x["precision"] in ("bf16", *FP8_SCALINGS))
         and all(isinstance(x[k], bool) for k in RECIPE_OVERLAPS if k in x)
         and ("mtp_layers" not in x or (isinstance(x["mtp_layers"], int)
                                        and not isinstance(x["mtp_layers"], bool)
-                                       and x["mtp_layers"] >= 0)) for x in v)
+                                       and x["mtp_layers"] >= 0))
+        and ("allocator_slack" not in x or (isinstance(x["allocator_slack"], (int, float))
+                                            and not isinstance(x["allocator_slack"], bool)
+                                            and 0 <= x["allocator_slack"] < 1)) for x in v)
 
 
 def model_recipe_value(values: dict[str, Any], model_id: str | None, gpu_id: str | None,
@@ -280,6 +284,19 @@ def model_recipe_value(values: dict[str, Any], model_id: str | None, gpu_id: str
     # the GPU's own entry first, then the precision's own
     hits.sort(key=lambda r: (r.get("gpu") is None, r.get("precision") is None))
     return (hits[0][key], str(hits[0]["source"])) if hits else None
+
+
+def allocator_slack_of(values: dict[str, Any], model_id: str | None, gpu_id: str | None,
+                       precision: str | None = None) -> tuple[float, str | None]:
+    """(caching-allocator slack, model_recipes source key or None) for a model on a GPU at a
+    precision (bf16 or the fp8 scaling): the profile's recipe entry where it sets one (a launcher
+    that sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for that recipe only, e.g.
+    Megatron-Bridge's Llama 3.1 405B fp8 runs on GB200), else the profile's own
+    ``allocator_slack`` (source None: the profile's field)."""
+    hit = model_recipe_value(values, model_id, gpu_id, "allocator_slack", precision)
+    if hit is not None:
+        return float(hit[0]), hit[1]
+    return float(values.get("allocator_slack") or 0.0), None
 
 
 def _fp8_recipes_ok(v: Any) -> bool:
