@@ -97,7 +97,9 @@ def test_the_nemo_profiles_read_the_405b_flags():
         # pipeline_model_parallel_layout the planner does not read; Llama 3 70B and
         # Qwen3-30B-A3B: test_megatron_even_split_recipes_golden.py)
         assert pipeline_split_of(fid, "deepseek-v3") == "any"
-    assert pipeline_split_of("nemo-24.03", "llama-3-405b") == "any"  # NeMo 1.x: not read
+    # NeMo 1.x: no Megatron-Bridge split flags; its Megatron-Core (before core_r0.9.0) builds
+    # L // pp a stage (megatron-core-r080-even-split), so the even split, not the 405B edge one
+    assert pipeline_split_of("nemo-24.03", "llama-3-405b") == "even"
     # Meta's profile keeps its own (balanced, not even) edge split
     assert pipeline_split_of("meta-llama3-2024", "llama-3-405b") == "edge_chunks"
 
