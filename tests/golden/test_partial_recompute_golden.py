@@ -143,10 +143,14 @@ def test_recompute_spec_and_codes_round_trip():
     (TrainLayout(tp=8, dp=8, recompute="selective", recompute_modules=("moe_act",)),
      "recompute modules"),
     (TrainLayout(tp=8, dp=8, recompute_layers=2), "recompute layers"),
-    (TrainLayout(tp=8, pp=8, dp=1, recompute="full", recompute_layers=11), "recompute layers"),
+    (TrainLayout(tp=8, pp=8, dp=1, recompute="full", recompute_layers=12), "recompute layers"),
 ])
 def test_rules_refuse_what_megatron_refuses(lay, rule):
-    # llama-3-70b (dense, no MLA, 80 layers: 10 per stage at pp 8)
+    # llama-3-70b (dense, no MLA, 80 layers). At pp 8 the planner's split balances the output
+    # head (1.23 layers on the last stage): a load of 10.23 holds 7 x 10 + 9 = 79 < 80 layers, a
+    # load of 11 holds 7 x 11 + 9 = 86, and the 6 spare layers come off the first stage, the
+    # last (to 8) and the first four middle ones: 10/10/10/10/10/11/11/8, so N = 11 is the
+    # largest chunk and N = 12 is refused
     with pytest.raises(BadInput, match=f"rule {rule}:"):
         check(lay, Context(get_model("llama-3-70b"), lay.gpus, 512, S))
 

@@ -349,6 +349,10 @@ class Context:
     # model chunks that may hold no decoder layer (the edge-chunk split: the embedding-only
     # first chunk and the loss-only last one, frameworks.toml pipeline_split = "edge_chunks")
     edge_slots: int = 0
+    # the job's framework (its split: step/shapes.split_extras) and a split given per stage for
+    # every row (--layout stages), which the "recompute layers" rule bounds N by
+    framework_id: str | None = None
+    stages: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -441,11 +445,43 @@ RULES: tuple[Rule, ...] = (
          f"{ctx.model.id} has none",
          lambda c, ctx: _bits_ok(c, ctx, ("mla_up_proj",), bool(ctx.model.kv_lora_rank))),
     Rule("recompute layers", lambda ctx: "recompute_layers needs recompute=full and at most "
-         "the layers of one model chunk (L / (pp x vpp), Megatron-Core's block method)",
-         lambda c, ctx: (c["rc"] // (4 * _MOD_SPAN) == 0)
-         | ((c["rc"] % 4 == 2) & (c["rc"] // (4 * _MOD_SPAN)
-                                  <= -(-ctx.model.n_layers // np.maximum(c["pp"] * c["vpp"], 1))))),
+         "the layers of the largest model chunk of the split (Megatron-Core's block method)",
+         lambda c, ctx: _layers_ok(c, ctx)),
 )
+
+
+def _layers_ok(c: dict[str, Any], ctx: Context) -> Any:
+    """The "recompute layers" rule: no N, or recompute=full with N at most the largest chunk."""
+    n = c["rc"] // (4 * _MOD_SPAN)
+    if not np.any(n):  # the split is only looked at where some row gives an N
+        return n == 0
+    rows = np.flatnonzero(np.atleast_1d(n))
+    top = np.zeros(np.shape(np.atleast_1d(n)), dtype=np.int64)
+    sub = {k: (np.atleast_1d(v)[rows] if k in ("pp", "vpp", "stages_top") else v)
+           for k, v in c.items()}
+    top[rows] = _chunk_top(sub, ctx)
+    ok = (n == 0) | ((c["rc"] % 4 == 2) & (n <= top))
+    return ok if np.ndim(n) else ok[0]
+
+
+def _chunk_top(c: dict[str, Any], ctx: Context) -> Any:
+    """Per row, the decoder layers of the largest model chunk of the split it builds
+    (step/shapes.largest_chunk_layers): a split given for every row (ctx.stages), one given
+    per row (``stages_top``: its largest count, 0 where none; or a single layout's
+    ``stages``), else the planner's split at the row's pp and vpp."""
+    from .step.shapes import largest_chunk_layers
+
+    pp, vpp = np.atleast_1d(c["pp"]), np.atleast_1d(c["vpp"])
+    if ctx.stages is not None:
+        return largest_chunk_layers(ctx.model, ctx.framework_id, pp, vpp, ctx.stages)
+    given = c.get("stages")
+    if isinstance(given, tuple):
+        return largest_chunk_layers(ctx.model, ctx.framework_id, pp, vpp, given)
+    top = largest_chunk_layers(ctx.model, ctx.framework_id, pp, vpp)
+    if "stages_top" in c:
+        st = np.atleast_1d(c["stages_top"])
+        top = np.where(st > 0, np.ceil(st / np.maximum(vpp, 1) - 1e-9), top)
+    return top
 
 
 def _rc_bits(c: dict[str, Any]) -> Any:

@@ -387,6 +387,27 @@ def zero_state_bytes(
     return weights, grads, opt
 
 
+def block_recompute_share(layers: Any, vpp: Any, n_stage: Any) -> Any:
+    """Share of a stage's ``n_stage`` layers that full recompute of ``layers`` = N layers per
+    model chunk re-runs (Megatron-Core's block method: each of the stage's vpp chunks
+    checkpoints its first N, TransformerBlock._checkpointed_forward at core_v0.16.1; N at or
+    above a chunk's layers recomputes it whole): min(N vpp, n) / n, and 1 where N is 0 (all).
+    The memory (training_bytes) and the step time (step/candidates.full_share) both read it."""
+    n_rc = np.asarray(layers, dtype=np.float64) * np.asarray(vpp, dtype=np.float64)
+    n = np.asarray(n_stage, dtype=np.float64)
+    return np.where(n_rc > 0, np.minimum(n_rc, n) / np.maximum(n, 1.0), 1.0)
+
+
+def stage_chunk_layers(pp: Any, vpp: Any, n_layers: int, n_first: Any, n_mid: Any,
+                       n_last: Any) -> Any:
+    """Layers per model chunk of a split's largest stage as :func:`block_recompute_share`
+    counts them: ceil(max(first, middle, last) / vpp) (L at pp = 1). An N at or above it
+    re-runs every layer of every stage (recompute=full)."""
+    n = np.maximum(np.maximum(np.asarray(n_first, dtype=np.float64), n_mid), n_last)
+    return np.where(np.asarray(pp) <= 1, float(n_layers),
+                    np.ceil(n / np.maximum(np.asarray(vpp, dtype=np.float64), 1.0) - 1e-9))
+
+
 # --- uneven pipeline stages ------------------------------------------------------------------------
 
 
@@ -840,7 +861,7 @@ def training_bytes(
         part = (rc == 2) & (n_rc > 0)
 
         def mix(x: Any, x0: Any, n: Any) -> Any:
-            share = np.minimum(n_rc, n) / np.maximum(n, 1.0)
+            share = block_recompute_share(rc_layers, vpp, n)
             return np.where(part, share * x + (1 - share) * x0, x)
 
         stage_layers_act = mix(stage_layers_act, f0, np.where(one, float(L), nf))

@@ -293,14 +293,19 @@ def check_recompute_offered(job: Job, mode: str, where: str = "--layout") -> Non
 
 def check_recompute_layers(job: Job, fixed: dict[str, Any], where: str = "--layout") -> None:
     """BadInput (one line) where a given recompute_layers N (full recompute of N layers per
-    model chunk, Megatron-Core's block method) exceeds the layers of every chunk the given keys
-    allow: L / (pp x vpp) rounded up, the largest chunk at the pp and vpp given (pp 1 and vpp 1
-    where not given). The layout rule "recompute layers" refuses the same rows one by one."""
+    model chunk, Megatron-Core's block method) exceeds the layers of the largest chunk of the
+    split the given keys build (step/shapes.largest_chunk_layers: the given ``stages``, else
+    the planner's split at the pp and vpp given, pp 1 and vpp 1 where not given). The layout
+    rule "recompute layers" refuses the same rows one by one."""
+    from .step.shapes import largest_chunk_layers
+
     n = int(fixed["recompute_layers"])
-    L, pp, vpp = job.model.n_layers, int(fixed.get("pp", 1)), int(fixed.get("vpp", 1))
-    top = -(-L // max(pp * vpp, 1))
+    pp, vpp = int(fixed.get("pp", 1)), int(fixed.get("vpp", 1))
+    stages = tuple(fixed["stages"]) if "stages" in fixed else None
+    top = int(largest_chunk_layers(job.model, job.framework_id, pp, vpp, stages)[0])
     if n > top:
-        at = (f"at pp={pp}, vpp={vpp}" if "pp" in fixed or "vpp" in fixed
+        at = (f"with stages={'/'.join(str(x) for x in stages)}" if stages is not None else
+              f"at pp={pp}, vpp={vpp}" if "pp" in fixed or "vpp" in fixed
               else "in the largest chunk (pp=1)")
         raise BadInput(f"{where} recompute=full:{n}: {job.model.id} has at most {top} layers "
                        f"per model chunk {at}; N must be 1 to {top} (Megatron-Core "
@@ -449,7 +454,8 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     total = int(c["tp"].size)
     rejected: dict[str, int] = {}
     ctx = Context(m, N, job.global_batch_seqs, job.seq_len, job.schedule,
-                  edge_slots=_edge_slots(job))
+                  edge_slots=_edge_slots(job), framework_id=job.framework_id,
+                  stages=tuple(fixed["stages"]) if "stages" in fixed else None)
     pinned_dp = np.full(total, fixed["dp"], dtype=dt) if "dp" in fixed else None
     if pinned_dp is not None:
         c["dp"] = pinned_dp
@@ -789,7 +795,7 @@ def _evaluate_two_phase(job: Job, cl: Cluster, grid: Grid, top: int
             extra = {k: np.concatenate([extra[k], blk[k]]) for k in cols}
     n_extra = int(extra["rc"].size)
     ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
-                  edge_slots=_edge_slots(job))
+                  edge_slots=_edge_slots(job), framework_id=job.framework_id)
     ok = np.ones(n_extra, dtype=bool)
     for r in RULES:  # the recompute rules (the others hold: the rows passed them with none)
         if r.name.startswith("recompute") and r.applies(ctx):
@@ -925,12 +931,14 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
     if not lays:
         raise BadInput("no layouts to evaluate")
     ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
-                  edge_slots=_edge_slots(job))
+                  edge_slots=_edge_slots(job), framework_id=job.framework_id)
     keys = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch")
     c: dict[str, np.ndarray] = {k: np.array([getattr(x, k) for x in lays], dtype=np.int64)
                                 for k in keys}
     c["etp"] = np.array([x.expert_tp for x in lays], dtype=np.int64)
     c["rc"] = np.array([x.rc_code for x in lays], dtype=np.int64)
+    # a split given per layout bounds its recompute_layers (the "recompute layers" rule)
+    c["stages_top"] = np.array([max(x.stages) if x.stages else 0 for x in lays], dtype=np.int64)
     for k in PARALLELISM_OF:  # a value the framework profile does not offer: refused
         for v in sorted(set(c[k].tolist())):  # (np.unique would import numpy.ma)
             i = int(np.flatnonzero(c[k] == v)[0])
@@ -964,6 +972,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
             job.model.n_layers, x.pp, vpp=x.vpp, **last)) for x in lays], dtype=np.int64)
         for j, k in enumerate(STAGE_COLS):
             c[k] = shapes[:, j]
+    c.pop("stages_top")
     return {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
 
 

@@ -107,6 +107,8 @@ def layout_keys(args: argparse.Namespace) -> dict[str, Any]:
         keys[key] = v
     if getattr(args, "no_sp", False):
         keys["sp"] = False
+    if keys.get("stages") is not None:  # a split given per stage sets pp (as plan train)
+        keys.setdefault("pp", len(keys["stages"]))
     tp, pp, cp = keys.get("tp", 1), keys.get("pp", 1), keys.get("cp", 1)
     if getattr(args, "gpus", None) is not None:
         if args.gpus % (tp * pp * cp):
@@ -193,7 +195,7 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
                             kernels=args.kernels, schedule=args.schedule)
     B = global_batch(args, lay)
     ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"],
-                  edge_slots=2 if edge_chunk_split(fw.id, m.id) else 0)
+                  edge_slots=2 if edge_chunk_split(fw.id, m.id) else 0, framework_id=fw.id)
     n_mb = None if fit else check(lay, ctx)
     stages = lay.stages
     if stages is None and lay.pp > 1 and not fit:

@@ -140,7 +140,8 @@ def _first_bad_row(items: list[tuple[int, Any]], job: Any, n: int) -> str | None
     from ..specs.frameworks import edge_chunk_split
 
     ctx = Context(job.model, n, job.global_batch_seqs, job.seq_len, job.schedule,
-                  edge_slots=2 if edge_chunk_split(job.framework_id, job.model.id) else 0)
+                  edge_slots=2 if edge_chunk_split(job.framework_id, job.model.id) else 0,
+                  framework_id=job.framework_id)
     for i, lay in items:
         try:
             check(lay, ctx)

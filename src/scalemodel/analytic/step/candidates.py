@@ -74,13 +74,23 @@ class Candidates:
 
     @cached_property
     def full_share(self) -> Any:
-        """Share of the layers full recompute re-runs: 1 (all), N / (L / (pp vpp)) with
-        recompute_layers = N (Megatron-Core's block method counts N per model chunk:
-        TransformerBlock._checkpointed_forward over the chunk's layers), 0 without it."""
-        per_chunk = self.m.n_layers / np.maximum(self.pp * self.vpp, 1)
+        """Share of the layers full recompute re-runs: 1 (all), 0 without it, and with
+        recompute_layers = N (Megatron-Core's block method: each model chunk checkpoints its
+        first N layers, TransformerBlock._checkpointed_forward at core_v0.16.1) the share the
+        memory model keeps for the split's largest stage, the one priced as the slowest
+        (memory.block_recompute_share: min(N vpp, n) / n of its n layers; the split with a
+        decoder layer in the last chunk where MTP gives two)."""
         n = np.asarray(self.rc_layers, dtype=np.float64)
-        share = np.where(n > 0, np.minimum(n / per_chunk, 1.0), 1.0)
-        return np.where(self.rc == 2, share, 0.0)
+        part = (self.rc == 2) & (n > 0)
+        if not np.any(part):
+            return np.where(self.rc == 2, 1.0, 0.0)
+        from ..memory import block_recompute_share
+        from .pipeline import split
+
+        nf, nm, _, nl = split(self, 1)
+        n_st = np.where(self.one, float(self.m.n_layers), np.maximum(np.maximum(nf, nm), nl))
+        share = block_recompute_share(n, self.vpp, n_st)
+        return np.where(self.rc == 2, np.where(n > 0, share, 1.0), 0.0)
 
     @property
     def m(self) -> ModelSpec:

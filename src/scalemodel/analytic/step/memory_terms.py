@@ -136,7 +136,8 @@ def fewest_block_layers(job: Any, cl: Any, cols: dict[str, Any]) -> list[np.ndar
     """Per layout of ``cols``, the fewest layers N per model chunk whose full recompute (the
     block method: Megatron-Core TransformerBlock._checkpointed_forward recomputes the first N
     layers of each chunk, core_v0.16.1) makes the layout fit, from 1 to one less than the layers
-    of a chunk (ceil(L / (pp vpp)); all of them is recompute=full); 0 where none of these fits.
+    per chunk of the split's largest stage (memory.stage_chunk_layers: ceil(n / vpp); all of
+    them is recompute=full); 0 where none of these fits.
     One array per stage split the step model may take: under MTP it takes the faster of two
     (pipeline.slowest_stage), so both are returned; one otherwise.
 
@@ -184,14 +185,17 @@ def _fewest_block_layers(job: Any, cl: Any, cols: dict[str, Any],
     """:func:`fewest_block_layers` under one stage split (first, middle, middle index, last
     layers per row, as pipeline.split gives them)."""
     from ..layout import recompute_code
+    from ..memory import stage_chunk_layers
     from .candidates import candidates
 
     n = int(np.asarray(cols["tp"]).size)
-    pv = np.maximum(np.asarray(cols["pp"], dtype=np.int64) * np.asarray(cols["vpp"]), 1)
-    hi = -(-job.model.n_layers // pv) - 1  # at most: one less than a chunk's layers
+    nf, nm, mi, nl = stage_split
+    # at most: one less than the largest stage's layers per chunk (memory.stage_chunk_layers;
+    # from there on every stage re-runs all of its layers, which is recompute=full)
+    hi = stage_chunk_layers(cols["pp"], cols["vpp"], job.model.n_layers, nf, nm,
+                            nl).astype(np.int64) - 1
     lo = np.ones(n, dtype=np.int64)
     out = np.zeros(n, dtype=np.int64)
-    nf, nm, mi, nl = stage_split
 
     def bytes_at(rows: np.ndarray, layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bytes per GPU, capacity) of the rows with N = layers (two rows may be one)."""

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ...errors import BadInput
 from ...specs import ModelSpec
 from ..memory import StaticModel, static_model
 
@@ -98,3 +102,36 @@ def split_extras(m: ModelSpec, framework_id: str | None = None) -> dict[str, flo
         return {"last_extra": 0.0, "last_min": 1, "edge_chunks": True}
     ms = model_shapes(m)
     return {"last_extra": ms.last_extra_layers, "last_min": 0 if ms.mtp else 1}
+
+
+def largest_chunk_layers(m: ModelSpec, framework_id: str | None, pp: Any, vpp: Any,
+                         stages: tuple[int, ...] | None = None) -> np.ndarray:
+    """Decoder layers of the largest model chunk in the split a layout builds: the most
+    ``recompute_layers`` N means (Megatron-Core's block method checkpoints each chunk's first
+    N layers; more than a chunk has recomputes it whole). ``stages`` given: its largest count
+    over vpp (rounded up); pp = 1: the L layers; else the planner's split (pipeline.split:
+    memory.chunk_partition with the framework's split_extras), both MTP placements where the
+    model has MTP modules (pipeline.slowest_stage may take either)."""
+    from ..memory import chunk_partition
+
+    pp_a = np.atleast_1d(np.asarray(pp, dtype=np.int64))
+    vpp_a = np.broadcast_to(np.atleast_1d(np.asarray(vpp, dtype=np.int64)), pp_a.shape)
+    if stages is not None:
+        return np.ceil(max(stages) / np.maximum(vpp_a, 1) - 1e-9).astype(np.int64)
+    L = m.n_layers
+    extra = split_extras(m, framework_id)
+    mins = {int(extra["last_min"]), 1}
+    out = np.full(pp_a.shape, L, dtype=np.int64)
+    code = pp_a * (int(vpp_a.max(initial=1)) + 1) + vpp_a
+    _, first = np.unique(code, return_index=True)
+    for p, v in ((int(pp_a[i]), int(vpp_a[i])) for i in first):
+        if p <= 1 or p * v > L + 2:
+            continue  # pp = 1: the whole model; too many chunks is the "layers" rule's
+        try:
+            top = max(max(chunk_partition(L, p, vpp=v, last_extra=float(extra["last_extra"]),
+                                          last_min=lm, edge_chunks=bool(extra.get("edge_chunks"))))
+                      for lm in mins)
+        except BadInput:
+            continue
+        out[(pp_a == p) & (vpp_a == v)] = top
+    return out
