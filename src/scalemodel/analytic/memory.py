@@ -1033,8 +1033,26 @@ def usable_memory(hbm_bytes: float, n_comms: Any, framework: str | None = None,
     return (hbm_bytes - reserve - np.asarray(n_comms, dtype=np.float64) * per_comm) / (1 + slack)
 
 
+def recipe_precision(framework: str | None, model_id: str, gpu_id: str, precision: str,
+                     fp8_scaling: str | None = None) -> str:
+    """The precision a recipe entry is keyed by: bf16, or the fp8 scaling the run uses (the
+    given one, else the profile's for this model on this GPU, fp8_scaling_of)."""
+    if precision != "fp8":
+        return precision
+    if fp8_scaling:
+        return fp8_scaling
+    from ..specs.frameworks import fp8_scaling_of
+
+    try:
+        fw = get_framework(framework)
+    except BadInput:  # a profile from a user file: the default's fields
+        fw = get_framework(None)
+    return fp8_scaling_of(fw, model_id, gpu_id)[0]
+
+
 def _capacity_steps(d: Derivation, gpu: GPUSpec, lay: TrainLayout, framework: str | None,
-                    memory_fraction: float | None) -> float:
+                    memory_fraction: float | None, model_id: str | None = None,
+                    precision: str | None = None) -> float:
     d.given(f"{gpu.name} memory", "M_hbm", gpu.hbm_bytes, "B", gpu.source_of("hbm_bytes"))
     if memory_fraction is not None:
         d.given("fraction planned for the step", "u", memory_fraction, "1", "--mem-fraction")
@@ -1052,11 +1070,17 @@ def _capacity_steps(d: Derivation, gpu: GPUSpec, lay: TrainLayout, framework: st
             note=fw.notes.get("nccl_comm_bytes", ""))
     d.given("communicators in use (groups of more than one rank)", "n_comm", n, "1",
             note="TP, PP, DP x CP, CP, EP")
-    d.given(f"{fw.id}: caching-allocator slack (share of the peak)", "f",
-            float(fw.get("allocator_slack") or 0), "1", src("allocator_slack"),
-            note=fw.notes.get("allocator_slack", ""))
+    slack, recipe = allocator_slack_of(fw.values, model_id, gpu.id, precision)
+    if recipe is None:
+        d.given(f"{fw.id}: caching-allocator slack (share of the peak)", "f", slack, "1",
+                src("allocator_slack"), note=fw.notes.get("allocator_slack", ""))
+    else:
+        d.given(f"{fw.id}: caching-allocator slack of this recipe ({model_id} on {gpu.id}, "
+                f"{precision})", "f", slack, "1", cite(recipe),
+                note="the recipe's launcher sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     cap = d.calc("usable memory per GPU", "M_cap", "(M_hbm - R - n_comm * R_nccl) / (1 + f)", "B",
-                 check=float(usable_memory(gpu.hbm_bytes, n, framework)), rel_tol=1e-9)
+                 check=float(usable_memory(gpu.hbm_bytes, n, framework, model_id=model_id,
+                                           gpu_id=gpu.id, precision=precision)), rel_tol=1e-9)
     return cap
 
 
@@ -1303,7 +1327,8 @@ def memory_report(
                    check=float(vec["total"]), rel_tol=1e-6)
     cap = fits = None
     if gpu is not None:
-        cap = _capacity_steps(d, gpu, lay, framework, memory_fraction)
+        cap = _capacity_steps(d, gpu, lay, framework, memory_fraction, m.id,
+                              recipe_precision(framework, m.id, gpu.id, precision))
         fits = bool(total <= cap)
     return MemoryReport(
         model=m.id, gpu=gpu.id if gpu else None, layout=lay, seq_len=seq_len,
@@ -1648,7 +1673,9 @@ def find_min_gpus(
                          k_opt=opt.bytes_per_param, pp_gathered=gathered,
                          pp_grad_accum_bytes=accum,
                          ddp_bucket=ddp_bucket_bytes(framework)[0])
-    cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction)
+    cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction,
+                        model_id=m.id, gpu_id=gpu.id,
+                        precision=recipe_precision(framework, m.id, gpu.id, precision))
     fits = res["total"] <= cap
     rows_evaluated = int(T.size)
     if not fits.any():

@@ -97,8 +97,13 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
         params, acts = (np.where(dual, 2 * params, params),
                         np.where(dual, acts * (c.pp + 1) / c.pp, acts))
     n_comm = communicators(c.tp, c.pp, c.dp, c.cp, c.ep)
+    from .config import fp8_scaling
+
+    prec = fp8_scaling(job, c.gpu.id)[0] if job.precision == "fp8" else job.precision
     cap = np.broadcast_to(usable_memory(c.gpu.hbm_bytes, n_comm, job.framework_id,
-                                        job.memory_fraction), np.shape(total)).astype(np.float64)
+                                        job.memory_fraction, model_id=job.model.id,
+                                        gpu_id=c.gpu.id, precision=prec),
+                          np.shape(total)).astype(np.float64)
     return MemoryTerms(params, np.asarray(mem["grads"]), np.asarray(mem["optimizer"]), acts,
                        total, cap, off_b)
 
