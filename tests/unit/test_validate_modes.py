@@ -4,6 +4,7 @@ the figures mean, one-line bad input."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import cli_json, csv_text, validation_rows
@@ -147,3 +148,44 @@ def test_agreement_class_of_a_disagreement():
     # every compared key belongs to exactly one class
     owned = [k for _, ks in CLASS_ORDER for k in ks]
     assert len(owned) == len(set(owned))
+
+
+def test_agreement_ranks_over_both_phases_of_the_search():
+    # The free search prices in two phases (planner._evaluate_two_phase): the grid of
+    # layout_grid's columns (plain recompute modes: none, selective, full), then, for the layouts
+    # that do not fit without recompute, the partial policies the profile lists (module sets,
+    # block recompute of the fewest layers), which layout_grid holds apart in grid.partial. The
+    # DeepSeek-V3 row (2048 H800, deepseek-hai-llm: recompute_options carry the report's
+    # Sec. 3.2.3 set layernorm+mla_up_proj) picks such a second-phase row.
+    # Derivation of the case: the team's layout is the pick's own keys with recompute=full. Full
+    # recompute re-runs the whole forward of every layer in the backward; the pick's module set
+    # re-runs only the norms and the MLA up-projections, everything else alike, and full holds
+    # no more memory, so the team's layout fits and the pick is faster than it. The pick is then
+    # one of the layouts counted above the team's: the rank is at least 2 + the layouts of the
+    # first phase alone predicted faster (the count the grid alone gave, which missed the pick).
+    from scalemodel.analytic.agreement import agree_row
+    from scalemodel.analytic.planner import evaluate, layout_grid, search
+    from scalemodel.analytic.validate import row_problem
+
+    row = next(r for r in validation_rows("training_runs.csv") if r["id"] == "deepseek-v3")
+    p = row_problem(row)
+    free = search(p.job, p.cluster, {}, top=0)
+    grid = layout_grid(p.job, p.cluster, {})
+    code = free.best.layout.rc_code
+    assert free.best.layout["recompute_modules"]
+    assert code in grid.partial and code not in set(grid.cols["rc"].tolist())  # second phase
+    keys = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "vpp", "micro_batch")
+    team = dict(row, id="deepseek-v3-full", recompute="full",
+                **{k: str(free.best.layout[k]) for k in keys})
+    a = agree_row(team)
+    assert a.search_best == free.best.layout.as_dict()
+    assert a.published_layout["recompute"] == "full"
+    assert a.keys_differ == ("recompute", "recompute_modules")
+    assert a.speedup_predicted > 0
+    first = evaluate(p.job, p.cluster, grid.cols)
+    fits = np.asarray(first.fits, dtype=bool)
+    thr = np.asarray(first.tokens_per_s)
+    first_faster = int(np.count_nonzero(fits & (thr > a.published_tokens_per_s * (1 + 1e-9))))
+    assert a.rank_of_published >= first_faster + 2
+    # the layouts counted are those the search picked from: both phases, as it counts them
+    assert a.fitting_layouts == free.fitting > int(np.count_nonzero(fits))

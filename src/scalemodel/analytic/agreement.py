@@ -9,7 +9,9 @@ compared with the team's layout priced by the same step model (its unstated keys
 ``scalemodel validate`` does):
 
 * ``rank_of_published``: 1 + the number of fitting layouts of the free search predicted faster
-  than the team's layout (1: the search agrees);
+  than the team's layout (1: the search agrees), counted over the rows the search picks its best
+  from: the grid and its second phase (block recompute of the fewest layers, the recompute
+  module sets), priced as ``plan train`` prices them (:func:`ranked_against`);
 * ``speedup_predicted``: the search's best over the team's layout, in tokens per second, less 1;
 * the term that makes the difference: the term of the step breakdown (compute, exposed TP, CP,
   EP, PP or DP communication, bubble, optimizer, overlap slowdown) whose time the pick saves
@@ -38,7 +40,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from .planner import RECOMPUTE_KEYS, breakdown, evaluate, layout_grid, search
+from .planner import (
+    RECOMPUTE_KEYS,
+    Cluster,
+    Job,
+    _evaluate_two_phase,
+    breakdown,
+    layout_grid,
+    search,
+)
 from .validate import read_rows, row_problem
 
 # the keys a source must state for its row to count as "states its layout"
@@ -143,6 +153,15 @@ def states_layout(row: dict[str, str]) -> bool:
     return all((row.get(k) or "").strip() for k in STATED_KEYS)
 
 
+def ranked_against(job: Job, cl: Cluster, tokens_per_s: float) -> tuple[int, int]:
+    """(the fitting layouts of the free search predicted faster than ``tokens_per_s``, the
+    fitting layouts): counted over the rows ``search(job, cl, {})`` picks its best from, both of
+    its phases, priced as it prices them."""
+    _, res, _ = _evaluate_two_phase(job, cl, layout_grid(job, cl, {}), 0)
+    thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
+    return int(np.count_nonzero(thr > tokens_per_s * (1 + 1e-9))), int(thr.size)
+
+
 def agree_row(row: dict[str, str]) -> AgreementRow:
     """The free search against the team's layout for one validation row."""
     p = row_problem(row)
@@ -154,10 +173,11 @@ def agree_row(row: dict[str, str]) -> AgreementRow:
         best = search(p.job, p.cluster, {}, top=0).best
     except BadInput:
         raise BadInput("the free search finds no layout that fits") from None
-    # rank: every fitting layout of the free grid predicted faster than the team's
-    res = evaluate(p.job, p.cluster, layout_grid(p.job, p.cluster, {}).cols)
-    thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
-    faster, fitting = int(np.count_nonzero(thr > pub_tps * (1 + 1e-9))), int(thr.size)
+    # rank: every fitting layout the free search priced, predicted faster than the team's. The
+    # rows are those search() ranks its pick among: the grid and its second phase (the partial
+    # recompute policies, block recompute of the fewest layers and the module sets, of the
+    # layouts that do not fit without recompute), merged by planner._evaluate_two_phase
+    faster, fitting = ranked_against(p.job, p.cluster, pub_tps)
     # the diagnostic: the same free search with the source's recompute held
     held_keys = {k: v for k, v in p.stated.items() if k in ("recompute", *RECOMPUTE_KEYS)}
     held = None
