@@ -384,21 +384,9 @@ def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     return offered_values(job.framework_id, key, values)
 
 
-def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
-    """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of the searched layout
-    keys. The rules are analytic/layout.py RULES, applied in order; ``rejected`` counts the rows
-    each removed."""
-    from .layout import RULES, Context, derived
-
-    fixed = dict(fixed or {})
-    m, N = job.model, cl.n_gpus
-    if "stages" in fixed:
-        from .layout import check_stages
-
-        st = tuple(fixed["stages"])
-        fixed.setdefault("pp", len(st))
-        fixed.setdefault("vpp", 1)  # a split given per stage is one of a plain pipeline
-        check_stages(st, fixed["pp"], m)
+def _check_fixed(job: Job, fixed: dict[str, Any]) -> None:
+    """BadInput (one line) for a pinned key plan train cannot use or the framework does not
+    offer, before any grid is built."""
     unknown = set(fixed) - set(LAYOUT_KEYS) - set(RECOMPUTE_KEYS) - {"stages"}
     if unknown:
         raise BadInput(f"--layout {sorted(unknown)[0]}: plan train cannot use this key; keys: "
@@ -418,6 +406,24 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
     if "pp" in fixed and ("vpp" in fixed or "stages" in fixed):
         check_pipeline_split(job, int(fixed["pp"]), int(fixed.get("vpp", 1)),
                              tuple(fixed["stages"]) if "stages" in fixed else None)
+
+
+def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> Grid:
+    """All layouts of ``cl.n_gpus`` GPUs for ``job``; ``fixed`` pins any of the searched layout
+    keys. The rules are analytic/layout.py RULES, applied in order; ``rejected`` counts the rows
+    each removed."""
+    from .layout import RULES, Context, derived
+
+    fixed = dict(fixed or {})
+    m, N = job.model, cl.n_gpus
+    if "stages" in fixed:
+        from .layout import check_stages
+
+        st = tuple(fixed["stages"])
+        fixed.setdefault("pp", len(st))
+        fixed.setdefault("vpp", 1)  # a split given per stage is one of a plain pipeline
+        check_stages(st, fixed["pp"], m)
+    _check_fixed(job, fixed)
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in tp_options(m, cl.nvlink_domain)
                                                 if N % t == 0]
     cps = [fixed["cp"]] if "cp" in fixed else [c for c in (1, 2, 4, 8, 16, 32)
