@@ -228,3 +228,21 @@ def assert_published_rows_known(rows: list, others: tuple = ()) -> None:
     ids = [r["id"] for r in rows]
     other = {r["id"] for n in others for r in validation_rows(n)}
     assert len(ids) == len(set(ids)) and not set(ids) & other
+
+
+# Llama 2 7B at the NeMo 24.03 16K row's layout (TP2 PP1 DP8 CP1 on DGX-H100): parameters held by
+# one GPU, by hand: 32 layers of 4 h^2 (q, k, v, o; 32 heads, no GQA) + 3 h f (gate, up, down)
+# over TP 2, the untied input and output tables (V h each, vocab-parallel over TP 2) and the
+# unsplit RMSNorm weights (2 h a layer, h final); h = 4096, f = 11008, V = 32000
+_H, _F, _V, _L = 4096, 11008, 32000, 32
+LLAMA2_7B_TP2_LOCAL_PARAMS = (_L * (4 * _H * _H + 3 * _H * _F) + 2 * _V * _H) / 2 + _L * 2 * _H + _H
+LAYOUT_16K = {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
+              "micro_batch": 1, "recompute": "none"}
+
+
+def nemo_16k_row_problem():  # noqa: ANN201
+    """The priced problem of validation row nemo-cp-llama2-7b-h100-16k (published_runs_2026.csv)."""
+    from scalemodel.analytic.validate import read_rows, row_problem
+
+    text = (Path(__file__).resolve().parents[1] / "validation" / "published_runs_2026.csv").read_text()
+    return row_problem({r["id"]: r for r in read_rows(text)}["nemo-cp-llama2-7b-h100-16k"])

@@ -29,9 +29,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LAYOUT_16K, LLAMA2_7B_TP2_LOCAL_PARAMS, nemo_16k_row_problem
 from scalemodel.analytic.planner import evaluate_one
 from scalemodel.analytic.step.comm import collective_time
-from scalemodel.analytic.validate import read_rows, row_problem
+from scalemodel.analytic.validate import read_rows
 from scalemodel.specs.frameworks import get_framework
 from scalemodel.specs.sources import all_sources
 
@@ -90,18 +91,11 @@ def test_the_reading_covers_exactly_the_profiles_rows():
 
 def test_the_dp_traffic_carries_4_byte_gradients():
     # Llama 2 7B, the 16K row's layout TP2 PP1 DP8 CP1 on DGX-H100 (8 GPUs a node: 4 DP ranks
-    # a node). Parameters held by one GPU, by hand: 32 layers of 4 h^2 (q, k, v, o; 32 heads,
-    # no GQA) + 3 h f (gate, up, down), split over TP 2, the untied input and output tables
-    # (V h each, vocab-parallel over TP 2), and the unsplit RMSNorm weights (2 h a layer, h
-    # final); h = 4096, f = 11008, V = 32000
-    h, f, V, L = 4096, 11008, 32000, 32
-    local = (L * (4 * h * h + 3 * h * f) + 2 * V * h) / 2 + L * 2 * h + h
+    # a node); the parameters held by one GPU counted by hand in conftest
+    local, lay = LLAMA2_7B_TP2_LOCAL_PARAMS, LAYOUT_16K
     assert local == 3_369_340_928
-    rows = {r["id"]: r for r in read_rows((ROOT / "published_runs_2026.csv").read_text())}
-    p = row_problem(rows["nemo-cp-llama2-7b-h100-16k"])
+    p = nemo_16k_row_problem()
     assert p.job.framework_id == "nemo-24.03"
-    lay = {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
-           "micro_batch": 1, "recompute": "none"}
     v = evaluate_one(p.job, p.cluster, lay).values
     # fp32 gradients reduce-scattered, bf16 parameters all-gathered (the collective model)
     rs = float(collective_time("reduce_scatter", 4.0 * local, 8.0, 4.0, p.cluster))

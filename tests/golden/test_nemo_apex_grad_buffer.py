@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LAYOUT_16K, LLAMA2_7B_TP2_LOCAL_PARAMS, nemo_16k_row_problem
 from scalemodel.analytic.planner import evaluate_one
-from scalemodel.analytic.validate import read_rows, row_problem
 from scalemodel.specs.frameworks import get_framework
 from scalemodel.specs.sources import all_sources
 
@@ -78,17 +78,12 @@ def test_nemo_24_03_keeps_a_4_byte_buffer_and_24_07_a_2_byte_one():
 
 
 def test_the_16k_rows_memory_carries_the_fp32_buffer():
-    # Llama 2 7B at the 16K row's layout TP2 PP1 DP8: parameters per GPU by hand (as in
-    # test_nemo2403_grad_reduce.py): 32 layers of 4 h^2 + 3 h f over TP 2, the untied input
-    # and output tables V h each over TP 2, the RMSNorm weights 2 h a layer and h final, unsplit
-    h, f, V, L = 4096, 11008, 32000, 32
-    local = (L * (4 * h * h + 3 * h * f) + 2 * V * h) / 2 + L * 2 * h + h
+    # Llama 2 7B at the 16K row's layout TP2 PP1 DP8: parameters per GPU counted by hand in
+    # conftest (LLAMA2_7B_TP2_LOCAL_PARAMS)
+    local, lay = LLAMA2_7B_TP2_LOCAL_PARAMS, LAYOUT_16K
     assert local == 3_369_340_928
-    rows = {r["id"]: r for r in read_rows((ROOT / "published_runs_2026.csv").read_text())}
-    p = row_problem(rows["nemo-cp-llama2-7b-h100-16k"])
+    p = nemo_16k_row_problem()
     assert p.job.framework_id == "nemo-24.03"
-    lay = {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
-           "micro_batch": 1, "recompute": "none"}
     v = evaluate_one(p.job, p.cluster, lay).values
     # the same job under the bf16-buffer profile: every other memory term is the same, so the
     # difference is (4 - 2) bytes for every local parameter

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LAYOUT_16K, LLAMA2_7B_TP2_LOCAL_PARAMS
 from scalemodel.analytic.planner import evaluate_one, search
 from scalemodel.analytic.step.config import constants
 from scalemodel.analytic.validate import read_rows, row_problem
@@ -45,13 +46,8 @@ from scalemodel.specs.sources import all_sources
 
 ROOT = Path(__file__).resolve().parents[2] / "validation"
 BYTES = {"int16": 16 // 8, "bfloat16": 16 // 8, "float32": 32 // 8}
-# Llama 2 7B at TP2 (the 16K row's layout), parameters per GPU by hand, as in
-# test_nemo_apex_grad_buffer.py: 32 layers of 4 h^2 + 3 h f over TP 2, the untied input and
-# output tables V h each over TP 2, the RMSNorm weights 2 h a layer and h final, unsplit
-H, F, V, L = 4096, 11008, 32000, 32
-LOCAL_TP2 = (L * (4 * H * H + 3 * H * F) + 2 * V * H) / 2 + L * 2 * H + H
-LAY_16K = {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "zero": 1, "vpp": 1,
-           "micro_batch": 1, "recompute": "none"}
+# Llama 2 7B at TP2 (the 16K row's layout): parameters per GPU counted by hand in conftest
+LOCAL_TP2, LAY_16K = LLAMA2_7B_TP2_LOCAL_PARAMS, LAYOUT_16K
 
 
 def _row(fname: str, rid: str):
