@@ -189,3 +189,9 @@ def test_agreement_ranks_over_both_phases_of_the_search():
     assert a.rank_of_published >= first_faster + 2
     # the layouts counted are those the search picked from: both phases, as it counts them
     assert a.fitting_layouts == free.fitting > int(np.count_nonzero(fits))
+    # the rank read off the free search's own prices equals the grid priced once more
+    from scalemodel.analytic.agreement import ranked_against
+
+    assert (ranked_against(p.job, p.cluster, a.published_tokens_per_s, free)
+            == ranked_against(p.job, p.cluster, a.published_tokens_per_s)
+            == (a.rank_of_published - 1, a.fitting_layouts))

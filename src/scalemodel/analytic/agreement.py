@@ -44,6 +44,7 @@ from .planner import (
     RECOMPUTE_KEYS,
     Cluster,
     Job,
+    PlanResult,
     _evaluate_two_phase,
     breakdown,
     layout_grid,
@@ -153,12 +154,17 @@ def states_layout(row: dict[str, str]) -> bool:
     return all((row.get(k) or "").strip() for k in STATED_KEYS)
 
 
-def ranked_against(job: Job, cl: Cluster, tokens_per_s: float) -> tuple[int, int]:
+def ranked_against(job: Job, cl: Cluster, tokens_per_s: float,
+                   free: PlanResult | None = None) -> tuple[int, int]:
     """(the fitting layouts of the free search predicted faster than ``tokens_per_s``, the
     fitting layouts): counted over the rows ``search(job, cl, {})`` picks its best from, both of
-    its phases, priced as it prices them."""
-    _, res, _ = _evaluate_two_phase(job, cl, layout_grid(job, cl, {}), 0)
-    thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
+    its phases, priced as it prices them. ``free``: that search's result, when the caller has
+    it (its ``fitting_tokens_per_s``), so the grid is not priced twice."""
+    if free is None or free.fitting_tokens_per_s is None:
+        _, res, _ = _evaluate_two_phase(job, cl, layout_grid(job, cl, {}), 0)
+        thr = np.asarray(res.tokens_per_s)[np.asarray(res.fits, dtype=bool)]
+    else:
+        thr = free.fitting_tokens_per_s
     return int(np.count_nonzero(thr > tokens_per_s * (1 + 1e-9))), int(thr.size)
 
 
@@ -170,14 +176,15 @@ def agree_row(row: dict[str, str]) -> AgreementRow:
     # the free grid holds only what the row's framework profile offered (its parallelisms and
     # recompute_options, read by planner.layout_grid): the same search plan train runs
     try:
-        best = search(p.job, p.cluster, {}, top=0).best
+        free = search(p.job, p.cluster, {}, top=0)
     except BadInput:
         raise BadInput("the free search finds no layout that fits") from None
+    best = free.best
     # rank: every fitting layout the free search priced, predicted faster than the team's. The
     # rows are those search() ranks its pick among: the grid and its second phase (the partial
     # recompute policies, block recompute of the fewest layers and the module sets, of the
     # layouts that do not fit without recompute), merged by planner._evaluate_two_phase
-    faster, fitting = ranked_against(p.job, p.cluster, pub_tps)
+    faster, fitting = ranked_against(p.job, p.cluster, pub_tps, free)
     # the diagnostic: the same free search with the source's recompute held
     held_keys = {k: v for k, v in p.stated.items() if k in ("recompute", *RECOMPUTE_KEYS)}
     held = None

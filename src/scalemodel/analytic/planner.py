@@ -664,6 +664,9 @@ class PlanResult:
     chunk_layers: tuple[int, ...] = field(default=())
     # the fp8 scaling recipe the plan was priced with ("" in bf16; step/config.fp8_scaling)
     fp8_scaling: str = ""
+    # tokens/s of every fitting layout the search priced (both phases): what a published
+    # layout is ranked against (agreement.agree_row), so no caller prices the grid again
+    fitting_tokens_per_s: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def best(self) -> PlanRow:
@@ -860,7 +863,8 @@ def search(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None, top: int 
 
         fp8 = fp8_scaling(job, cl.gpu.id)[0]
     return PlanResult(job, cl, rows, pareto, grid.total + added, n_valid, int(fits.sum()),
-                      grid.rejected, grid.total + added, sl, chunks, fp8)
+                      grid.rejected, grid.total + added, sl, chunks, fp8,
+                      np.asarray(res.tokens_per_s)[np.asarray(fits, dtype=bool)])
 
 
 def _chunks_of_stages(stages: tuple[int, ...], vpp: int) -> tuple[int, ...]:
