@@ -5,7 +5,9 @@ session 19, s19-trt019).
 Source: docs/source/performance/perf-overview.md at the v0.19.0 tag, rendered at
 nvidia.github.io/TensorRT-LLM/0.19.0/performance/perf-overview.html. The NVIDIA repository is too
 large to fetch here; the tables were read in the index's stored copy of the markdown (file id
-2997649200, no commit named), matched to the 0.19.0 page by its opening text and its first table.
+2997649200, no commit named), matched to the 0.19.0 page by its opening text and the first 14
+cells of its first table (Llama 3.3 70B FP4 on B200, 128/128, 128/2048 and 128/4096 at TP 1-8,
+500/2000 at TP 1-2), which the index's copy of the rendered page shows.
 The cells below were typed from that copy (Total Output Throughput, tokens/sec), the request
 counts from its $num_requests table. No error bound is asserted: nothing was set from these rows,
 they are priced with the nearest profile (trtllm-0.20) and reported as they fall (docs/serving.md,
@@ -33,11 +35,14 @@ def _rows(source: str = V019) -> dict[str, dict[str, str]]:
 
 # cells as printed on the v0.19 page (tokens/sec): (model, gpu, tp, isl, osl)
 CELLS = {
-    # the first row of the page's first table, the one matched against the 0.19.0 rendered page
+    # the first row of the page's first table, matched against the 0.19.0 rendered page (as are
+    # 128/2048, 128/4096 and TP 1-2 of 500/2000)
     ("l33-70b", "b200", 1, 128, 128): 11253.28,
     ("l33-70b", "b200", 2, 128, 128): 17867.66,
     ("l33-70b", "b200", 4, 128, 128): 24944.50,
     ("l33-70b", "b200", 8, 128, 128): 27471.49,
+    ("l33-70b", "b200", 2, 128, 4096): 8711.88,
+    ("l33-70b", "b200", 2, 500, 2000): 10602.27,
     ("l33-70b", "b200", 8, 20000, 2000): 3167.30,
     ("l31-405b", "b200", 8, 2048, 128): 953.57,
     ("l31-8b", "h200", 1, 2048, 2048): 12022.38,
