@@ -406,7 +406,7 @@ def test_by_source_mean_and_max(priced):
         "mlperf-inference-v41-nvidia", "mlperf-inference-v40-nvidia", "trtllm-performance-v050",
         "trtllm-h200-launch-v050", "trtllm-falcon180b-h200-v07a", "trtllm-perf-overview-v020",
         "trtllm-perf-overview-v10", "trtllm-perf-overview-dev-03e27c7d",
-        "trtllm-perf-overview-v12", "vllm-blog-v060-perf-update",
+        "trtllm-perf-overview-v12", "trtllm-perf-overview-v019", "vllm-blog-v060-perf-update",
         "mlperf-inference-v51-nvidia", "mlperf-inference-v51-amd", "mlperf-inference-v50-nvidia",
         "trtllm-tech-blog1-dsr1-b200", "trtllm-issue-5929-dsr1-fp4-b200",
         "lmsys-large-scale-ep-2025-05"}
