@@ -555,8 +555,12 @@ class TPChunks:
     "pipeline" reduce-scatter (output projection and MLP-out forward) as 4 launches of a quarter
     of the output columns each (split_overlap_rs). Each launch is priced at its own shape by the
     shape model (gemm.py: tile padding, wave quantization), so a chunk too small to fill the SMs
-    costs what it costs (source ``te-comm-gemm-overlap-chunks``). Seconds per layer and
-    micro-batch on one rank."""
+    costs what it costs (source ``te-comm-gemm-overlap-chunks``). A profile with
+    ``tp_overlap_kind = "symm_mem"`` (torch Inductor's micro-pipeline TP, source
+    ``torch-micro-pipeline-tp``) launches its reduce-scatter GEMMs as tp blocks of T / tp rows,
+    adds the reduction kernel over the stacked partials to the forward, and leaves the
+    backward's QKV / MLP-in input-gradient reduce-scatter unfused (``bwd_rs_fused``). Seconds
+    per layer and micro-batch on one rank."""
 
     fwd: tuple[Any, Any, Any, Any]  # QKV, output projection, MLP in, MLP out, as launched
     dgrad: tuple[Any, Any]  # output-projection and MLP-out dgrad, as launched
@@ -630,7 +634,9 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any,
     layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5). With ``ch`` (the
     GEMMs as the overlap launches them, :func:`tp_chunks`) each collective hides behind its
     chunked GEMM and the ring-exchange dgrads are the dgrad GEMMs themselves; without it, the
-    unsplit GEMMs, and half the backward GEMMs for those dgrads."""
+    unsplit GEMMs, and half the backward GEMMs for those dgrads. Under micro-pipeline TP
+    (``ch.rs_splits`` = tp, ``ch.bwd_rs_fused`` false) the forward reduce-scatters pipeline in
+    tp row blocks and the backward's input-gradient reduce-scatter is exposed whole."""
     one, tp = cm.tp_one, c.tp
     mlp = 2 * k_tp - 1  # 1 with the MLP's collectives, 0 without
     gb = lc.tp_gemm_b
