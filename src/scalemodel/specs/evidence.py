@@ -46,7 +46,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "unsharded_grad_pass_bytes", "sharded_grad_pass_bytes",
                     "unsharded_step_grad_bytes", "grad_buffer_bytes", "ep_dispatch",
                     "ep_dispatch_kernel", "ep_comm_sms",
-                    "moe_recipes", "tp_overlap", "dp_overlap", "param_gather_overlap",
+                    "moe_recipes", "tp_overlap", "tp_overlap_kind", "dp_overlap", "param_gather_overlap",
                     "sequence_parallel",
                     "parallelisms", "pp_p2p_overlap", "recompute_options", "cp_exchange",
                     "cp_merge_bytes", "cp_merge_bytes_compiled", "cp_grad_bytes", "cp_kv_heads",

@@ -40,6 +40,14 @@ ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
 # field offers all of them (the planner's whole grid).
 PARALLELISMS = ("tp", "sp", "pp", "vpp", "cp", "ep", "zero1", "zero2", "zero3")
 PP_P2P_OVERLAP = ("none", "interleaved", "all")
+# the TP-overlap implementations the step model prices (frameworks.toml tp_overlap_kind):
+# "userbuffers", Transformer Engine's comm-GEMM overlap (ring-exchange all-gathers in tp chunks,
+# pipelined reduce-scatters in planner.toml tp_pipeline_splits column blocks, the backward's
+# input-gradient reduce-scatter in bulk); "symm_mem", torch Inductor's micro-pipeline TP
+# (fused_all_gather_matmul / fused_matmul_reduce_scatter: reduce-scatters in tp row blocks and
+# a reduction kernel over the stacked partials; a reduce-scatter whose input is not one matmul
+# is not fused)
+TP_OVERLAP_KINDS = ("userbuffers", "symm_mem")
 # the fp8 scaling recipes (Transformer Engine's names: DelayedScaling, Float8CurrentScaling,
 # Float8BlockScaling, MXFP8BlockScaling; Megatron-LM --fp8-recipe delayed / tensorwise /
 # blockwise / mxfp8): per-tensor scale from the amax history, per-tensor scale from the tensor
@@ -60,6 +68,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "moe_layer_host": (lambda v: v in ("megatron-core-eager", "none"),
                        "megatron-core-eager or none"),
     "tp_overlap": (lambda v: isinstance(v, bool), "true or false"),
+    # how the TP overlap (tp_overlap) pairs each collective with its GEMM (step/comm.py
+    # _tp_exposed): Transformer Engine's userbuffers, or torch's micro-pipeline TP on symmetric
+    # memory (TP_OVERLAP_KINDS)
+    "tp_overlap_kind": (lambda v: v in TP_OVERLAP_KINDS, " or ".join(TP_OVERLAP_KINDS)),
     "sequence_parallel": (lambda v: isinstance(v, bool), "true or false"),
     "dp_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "param_gather_overlap": (lambda v: isinstance(v, bool), "true or false"),

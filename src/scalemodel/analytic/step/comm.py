@@ -555,14 +555,20 @@ class TPChunks:
     "pipeline" reduce-scatter (output projection and MLP-out forward) as 4 launches of a quarter
     of the output columns each (split_overlap_rs). Each launch is priced at its own shape by the
     shape model (gemm.py: tile padding, wave quantization), so a chunk too small to fill the SMs
-    costs what it costs (source ``te-comm-gemm-overlap-chunks``). Seconds per layer and
-    micro-batch on one rank."""
+    costs what it costs (source ``te-comm-gemm-overlap-chunks``). A profile with
+    ``tp_overlap_kind = "symm_mem"`` (torch Inductor's micro-pipeline TP, source
+    ``torch-micro-pipeline-tp``) launches its reduce-scatter GEMMs as tp blocks of T / tp rows,
+    adds the reduction kernel over the stacked partials to the forward, and leaves the
+    backward's QKV / MLP-in input-gradient reduce-scatter unfused (``bwd_rs_fused``). Seconds
+    per layer and micro-batch on one rank."""
 
     fwd: tuple[Any, Any, Any, Any]  # QKV, output projection, MLP in, MLP out, as launched
     dgrad: tuple[Any, Any]  # output-projection and MLP-out dgrad, as launched
     extra_f: Any  # what the chunked launches add over the unsplit GEMMs, forward
     extra_b: Any  # the same for the backward (the two ring-exchange dgrads)
     extra_mlp_f: Any  # of extra_f: the dense MLP's (what selective "mlp" recompute repeats)
+    rs_splits: Any = 4.0  # chunks of a forward reduce-scatter (4 columns, or tp rows)
+    bwd_rs_fused: bool = True  # the QKV / MLP-in input-gradient reduce-scatter overlapped
 
 
 def tp_chunks(c: Candidates, lc: LayerCompute, moe: bool) -> TPChunks:
@@ -576,6 +582,7 @@ def tp_chunks(c: Candidates, lc: LayerCompute, moe: bool) -> TPChunks:
     p, e, dt, gpu, r = c.peak, c.e_mm, c.job.precision, c.gpu, c.fp8_rate_at
     split = float(constants()["overlap"]["tp_pipeline_splits"])
     g = lc.tp_gemm_f
+    symm = profile_value(c.job, "tp_overlap_kind", "userbuffers") == "symm_mem"
 
     def t(M: Any, N: Any, K: Any) -> Any:  # at the fp8 recipe's rate, as gemm3 prices g
         return gemm_time(M, N, K, gpu, p, e, dtype_name=dt, rate=r(K))
@@ -583,26 +590,37 @@ def tp_chunks(c: Candidates, lc: LayerCompute, moe: bool) -> TPChunks:
     def ring(N: Any, K: Any) -> Any:  # tp launches of T / tp rows
         return tp * t(T / tp, N, K)
 
+    def rs(N: Any, K: Any) -> Any:  # a reduce-scatter's GEMM as the overlap launches it
+        # userbuffers: `split` launches of N / split output columns; micro-pipeline TP
+        # (_fused_matmul_reduce_scatter_impl): tp launches of T / tp rows
+        return ring(N, K) if symm else split * t(T, N / split, K)
+
+    # micro-pipeline TP sums the tp partials it received in one kernel: it reads the stacked
+    # T x h partials and writes the T / tp x h shard (e_a bytes each), beside no collective
+    rs_sum = np.where(tp > 1, c.e_a * T * h * (1 + 1 / tp) / c.hbm, 0.0) if symm else 0.0
     mla = bool(c.m.kv_lora_rank)
     qkv = g[0] if mla else np.where(tp > 1, ring(ms.attn_in_n / tp, h), g[0])
     o_k = ms.attn_out_k / tp
-    proj = np.where(tp > 1, split * t(T, h / split, o_k), g[1])
+    proj = np.where(tp > 1, rs(h, o_k), g[1])
     proj_dg_full = t(T, o_k, h)
     proj_dg = np.where(tp > 1, ring(o_k, h), proj_dg_full)
     if moe:
         fc1, fc2 = g[2], g[3]
         fc2_dg = fc2_dg_full = 0.5 * lc.tp_gemm_b[3]  # as _tp_exposed prices it unsplit
+        mlp_sum = 0.0
     else:
         f_k = ms.ffn / tp
         fc1 = np.where(tp > 1, ring(ms.up_k * f_k, h), g[2])
-        fc2 = np.where(tp > 1, split * t(T, h / split, f_k), g[3])
+        fc2 = np.where(tp > 1, rs(h, f_k), g[3])
         fc2_dg_full = t(T, f_k, h)
         fc2_dg = np.where(tp > 1, ring(f_k, h), fc2_dg_full)
-    extra_mlp = (fc1 - g[2]) + (fc2 - g[3])
+        mlp_sum = rs_sum
+    extra_mlp = (fc1 - g[2]) + (fc2 - g[3]) + mlp_sum
     return TPChunks(fwd=(qkv, proj, fc1, fc2), dgrad=(proj_dg, fc2_dg),
-                    extra_f=(qkv - g[0]) + (proj - g[1]) + extra_mlp,
+                    extra_f=(qkv - g[0]) + (proj - g[1]) + rs_sum + extra_mlp,
                     extra_b=(proj_dg - proj_dg_full) + (fc2_dg - fc2_dg_full),
-                    extra_mlp_f=extra_mlp)
+                    extra_mlp_f=extra_mlp, rs_splits=tp if symm else split,
+                    bwd_rs_fused=not symm)
 
 
 def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any,
@@ -616,19 +634,30 @@ def _tp_exposed(c: Candidates, lc: LayerCompute, cm: LayerComm, k_tp: Any,
     layer with EP keeps only the attention block's pairs (``k_tp`` = 0.5). With ``ch`` (the
     GEMMs as the overlap launches them, :func:`tp_chunks`) each collective hides behind its
     chunked GEMM and the ring-exchange dgrads are the dgrad GEMMs themselves; without it, the
-    unsplit GEMMs, and half the backward GEMMs for those dgrads."""
+    unsplit GEMMs, and half the backward GEMMs for those dgrads. Under micro-pipeline TP
+    (``ch.rs_splits`` = tp, ``ch.bwd_rs_fused`` false) the forward reduce-scatters pipeline in
+    tp row blocks and the backward's input-gradient reduce-scatter is exposed whole."""
     one, tp = cm.tp_one, c.tp
     mlp = 2 * k_tp - 1  # 1 with the MLP's collectives, 0 without
     gb = lc.tp_gemm_b
     if ch is None:
         g, dg = lc.tp_gemm_f, (0.5 * gb[1], 0.5 * gb[3])
+        pipe, bulk_rs = float(constants()["overlap"]["tp_pipeline_splits"]), True
     else:
-        g, dg = ch.fwd, ch.dgrad
-    pipe = float(constants()["overlap"]["tp_pipeline_splits"])
+        g, dg, pipe, bulk_rs = ch.fwd, ch.dgrad, ch.rs_splits, ch.bwd_rs_fused
     f = (_overlapped(one, g[0], tp) + _overlapped(one, g[1], pipe)
          + mlp * (_overlapped(one, g[2], tp) + _overlapped(one, g[3], pipe)))
-    b = (_overlapped(2 * one, gb[0], np.inf) + _overlapped(one, dg[0], tp)
-         + mlp * (_overlapped(2 * one, gb[2], np.inf) + _overlapped(one, dg[1], tp)))
+
+    def bulk(gemm: Any) -> Any:  # the input-gradient reduce-scatter and the input re-gather
+        if bulk_rs:
+            return _overlapped(2 * one, gemm, np.inf)
+        # micro-pipeline TP fuses a reduce-scatter only with the one matmul that produces its
+        # input (micro_pipeline_tp.py _find_producer_matmul); the QKV and MLP-in input gradient
+        # is a sum over separate linears (wq, wk, wv; w1, w3), so its reduce-scatter runs alone
+        return one + _overlapped(one, gemm, np.inf)
+
+    b = (bulk(gb[0]) + _overlapped(one, dg[0], tp)
+         + mlp * (bulk(gb[2]) + _overlapped(one, dg[1], tp)))
     return f, b
 
 
