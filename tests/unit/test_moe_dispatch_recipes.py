@@ -124,8 +124,10 @@ def test_network_stage_at_deepep_bandwidth(nodes, dispatch, combine):
     # num_rdma_token_sent = distinct topk_idx // experts-per-node, source
     # deepep-test-internode-rdma-bytes), so the call lasts counted bytes / rate. The wire alone
     # (the collectives engine's all-to-all over one rank per node, which sends the (n - 1) / n of
-    # the buffer that leaves the node) is faster than that at every size, 2.2x at 2 nodes, so the
-    # kernel's rate sets the stage (step/comm.py network_stage_time).
+    # the buffer that leaves the node, at the rings' NIC share: collective_time("all_to_all_wire"),
+    # as network_stage_time reads it, not NCCL's own all-to-all share) is faster than that at
+    # every size, 2.2x at 2 nodes, so the kernel's rate sets the stage (step/comm.py
+    # network_stage_time).
     from scalemodel.analytic.planner import make_cluster
     from scalemodel.analytic.step.comm import kernel_rate
 
@@ -135,7 +137,7 @@ def test_network_stage_at_deepep_bandwidth(nodes, dispatch, combine):
     reach = {2: 2 * (1 - comb(128, 8) / comb(256, 8)), 4: 4 * (1 - comb(192, 8) / comb(256, 8)),
              8: 4 * (1 - comb(96, 8) / comb(128, 8))}[nodes]
     buf = 4096 * 7168 * 2.0 * reach
-    wire = float(collective_time("all_to_all", buf, float(nodes), 1.0, cl))
+    wire = float(collective_time("all_to_all_wire", buf, float(nodes), 1.0, cl))
     assert wire < buf / dispatch
     if nodes == 2:
         assert buf / dispatch / wire > 2.0
@@ -171,7 +173,8 @@ def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
     # (own node included, source deepep-test-internode-rdma-bytes). Qwen3-30B-A3B on 16 H100,
     # EP16, NeMo 26.06's Hybrid-EP recipe: a rank's 4096 tokens of 2 x 2048 bytes reach
     # 2 (1 - C(64,8)/C(128,8)) nodes, so one dispatch lasts 4096 x 4096 x 1.994 / 54.47e9 s
-    # (0.61 ms) and one combine the same bytes at 53.35 GB/s, where the wire alone would take
+    # (0.61 ms) and one combine the same bytes at 53.35 GB/s, where the wire alone (the RDMA
+    # under the kernel, collective_time("all_to_all_wire") at the rings' NIC share) would take
     # about half as long; the NVLink stage (6.6 GPUs a token) is shorter than either.
     from scalemodel.analytic.step.comm import _dedup_dispatch
 
@@ -179,7 +182,7 @@ def test_hybrid_ep_dispatch_of_the_two_node_qwen3_row():
     counted = 4096 * 2.0 * 2048 * 2 * (1 - comb(64, 8) / comb(128, 8))
     want = 0.5 * (counted / 54.47e9 + counted / 53.35e9)
     assert float(_dedup_dispatch(c, np.float64(8.0))[0]) == pytest.approx(want, rel=1e-9)
-    wire = float(collective_time("all_to_all", counted, 2.0, 1.0, cl))
+    wire = float(collective_time("all_to_all_wire", counted, 2.0, 1.0, cl))
     assert wire < 0.6 * want
 
 

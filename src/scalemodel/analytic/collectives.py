@@ -415,6 +415,20 @@ def intra_efficiency(coll: str, fabric: Fabric, nccl_p2p: bool = True) -> tuple[
     return a2a if a2a else efficiency(kind)
 
 
+def inter_efficiency(coll: str, fabric: Fabric, nccl_p2p: bool = True) -> tuple[float, str]:
+    """(efficiency, citation) of the NICs for ``coll``: NCCL's all-to-all keeps its measured
+    share of the NIC rate on links that record one (``nccl_p2p``: NCCL's p2p kernel and proxies
+    drive the NICs, not a dispatch kernel's own RDMA), else the link kind's ring figure; a user's
+    --efficiency-inter wins. 0 without NICs."""
+    if fabric.inter is None:
+        return 0.0, ""
+    if fabric.efficiency_inter is not None:
+        return fabric.efficiency_inter, "user"
+    kind = _link_kind(fabric.inter)
+    a2a = alltoall_efficiency(kind) if coll == "all-to-all" and nccl_p2p else None
+    return a2a if a2a else efficiency(kind)
+
+
 def protocol(name: str) -> dict[str, Any]:
     t = _consts()["protocols"].get(name)
     if t is None:
@@ -753,7 +767,7 @@ def _env(coll: str, alg: str, proto: str, S: Any, n: Any, p: Any, fabric: Fabric
     }
     if fabric.inter is not None:
         env["Bo"] = (fabric.inter.bytes_per_s_per_direction * fabric.nics_per_gpu
-                     * fabric.eff_inter * f) / slow
+                     * inter_efficiency(coll, fabric, nccl_p2p)[0] * f) / slow
         env["ao"] = float(pr[f"{fam}_step_s"]["scale-out"])
     else:
         env["Bo"] = np.nan
@@ -1250,7 +1264,7 @@ def collective_cost(collective: str, nbytes: float, group: Group, fabric: Fabric
         busbw_bytes_per_s=_scalar(c, "busbw_bytes_per_s"),
         lower_bound_bytes_per_rank=_scalar(c, "lower_bound_bytes_per_rank"),
         lower_bound_time_s=lbt, efficiency_intra=intra_efficiency(collective, fabric)[0],
-        efficiency_inter=fabric.eff_inter,
+        efficiency_inter=inter_efficiency(collective, fabric)[0],
         chosen_by="auto" if (algorithm == "auto" or proto == "auto") else "user",
         reasons=tuple(reasons), alternatives=tuple(rows), notes=tuple(notes), derivation=d,
     )
@@ -1394,9 +1408,11 @@ def derive_cost(collective: str, algorithm: str, proto: str, nbytes: float, grou
                     sh["algbw_fraction"], "1", source=cite(sh["source"]), note=sh.get("note", ""))
             d.calc("in-network rate per GPU", "Bso", "Bline_o * r * f_so", "B/s")
         else:
-            eff, src = efficiency("scale-out")
-            d.given("efficiency of scale-out links (Simple protocol)", "e_o", fabric.eff_inter, "1",
-                    source=src if fabric.efficiency_inter is None else "user")
+            eff, src = inter_efficiency(collective, fabric)
+            what = ("NCCL's all-to-all share of the NIC rate on" if collective == "all-to-all"
+                    and alltoall_efficiency(_link_kind(lk)) and fabric.efficiency_inter is None
+                    else "efficiency of")
+            d.given(f"{what} {lk.kind} links (Simple protocol)", "e_o", eff, "1", source=src)
             if "f_proto" not in d.env:
                 d.given(f"{proto} protocol bandwidth factor", "f_proto", float(env["f_proto"]),
                         "1", source=f_src, note=f_note)

@@ -42,7 +42,8 @@ def collective_time(kind: str, nbytes: Any, ranks: Any, ranks_per_node: Any,
     ``nbytes`` follows the nccl-tests convention of analytic/collectives.py (the gathered size
     for all_gather, the input for reduce_scatter and all_reduce, the per-rank buffer for
     all_to_all, the message for send_recv). ``all_to_all`` is NCCL's (its p2p kernel's measured
-    plateau inside a node); ``all_to_all_wire`` the same bytes at the ring efficiency, the wire
+    plateau inside a node, and its measured share of the NIC rate across nodes);
+    ``all_to_all_wire`` the same bytes at the ring efficiencies, the wire
     under a per-destination dispatch kernel whose own measured rate floors it (collectives.toml
     [efficiency_alltoall]). ``ranks_per_node`` is how many members of the group
     share one NVLink domain (the engine's "node"). NCCL's own tuning model (analytic/
