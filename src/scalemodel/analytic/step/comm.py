@@ -729,7 +729,7 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
             # Megatron-Core refuses the EP A2A overlap with full recompute
             # (transformer_config.py: recompute_granularity != 'full' under
             # overlap_moe_expert_parallel_comm): such layouts run the all-to-all exposed
-            refused = c.full_share > 0
+            refused = c.rc == 2  # the run's granularity, recomputed layer or not
             x_f = np.where(refused, ep_exp * e_f, x_f)
             x_b = np.where(refused, ep_exp * (e_b + rc_ep), x_b)
     else:
