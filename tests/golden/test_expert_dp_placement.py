@@ -155,3 +155,28 @@ def test_ep8_expert_gradients_cross_the_network():
     nvl_rs = collective_time("reduce_scatter", p_exp * e_red, 2.0, 2.0, p.cluster)
     assert net_rs > 2 * nvl_rs  # the tier matters
     assert float(v.dp_raw_s) >= mb * net_rs
+
+
+def _cli(argv: list[str]) -> int:
+    from scalemodel.cli import main
+
+    try:
+        return int(main(argv) or 0)
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+@pytest.mark.parametrize(("framework", "rc"), [("megatron-core-0.8", 2), ("megatron-core", 0)])
+def test_core_r0_8_ep_divides_dp_alone(capsys, framework, rc):
+    # core_r0.8.0 parallel_state.py line 442: initialize_model_parallel raises unless
+    # data_parallel_size % expert_model_parallel_size == 0 (EP is cut out of the DP digit).
+    # Mixtral 8x7B on 16 GPUs at tp 2, cp 2: dp = 4, and ep 8 divides dp x cp = 8 but not dp,
+    # a layout the own grid (core_r0.10.0 on) builds and core_r0.8.0 refuses.
+    got = _cli(["plan", "train", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "16",
+                "--seq-len", "8192", "--global-batch", "64", "--framework", framework,
+                "--layout", "tp=2,pp=1,cp=2,ep=8,etp=2,zero=1,micro_batch=1,recompute=full"])
+    out, err = capsys.readouterr()
+    assert got == rc
+    if rc == 2:
+        assert not out and err.count("\n") == 1
+        assert "ep must divide the 8 experts and dp (the core_r0.8.0 rank grid" in err
