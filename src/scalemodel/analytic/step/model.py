@@ -167,11 +167,29 @@ def _layers(c: Candidates, att: Any) -> tuple[LayerComm, LayerTime, LayerTime]:
     return cm, Ld, (layer_time(c, moe_layer(c, att), cm, True) if c.m.is_moe else Ld)
 
 
+def _stitch(mask: np.ndarray, a: StepTerms, b: StepTerms) -> StepTerms:
+    """The terms of ``a`` on the rows of ``mask`` and of ``b`` on the others."""
+    out: dict[str, Any] = {}
+    for k in StepTerms.names():
+        x, y = getattr(a, k), getattr(b, k)
+        if np.ndim(x) == 0 and np.ndim(y) == 0 and x == y:
+            out[k] = x
+            continue
+        v = np.empty(mask.shape, dtype=np.result_type(np.asarray(x), np.asarray(y)))
+        v[mask], v[~mask] = x, y
+        out[k] = v
+    return StepTerms(**out)
+
+
 def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
     """Step time, its breakdown, FLOPs and memory for every row of ``cols`` (numpy arrays)."""
     c = candidates(job, cl, cols)
+    block = np.asarray(c.block_rows)
+    if block.any() and not block.all():
+        # the block-recompute rows price their layers twice (below): only those rows do
+        return _stitch(block, evaluate(job, cl, {k: v[block] for k, v in cols.items()}),
+                       evaluate(job, cl, {k: v[~block] for k, v in cols.items()}))
     att = attention_terms(c)
-    block = c.block_rows
     if np.any(block):
         # block recompute: each layer priced recomputed and not, each stage taking its own
         # share of them (pipeline.stage_layers); the other rows as their layout runs them
