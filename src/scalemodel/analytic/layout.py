@@ -379,9 +379,24 @@ def _heads_ok(c: dict[str, Any], ctx: Context) -> Any:
                                    | (m.attention == "mla"))
 
 
-def _ep_group(c: dict[str, Any]) -> Any:
-    """Ranks an expert group is drawn from: dp x cp, or tp x dp x cp when folded."""
-    return np.where(c["etp"] == c["tp"], c["dp"] * c["cp"], c["tp"] * c["dp"] * c["cp"])
+def _ep_from_dp_only(ctx: Context) -> bool:
+    """The profile states the core_r0.8.0 rank grid (frameworks.toml expert_ranks =
+    "dp_split": megatron-core-0.8), where EP is cut out of the DP digit alone:
+    initialize_model_parallel raises unless data_parallel_size % expert_model_parallel_size ==
+    0 (parallel_state.py line 442 at core_r0.8.0). Profiles that state no grid keep the rule."""
+    from ..specs.frameworks import get_framework
+
+    try:
+        return get_framework(ctx.framework_id).values.get("expert_ranks") == "dp_split"
+    except BadInput:  # a profile from a user file: the default's rule
+        return False
+
+
+def _ep_group(c: dict[str, Any], ctx: Context) -> Any:
+    """Ranks an expert group is drawn from: dp x cp, or tp x dp x cp when folded; dp alone
+    under the core_r0.8.0 grid (:func:`_ep_from_dp_only`)."""
+    dense = c["dp"] if _ep_from_dp_only(ctx) else c["dp"] * c["cp"]
+    return np.where(c["etp"] == c["tp"], dense, c["tp"] * c["dp"] * c["cp"])
 
 
 def _is_moe(ctx: Context) -> bool:
@@ -403,10 +418,11 @@ RULES: tuple[Rule, ...] = (
     Rule("divisibility", lambda ctx: "experts unsplit below the tp (etp = 1 < tp) are "
          "modelled with ep > 1 (MoE parallel folding)",
          lambda c, ctx: (c["etp"] == c["tp"]) | (c["ep"] > 1), _is_moe),
-    Rule("divisibility", lambda ctx: f"ep must divide the {ctx.model.n_experts} experts and dp "
-         "x cp (tp x dp x cp when etp = 1)",
-         lambda c, ctx: (ctx.model.n_experts % c["ep"] == 0) & (_ep_group(c) % c["ep"] == 0),
-         _is_moe),
+    Rule("divisibility", lambda ctx: f"ep must divide the {ctx.model.n_experts} experts and "
+         + ("dp (the core_r0.8.0 rank grid cuts EP out of DP)" if _ep_from_dp_only(ctx)
+            else "dp x cp") + " (tp x dp x cp when etp = 1)",
+         lambda c, ctx: (ctx.model.n_experts % c["ep"] == 0)
+         & (_ep_group(c, ctx) % c["ep"] == 0), _is_moe),
     Rule("divisibility", lambda ctx: f"{ctx.model.id} has no experts, ep must be 1",
          lambda c, ctx: c["ep"] == 1, lambda ctx: not ctx.model.is_moe),
     Rule("divisibility", lambda ctx: f"{ctx.model.id} has no experts, etp must be its tp",

@@ -392,7 +392,8 @@ def block_recompute_share(layers: Any, vpp: Any, n_stage: Any) -> Any:
     model chunk re-runs (Megatron-Core's block method: each of the stage's vpp chunks
     checkpoints its first N, TransformerBlock._checkpointed_forward at core_v0.16.1; N at or
     above a chunk's layers recomputes it whole): min(N vpp, n) / n, and 1 where N is 0 (all).
-    The memory (training_bytes) and the step time (step/candidates.full_share) both read it."""
+    The memory (training_bytes) and the step time (step/candidates.full_share_of, each stage
+    from its own n) both read it."""
     n_rc = np.asarray(layers, dtype=np.float64) * np.asarray(vpp, dtype=np.float64)
     n = np.asarray(n_stage, dtype=np.float64)
     return np.where(n_rc > 0, np.minimum(n_rc, n) / np.maximum(n, 1.0), 1.0)

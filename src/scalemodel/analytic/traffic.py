@@ -90,7 +90,9 @@ def step_traffic(job: Any, cl: Any, row: Any) -> tuple[StepTraffic, ...]:
 
     n = one(v.n_first if lay.pp == 1 else slowest_stage_layers(v))
     mb, rc, dom = one(c.mb), lay.rc, c.dom
-    full = one(c.full_share)  # share of the layers full recompute re-runs (1 or N / chunk)
+    # share of the slowest stage's layers full recompute re-runs (1, or block recompute's
+    # min(N vpp, n) / n of its own n layers, as the step model prices that stage)
+    full = one(c.full_share_of(float(job.model.n_layers) if lay.pp == 1 else n))
     moe_rc = one(c.recomputes("moe"))  # the selective "moe" module dispatches again
     out: list[StepTraffic] = []
 

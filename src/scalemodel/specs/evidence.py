@@ -53,7 +53,7 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "cp_gather_overlap", "cp_compiled_overlap", "cp_load_balance",
                     "fp8_saved_input", "fp8_attn_out_saved", "fp8_moe_act_input_saved",
                     "optimizer",
-                    "ep_overlap_full_recompute", "moe_routing", "moe_fp8_padding", "reserved_bytes",
+                    "ep_overlap_full_recompute", "moe_routing", "expert_ranks", "moe_fp8_padding", "reserved_bytes",
                     "nccl_comm_bytes", "allocator_slack", "pipeline_zero_max", "replicate_1d_only",
                     "pipeline_split",
                     "fp8_scaling",

@@ -64,6 +64,9 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ep_overlap": (lambda v: isinstance(v, bool), "true or false"),
     "ep_overlap_full_recompute": (lambda v: isinstance(v, bool), "true or false"),
     "moe_routing": (lambda v: v in ("learned", "force_balanced"), "learned or force_balanced"),
+    "expert_ranks": (lambda v: v in ("own_grid", "dp_split"),
+                     "own_grid (the expert layers' own rank grid, Megatron-Core core_r0.10.0 on) "
+                     "or dp_split (EP cut out of DP after TP and CP, core_r0.8.0 / r0.9.0)"),
     "moe_fp8_padding": (lambda v: v in ("grouped_mlp", "none"), "grouped_mlp or none"),
     "moe_layer_host": (lambda v: v in ("megatron-core-eager", "none"),
                        "megatron-core-eager or none"),

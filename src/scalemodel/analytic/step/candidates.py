@@ -48,7 +48,10 @@ class Candidates:
     # stage and the middle stage's index (planner.STAGE_COLS); None = the planner's own split
     fixed_split: tuple[np.ndarray, ...] | None = None
     rc_mods: Any = 0  # selective: module bits (layout.RECOMPUTE_MODULES; 0 = core_attn)
-    rc_layers: Any = 0  # full: layers per stage recomputed (0 = all)
+    rc_layers: Any = 0  # full: layers per model chunk recomputed (0 = all)
+    # the share of a layer's forward full recompute re-runs, where given: the step model prices
+    # a block-recompute layout's layers once recomputed (1) and once not (0) (model.evaluate)
+    rc_share: Any = None
 
     def recomputes(self, module: str) -> Any:
         """Where the selective policy recomputes ``module`` (layout.RECOMPUTE_MODULES)."""
@@ -72,25 +75,42 @@ class Candidates:
             return np.zeros_like(self.pp, dtype=np.float64)
         return np.where((self.pp == 1) & (self.rc == 0), float(n), 0.0)
 
-    @cached_property
-    def full_share(self) -> Any:
-        """Share of the layers full recompute re-runs: 1 (all), 0 without it, and with
-        recompute_layers = N (Megatron-Core's block method: each model chunk checkpoints its
-        first N layers, TransformerBlock._checkpointed_forward at core_v0.16.1) the share the
-        memory model keeps for the split's largest stage, the one priced as the slowest
-        (memory.block_recompute_share: min(N vpp, n) / n of its n layers; the split with a
-        decoder layer in the last chunk where MTP gives two)."""
+    @property
+    def block_rows(self) -> Any:
+        """Rows with block recompute (recompute=full with recompute_layers = N > 0)."""
+        return (self.rc == 2) & (np.asarray(self.rc_layers, dtype=np.float64) > 0)
+
+    def full_share_of(self, n_stage: Any) -> Any:
+        """Share of a stage's ``n_stage`` layers full recompute re-runs: 1 (all), 0 without it,
+        and with recompute_layers = N (Megatron-Core's block method: each model chunk
+        checkpoints its first N layers, a chunk with fewer recomputes all of them,
+        TransformerBlock._checkpointed_forward at core_v0.16.1) the share the memory model keeps
+        for that stage (memory.block_recompute_share: min(N vpp, n) / n)."""
         n = np.asarray(self.rc_layers, dtype=np.float64)
-        part = (self.rc == 2) & (n > 0)
-        if not np.any(part):
+        if not np.any(self.block_rows):
             return np.where(self.rc == 2, 1.0, 0.0)
         from ..memory import block_recompute_share
+
+        share = block_recompute_share(n, self.vpp, n_stage)
+        return np.where(self.rc == 2, np.where(n > 0, share, 1.0), 0.0)
+
+    @cached_property
+    def full_share(self) -> Any:
+        """The share of the layers full recompute re-runs that a layer's terms are priced at:
+        ``rc_share`` where given, else :meth:`full_share_of` the split's largest stage (the
+        split with a decoder layer in the last chunk where MTP gives two; the whole model at
+        pp 1). The step model prices each stage of a block-recompute layout from its own
+        count (pipeline.stage_layers); this value is the one the traffic and FLOP counts and
+        the EP-overlap refusal read."""
+        if self.rc_share is not None:
+            return self.rc_share
+        if not np.any(self.block_rows):
+            return np.where(self.rc == 2, 1.0, 0.0)
         from .pipeline import split
 
         nf, nm, _, nl = split(self, 1)
         n_st = np.where(self.one, float(self.m.n_layers), np.maximum(np.maximum(nf, nm), nl))
-        share = block_recompute_share(n, self.vpp, n_st)
-        return np.where(self.rc == 2, np.where(n > 0, share, 1.0), 0.0)
+        return self.full_share_of(n_st)
 
     @property
     def m(self) -> ModelSpec:

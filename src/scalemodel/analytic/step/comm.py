@@ -103,9 +103,25 @@ def dispatch_copies(m: ModelSpec, ep: Any, ranks_per_domain: Any) -> Any:
     return np.full(np.shape(ep), k) if np.ndim(ep) else k
 
 
+EXPERT_RANKS = ("own_grid", "dp_split")
+
+
+def expert_ranks(c: Any) -> str:
+    """How the framework numbers the expert ranks (frameworks.toml expert_ranks): "own_grid",
+    Megatron-Core from core_r0.10.0 (a second RankGenerator for the expert layers, tp = etp and
+    cp = 1, order tp-cp-ep-dp-pp), or "dp_split", core_r0.8.0 / core_r0.9.0 (one grid, the EP
+    digit cut out of the DP digit, after TP and CP). A profile that states neither keeps
+    dp_split, the placement the planner used for every framework before issue 16's CP check."""
+    return str(profile_value(getattr(c, "job", None), "expert_ranks", "dp_split"))
+
+
 def ep_stride(c: Candidates) -> Any:
-    """Rank stride of an EP group: over the DP ranks (past TP and CP) when the experts are split
-    like the dense MLP; consecutive ranks, etp apart, when folded (etp < tp)."""
+    """Rank stride of an EP group. "own_grid": etp (the expert grid's first digit; its cp digit
+    is 1, so the group runs over CP and DP ranks alike, CP folded into it); "dp_split": tp x cp
+    when the experts are split like the dense MLP (the EP digit after TP and CP), etp when
+    folded (etp < tp, which only the own grid builds)."""
+    if expert_ranks(c) == "own_grid":
+        return np.asarray(c.etp, dtype=np.float64)
     return np.where(c.etp == c.tp, c.tp * c.cp, c.etp)
 
 
@@ -743,7 +759,7 @@ def layer_time(c: Candidates, lc: LayerCompute, cm: LayerComm, moe: bool) -> Lay
             # Megatron-Core refuses the EP A2A overlap with full recompute
             # (transformer_config.py: recompute_granularity != 'full' under
             # overlap_moe_expert_parallel_comm): such layouts run the all-to-all exposed
-            refused = c.full_share > 0
+            refused = c.rc == 2  # the run's granularity, recomputed layer or not
             x_f = np.where(refused, ep_exp * e_f, x_f)
             x_b = np.where(refused, ep_exp * (e_b + rc_ep), x_b)
     else:

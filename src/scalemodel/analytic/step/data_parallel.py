@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .candidates import Candidates
-from .comm import collective_time, ep_stride, ranks_per_node
+from .comm import collective_time, expert_ranks, ranks_per_node
 from .config import constants, profile_value, recipe_overlap
 from .memory_terms import E_W
 from .pipeline import StageTerms
@@ -124,24 +124,30 @@ def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None
             c.job, "optimizer_shards_states", False))), p_loc * E_W, 0.0)), 0.0)
 
 
-def expert_dp_stride(c: Candidates) -> Any:
-    """Rank stride of the expert data-parallel group (the ranks holding the same expert shard,
-    over which the expert gradients are reduced and, under ZeRO, the expert weights gathered).
+def expert_dp_ranks_per_node(c: Any, egroup: Any, dom: int) -> Any:
+    """Members of the expert data-parallel group (``egroup`` ranks holding the same expert
+    shard, over which the expert gradients are reduced and, under ZeRO, the expert weights
+    gathered) that share one NVLink domain of ``dom`` GPUs, as Megatron-Core numbers the ranks (a rank's digits
+    run in the order string's order, the first fastest; a group holds the ranks whose other
+    digits agree):
 
-    Megatron-Core places that group right after the EP group in its rank order, so its members
-    sit ``ep_stride x ep`` apart: core_v0.16.0 (3bec9aa9) megatron/core/parallel_state.py builds
-    the expert ranks with RankGenerator(tp=etp, ep=ep, dp=expert_dp, cp=1, order
-    "tp-cp-ep-dp-pp") (lines 798-806) and takes EXPERT_DATA_PARALLEL_GROUP from its 'dp' ranks
-    (line 1270): stride etp x ep; core_r0.8.0 (baf94af3) takes DATA_MODULO_EXPERT_PARALLEL_GROUP
-    from get_ranks('dp', independent_ep=True) of the order tp-cp-ep-dp-pp, dp / ep ranks past
-    ep (lines 256-268, 702-708): stride tp x cp x ep. With EP the group therefore leaves the
-    node as soon as ep_stride x ep fills it (EP8 of TP1 on 8-GPU nodes: one member a node).
-    Without EP (ep 1, experts split like the dense MLP) the group is the dense dp x cp group,
-    stride tp. Under core_r0.8.0 with cp > 1 the 'dp-cp' variant interleaves the cp ranks at
-    stride tp; the uniform stride here counts fewer members a node for it (an upper bound on
-    the time)."""
-    tp, etp, ep = c.tp, c.etp, c.ep
-    return np.where(ep > 1, ep_stride(c) * ep, np.where(etp == tp, tp, etp))
+    * "own_grid" (core_v0.16.0, 3bec9aa9, megatron/core/parallel_state.py lines 791-806): the
+      expert grid RankGenerator(tp=etp, ep=ep, dp=tp cp dp / (etp ep), pp, cp=1, order
+      tp-cp-ep-dp-pp); EXPERT_DATA_PARALLEL_GROUP is its 'dp' (line 1270): members etp x ep
+      apart, CP folded into the group (ep 1: etp apart, the dense dp x cp group when etp = tp);
+    * "dp_split" (core_r0.8.0, baf94af3, lines 256-268, 702-725): one grid of digits tp, cp,
+      ep, dp / ep, pp; the expert buffers reduce over DATA_MODULO_EXPERT_PARALLEL_GROUP_WITH_CP
+      (distributed_data_parallel.py line 170), get_ranks('dp-cp', independent_ep=True): the cp
+      digit (cp members tp apart) times the dp / ep digit (tp x cp x ep apart). Folded experts
+      (etp < tp) exist only on the own grid and are placed as there.
+
+    Without EP at dp_split the product is the dense group (dp x cp, tp apart)."""
+    tp, etp, ep, cp = c.tp, c.etp, c.ep, c.cp
+    own = ranks_per_node(etp * ep, egroup, dom)
+    if expert_ranks(c) == "own_grid":
+        return own
+    split = ranks_per_node(tp, cp, dom) * ranks_per_node(tp * cp * ep, egroup / cp, dom)
+    return np.where(etp == tp, split, own)
 
 
 def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
@@ -150,7 +156,7 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     group = c.dp * c.cp
     egroup = tp * group / (etp * ep)
     r_dp = ranks_per_node(tp, group, dom)
-    r_edp = ranks_per_node(expert_dp_stride(c), egroup, dom)
+    r_edp = expert_dp_ranks_per_node(c, egroup, dom)
     # bytes per reduced gradient: the profile's (fp32 main grads in Megatron-Core with bf16;
     # the training dtype in DeepSpeed and in the 2021 fp16 Megatron-LM), else planner.toml's
     e_red = float(profile_value(c.job, "grad_reduce_bytes", ov["grad_reduce_bytes"]))

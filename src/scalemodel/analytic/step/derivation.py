@@ -375,13 +375,13 @@ def _profile_source(job: Any, key: str) -> str:
         return ""
 
 
-def _expert_group_note(row: PlanRow, cl: Any) -> str:
+def _expert_group_note(row: PlanRow, cl: Any, job: Any) -> str:
     """Where the expert gradients are reduced: the expert data-parallel group, its size and
-    its members per NVLink domain (step/data_parallel.py expert_dp_stride)."""
+    its members per NVLink domain (step/data_parallel.py expert_dp_ranks_per_node)."""
     from types import SimpleNamespace
 
-    from .comm import ranks_per_node
-    from .data_parallel import expert_dp_stride
+    from .comm import expert_ranks
+    from .data_parallel import expert_dp_ranks_per_node
 
     lay = row.layout
     tp, etp, ep = int(lay["tp"]), int(lay.get("etp", lay["tp"])), int(lay.get("ep", 1))
@@ -391,12 +391,16 @@ def _expert_group_note(row: PlanRow, cl: Any) -> str:
     egroup = tp * dp * cp // (etp * ep)
     if egroup <= 1:
         return ""
-    c = SimpleNamespace(tp=np.array(tp), etp=np.array(etp), ep=np.array(ep), cp=np.array(cp))
-    stride = int(expert_dp_stride(c))
-    r = int(ranks_per_node(stride, egroup, cl.nvlink_domain))
-    return (f"; the expert gradients over their own group of {egroup} ranks, {stride} apart "
-            f"(Megatron-Core's expert data-parallel group, after EP in its rank order), "
-            f"{r} per NVLink domain")
+    c = SimpleNamespace(tp=np.array(tp), etp=np.array(etp), ep=np.array(ep), cp=np.array(cp),
+                        job=job)
+    r = int(expert_dp_ranks_per_node(c, np.array(egroup), cl.nvlink_domain))
+    if expert_ranks(c) == "dp_split" and etp == tp and cp > 1:
+        where = f"{cp} CP ranks {tp} apart, in blocks {tp * cp * ep} apart"
+    else:
+        where = f"{etp * ep} apart"
+    return (f"; the expert gradients over their own group of {egroup} ranks, {where} "
+            f"(Megatron-Core's expert data-parallel group, after EP in its rank order; "
+            f"frameworks.toml expert_ranks {expert_ranks(c)}), {r} per NVLink domain")
 
 
 def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
@@ -413,7 +417,7 @@ def step_part(d: Derivation, res: PlanResult, row: PlanRow) -> None:
     d.given("exposed DP gradient / ZeRO traffic", "t_dp", v.dp_s, "s",
             note="overlapped with backward (gradients) and forward (parameters); "
                  "the last bucket and any excess stay exposed" + root_note
-                 + _expert_group_note(row, cl))
+                 + _expert_group_note(row, cl, job))
     step_bytes = (profile_value(job, "optimizer_step_bytes", None) or {}).get(job.optimizer_id)
     extra = profile_value(job, "sharded_grad_pass_bytes", 0)
     full = profile_value(job, "unsharded_step_grad_bytes", 0)

@@ -62,7 +62,7 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     # full recompute the framework refuses with that overlap runs without it (step/comm.py)
     ep_on = np.asarray(bool(job.ep_overlap) and c.m.is_moe)
     if not profile_value(job, "ep_overlap_full_recompute", True):
-        ep_on = ep_on & ~(np.asarray(c.full_share) > 0)
+        ep_on = ep_on & ~(np.asarray(c.rc) == 2)
     extra_w, _ = pp_extra_warmup(job.framework_id, ep_on)
     # a framework without sequence parallelism (frameworks.toml sequence_parallel = false: the
     # 2021 Megatron-LM) keeps the norms', dropouts' and residuals' activations whole on every TP

@@ -5,7 +5,7 @@ single layout is a candidate array of one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from .layers import dense_layer, mla_up_share, moe_layer
 from .memory_terms import memory_terms, offload_exposed_time
 from .optimizer import fsdp_copy_time, grad_accum_time, optimizer_time
 from .pipeline import (
+    BlockLayers,
     HeadTerms,
     PipelineComm,
     StageTerms,
@@ -64,7 +65,7 @@ class StepTimes:
     ep_net_slow: Any = 0.0  # the compute seconds they cost (ep_a2a_net_sm_share x the above)
 
 
-def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
+def step_times(c: Candidates, st: StageTerms, head: HeadTerms,
                pc: PipelineComm, dp: DPTerms, t_opt: Any, t_acc: Any) -> StepTimes:
     """m micro-batches through the slowest stage, the bubble, the exposed send/recv and DP
     traffic, the optimizer, and the slowdown of compute that runs beside a hidden collective
@@ -75,26 +76,27 @@ def step_times(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime, head
     slow = {**st.slow, "compute": st.slow["compute"] + t_acc}
     compute = mb * slow["compute"]
     has_head = one | (st.which == 2)
-    attn_s = mb * np.where(one, c.ms.n_layers_run * Ld.attention, st.n_slow * Ld.attention)
-    ng_s = mb * (on_slow_stage(c, st, Ld, Lm, "nongemm")
+    attn_s = mb * np.where(one, c.ms.n_layers_run * st.ld.attention,
+                           st.n_slow * st.ld.attention)
+    ng_s = mb * (on_slow_stage(c, st, "nongemm")
                  + np.where(has_head, head.loss_ng, 0.0) + t_acc)
     sigma = float(constants()["overlap"]["compute_slowdown"])
-    hidden = (mb * on_slow_stage(c, st, Ld, Lm, "hidden") + (pc.raw - pc.exposed)
+    hidden = (mb * on_slow_stage(c, st, "hidden") + (pc.raw - pc.exposed)
               + np.maximum(0.0, dp.raw - dp.exposed))
     # a p2p ring's transfers over the NICs slow the compute beside them by the SMs their NCCL
     # kernels hold (comm.cp_p2p_net_sm_share), not by the collectives' measured sigma
-    hidden_net = mb * on_slow_stage(c, st, Ld, Lm, "hidden_cp_net")
+    hidden_net = mb * on_slow_stage(c, st, "hidden_cp_net")
     # so does an all-to-all dispatcher's grouped send / receive over the NICs
     # (comm.ep_a2a_net_sm_share: one share per layout, the MoE layers' own)
-    hidden_ep = mb * on_slow_stage(c, st, Ld, Lm, "hidden_ep_net")
-    ep_slow = Lm.ep_net_sm * hidden_ep
+    hidden_ep = mb * on_slow_stage(c, st, "hidden_ep_net")
+    ep_slow = st.lm.ep_net_sm * hidden_ep
     t_ov = sigma * hidden + cp_p2p_net_sm_share(c.gpu) * hidden_net + ep_slow
     step = mb * t_slow + bub + pc.exposed + dp.exposed + t_opt + t_ov
     lower = compute + bub * slow["compute"] / np.maximum(t_slow, 1e-30) + t_opt
     # nothing overlapped: every collective in full, and the host time the GPU does not cover
     # (step/host.py) on top of the compute
-    upper_mb = (slow["compute"] + on_slow_stage(c, st, Ld, Lm, "raw_comm")
-                + on_slow_stage(c, st, Ld, Lm, "host"))
+    upper_mb = (slow["compute"] + on_slow_stage(c, st, "raw_comm")
+                + on_slow_stage(c, st, "host"))
     upper = mb * upper_mb + (c.pp - 1) / c.vpp * upper_mb + pc.raw + dp.raw + t_opt
     return StepTimes(step, lower, upper, compute, attn_s, ng_s, bub, t_ov, t_slow, slow,
                      hidden_net, hidden_ep, ep_slow)
@@ -136,7 +138,7 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
                   share: Any) -> dict[str, Any]:
     """Bytes each strategy sends per GPU per step (the slowest stage's layers)."""
     mb, rc, n = c.mb, c.rc, st.n_slow
-    full = c.full_share
+    full = st.rc_share  # of the slowest stage's layers (block recompute: its own count)
     tp = (mb * n * share * (TP_FWD_COLLECTIVES * (1 + full + 0.5 * (rc == 3))
                             + tp_bwd_collectives(c.job)) * (c.tp - 1) / c.tp * cm.act_bytes)
     if c.m.is_moe:
@@ -158,15 +160,49 @@ def traffic_bytes(c: Candidates, st: StageTerms, cm: LayerComm, pc: PipelineComm
             "pp_bytes": np.where(c.pp > 1, 2 * c.vpp * mb * pc.msg_bytes, 0.0)}
 
 
+def _layers(c: Candidates, att: Any) -> tuple[LayerComm, LayerTime, LayerTime]:
+    """The layer collectives and one dense and one MoE layer of the candidates."""
+    cm = layer_comm(c, att)
+    Ld = layer_time(c, dense_layer(c, att), cm, False)
+    return cm, Ld, (layer_time(c, moe_layer(c, att), cm, True) if c.m.is_moe else Ld)
+
+
+def _stitch(mask: np.ndarray, a: StepTerms, b: StepTerms) -> StepTerms:
+    """The terms of ``a`` on the rows of ``mask`` and of ``b`` on the others."""
+    out: dict[str, Any] = {}
+    for k in StepTerms.names():
+        x, y = getattr(a, k), getattr(b, k)
+        if np.ndim(x) == 0 and np.ndim(y) == 0 and x == y:
+            out[k] = x
+            continue
+        v = np.empty(mask.shape, dtype=np.result_type(np.asarray(x), np.asarray(y)))
+        v[mask], v[~mask] = x, y
+        out[k] = v
+    return StepTerms(**out)
+
+
 def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
     """Step time, its breakdown, FLOPs and memory for every row of ``cols`` (numpy arrays)."""
     c = candidates(job, cl, cols)
+    block = np.asarray(c.block_rows)
+    if block.any() and not block.all():
+        # the block-recompute rows price their layers twice (below): only those rows do
+        return _stitch(block, evaluate(job, cl, {k: v[block] for k, v in cols.items()}),
+                       evaluate(job, cl, {k: v[~block] for k, v in cols.items()}))
     att = attention_terms(c)
-    cm = layer_comm(c, att)
-    Ld = layer_time(c, dense_layer(c, att), cm, False)
-    Lm = layer_time(c, moe_layer(c, att), cm, True) if c.m.is_moe else Ld
+    if np.any(block):
+        # block recompute: each layer priced recomputed and not, each stage taking its own
+        # share of them (pipeline.stage_layers); the other rows as their layout runs them
+        c_rc = replace(c, rc_share=np.where(block, 1.0, c.full_share))
+        c_plain = replace(c, rc_share=np.where(block, 0.0, c.full_share))
+        cm, Ld, Lm = _layers(c_rc, att)
+        cm0, Ld0, Lm0 = _layers(c_plain, att)
+        layers = BlockLayers((Ld, Lm), (Ld0, Lm0), block)
+    else:
+        cm, Ld, Lm = _layers(c, att)
+        cm0, layers = cm, BlockLayers((Ld, Lm))
     head = head_terms(c)
-    st = slowest_stage(c, Ld, Lm, head)
+    st = slowest_stage(c, layers, head)
     pc = pipeline_comm(c)
     mem = memory_terms(c, st)
     loc = local_params(c, st)
@@ -175,8 +211,11 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
     t_acc = grad_accum_time(c, loc, st.t_slow)
     t_copy = fsdp_copy_time(c, loc, st.t_slow)
     t_off = offload_exposed_time(c, st, mem)
-    t = step_times(c, st, Ld, Lm, head, pc, dp, t_opt, t_acc + t_copy + t_off)
+    t = step_times(c, st, head, pc, dp, t_opt, t_acc + t_copy + t_off)
     share = tp_share(c, cm)
+    # the TP collectives recompute repeats on the slowest stage (block recompute: its share)
+    w = np.where(block, st.rc_share, 1.0)
+    tp_rc = w * cm.tp_rc + (1 - w) * cm0.tp_rc
     model_flops, hw_flops = flops(c)
     tokens, n, step = float(job.tokens_per_step), float(cl.n_gpus), t.step
     mb = c.mb
@@ -186,7 +225,7 @@ def evaluate(job: Job, cl: Cluster, cols: dict[str, Any]) -> StepTerms:
         cp_s=mb * t.slow["cp"], ep_s=mb * t.slow["ep"], pp_s=pc.exposed, dp_s=dp.exposed,
         bubble_s=t.bubble, overlap_s=t.overlap, optimizer_s=t_opt, grad_acc_s=mb * t_acc,
         fsdp_copy_s=mb * t_copy,
-        tp_raw_s=mb * st.n_slow * share * (cm.tp_f + cm.tp_b + cm.tp_rc), pp_raw_s=pc.raw,
+        tp_raw_s=mb * st.n_slow * share * (cm.tp_f + cm.tp_b + tp_rc), pp_raw_s=pc.raw,
         dp_raw_s=dp.raw, t_slow_s=t.t_slow, fwd_mb_s=st.fwd_mb, w_mb_s=st.w_mb,
         bwd_mb_s=st.bwd_mb, slow_stage=st.which, n_first=st.n_first, n_mid=st.n_mid,
         n_last=st.n_last, mid_index=st.mid_index, tokens_per_s=tokens / step,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -60,10 +60,58 @@ class StageTerms:
     t_slow: Any  # one micro-batch through it
     fwd_mb: Any  # of which the forward
     w_mb: Any  # its weight-gradient GEMMs
+    ld: LayerTime  # one dense and one MoE layer of the slowest stage, as it runs them (with
+    lm: LayerTime  # block recompute: its recomputed and plain layers averaged, stage_layers)
+    rc_share: Any  # the share of its layers full recompute re-runs (Candidates.full_share_of)
 
     @property
     def bwd_mb(self) -> Any:
         return self.t_slow - self.fwd_mb
+
+
+@dataclass(frozen=True)
+class BlockLayers:
+    """One dense and one MoE layer (per micro-batch) as the stages run them. Under block
+    recompute (recompute_layers = N > 0, ``block`` rows) a stage of n layers recomputes
+    min(N vpp, n) of them and runs the rest plainly (Megatron-Core's
+    TransformerBlock._checkpointed_forward, block method, at core_v0.16.1: in each model chunk
+    layer l is checkpointed when l < N), so ``rc`` holds the layer recomputed and ``plain`` the
+    layer not (the run's other settings kept, e.g. the EP overlap it refuses). Elsewhere
+    ``plain`` is None and ``rc`` the layout's own layers."""
+
+    rc: tuple[LayerTime, LayerTime]
+    plain: tuple[LayerTime, LayerTime] | None = None
+    block: Any = False
+
+
+def mix_layers(a: LayerTime, b: LayerTime, w: Any) -> LayerTime:
+    """Field by field w a + (1 - w) b: a stage's mean layer where a share w of its layers runs
+    as ``a`` and the rest as ``b`` (every field adds over a stage's layers)."""
+    if a is b:
+        return a
+    return LayerTime(**{f.name: w * getattr(a, f.name) + (1 - w) * getattr(b, f.name)
+                        for f in fields(LayerTime)})
+
+
+def stage_layers(c: Candidates, layers: BlockLayers, n: Any) -> tuple[LayerTime, LayerTime]:
+    """The mean dense and MoE layer of a stage of ``n`` layers: under block recompute a share
+    Candidates.full_share_of(n) of them recomputed (the share the memory model keeps for the
+    stage), the rest plain; the layout's own layers elsewhere."""
+    if layers.plain is None:
+        return layers.rc
+    w = np.where(layers.block, c.full_share_of(n), 1.0)
+    return (mix_layers(layers.rc[0], layers.plain[0], w),
+            mix_layers(layers.rc[1], layers.plain[1], w))
+
+
+def _pick_layer(which: Any, first: LayerTime, mid: LayerTime, last: LayerTime) -> LayerTime:
+    """The slowest stage's layer, row by row (``which``: 0 first, 1 middle, 2 last)."""
+    if first is mid is last:
+        return first
+    return LayerTime(**{f.name: np.where(which == 0, getattr(first, f.name),
+                                         np.where(which == 1, getattr(mid, f.name),
+                                                  getattr(last, f.name)))
+                        for f in fields(LayerTime)})
 
 
 def split(c: Candidates, last_min: int = 1) -> tuple[Any, Any, Any, Any]:
@@ -111,31 +159,44 @@ def _layer_kinds(c: Candidates, Ld: LayerTime, Lm: LayerTime) -> _LayerKinds:
     return _LayerKinds(use_m, big, whole)
 
 
-def slowest_stage(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms) -> StageTerms:
+def slowest_stage(c: Candidates, layers: BlockLayers, head: HeadTerms) -> StageTerms:
     """A pipeline stage is priced as n copies of its heavier layer kind, judged on the whole
-    per-layer time (so every part comes from the same kind); the slowest stage sets the pace.
-    With MTP modules on the last stage, the planner's split is taken with and without a decoder
-    layer of its own in the last chunk (both are layouts Megatron-Bridge runs: 'Et|(tt|)*30mL'
-    at v0.1.0rc3 on H100, '...|tmL' in the v0.4.2 B200 preset), the faster per layout."""
-    kinds = _layer_kinds(c, Ld, Lm)
-    a = _slowest(c, Ld, Lm, head, split(c, 1), kinds)
+    per-layer time (so every part comes from the same kind), each stage from its own layer
+    count (under block recompute its own share recomputed, stage_layers); the slowest stage
+    sets the pace. With MTP modules on the last stage, the planner's split is taken with and
+    without a decoder layer of its own in the last chunk (both are layouts Megatron-Bridge runs:
+    'Et|(tt|)*30mL' at v0.1.0rc3 on H100, '...|tmL' in the v0.4.2 B200 preset), the faster per
+    layout."""
+    a = _slowest(c, layers, head, split(c, 1))
     if not c.ms.mtp or c.fixed_split is not None:
         return a
-    b = _slowest(c, Ld, Lm, head, split(c, 0), kinds)
+    b = _slowest(c, layers, head, split(c, 0))
     take = b.t_slow < a.t_slow
-    return StageTerms(*(np.where(take, getattr(b, f), getattr(a, f)) if f != "slow"
-                        else {k: np.where(take, b.slow[k], a.slow[k]) for k in PARTS}
-                        for f in StageTerms.__dataclass_fields__))
+
+    def pick(f: str) -> Any:
+        x, y = getattr(b, f), getattr(a, f)
+        if f == "slow":
+            return {k: np.where(take, x[k], y[k]) for k in PARTS}
+        if isinstance(x, LayerTime):
+            return mix_layers(x, y, np.where(take, 1.0, 0.0))
+        return np.where(take, x, y)
+
+    return StageTerms(*(pick(f) for f in StageTerms.__dataclass_fields__))
 
 
-def _slowest(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
-             sp: tuple[Any, Any, Any, Any], kinds: _LayerKinds) -> StageTerms:
+def _slowest(c: Candidates, layers: BlockLayers, head: HeadTerms,
+             sp: tuple[Any, Any, Any, Any]) -> StageTerms:
     ms, one = c.ms, c.one
     nf, nm, mi, nl = sp
-    use_m = kinds.use_m
-    first = {k: kinds.per_stage(c, nf, k) for k in PARTS}
-    last = {k: kinds.per_stage(c, nl, k) for k in PARTS}
-    mid = {k: np.where(nm > 0, kinds.per_stage(c, nm, k), 0.0) for k in PARTS}
+    n_one = np.where(one, float(c.m.n_layers), nf)  # the whole model's block share at pp 1
+    Lf, Lmid, Ll = (stage_layers(c, layers, n) for n in (n_one, nm, nl))
+    if Lf is Lmid is Ll:  # no block recompute: every stage runs the same layers
+        kf = km = kl = _layer_kinds(c, *Lf)
+    else:
+        kf, km, kl = (_layer_kinds(c, *L) for L in (Lf, Lmid, Ll))
+    first = {k: kf.per_stage(c, nf, k) for k in PARTS}
+    last = {k: kl.per_stage(c, nl, k) for k in PARTS}
+    mid = {k: np.where(nm > 0, km.per_stage(c, nm, k), 0.0) for k in PARTS}
     last["compute"] = last["compute"] + head.fwd + head.bwd
     first["compute"] = np.where(one, first["compute"] + head.fwd + head.bwd, first["compute"])
     t_first = sum(first[k] for k in PARTS)
@@ -146,16 +207,21 @@ def _slowest(c: Candidates, Ld: LayerTime, Lm: LayerTime, head: HeadTerms,
     slow = {k: np.where(which == 0, first[k], np.where(which == 1, mid[k], last[k]))
             for k in PARTS}
     n_slow = np.where(which == 0, nf, np.where(which == 1, nm, nl))
+    Ld = _pick_layer(which, Lf[0], Lmid[0], Ll[0])
+    Lm = _pick_layer(which, Lf[1], Lmid[1], Ll[1])
+    use_m = np.where(which == 0, kf.use_m, np.where(which == 1, km.use_m, kl.use_m))
     fwd_mb = np.where(one, ms.n_dense * Ld.fwd + ms.n_moe * Lm.fwd + head.fwd,
                       n_slow * np.where(use_m, Lm.fwd, Ld.fwd))
     w_mb = np.where(one, ms.n_dense * Ld.wgrad + ms.n_moe * Lm.wgrad,
                     n_slow * np.where(use_m, Lm.wgrad, Ld.wgrad))
-    return StageTerms(nf, nm, nl, mi, use_m, which, n_slow, slow, t_slow, fwd_mb, w_mb)
+    rc_share = c.full_share_of(np.where(one, float(c.m.n_layers), n_slow))
+    return StageTerms(nf, nm, nl, mi, use_m, which, n_slow, slow, t_slow, fwd_mb, w_mb, Ld, Lm,
+                      rc_share)
 
 
-def on_slow_stage(c: Candidates, st: StageTerms, Ld: LayerTime, Lm: LayerTime,
-                  part: str) -> Any:
+def on_slow_stage(c: Candidates, st: StageTerms, part: str) -> Any:
     """Per micro-batch seconds of one layer part summed over the slowest stage's layers."""
+    Ld, Lm = st.ld, st.lm
     return np.where(c.one, c.ms.n_dense * getattr(Ld, part) + c.ms.n_moe * getattr(Lm, part),
                     st.n_slow * np.where(st.use_moe, getattr(Lm, part), getattr(Ld, part)))
 
