@@ -130,6 +130,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         iters += r.iterations
     ttft = first - a
     tpot = np.where(o > 1, (finish - f_dec) / np.maximum(o - 1, 1), 0.0)
+    dec_tpot = tpot[o > 1] if bool(np.any(o > 1)) else tpot  # as service._result
     span = float(finish.max() - a.min())
     g = p.layout.gpus + d.layout.gpus
     return ServeResult(
@@ -137,7 +138,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         engine=eng.id, max_batch=d.es.max_batch, token_budget=d.es.token_budget,
         output_tokens_per_s=float(o.sum()) / span, total_tokens_per_s=float((i + o).sum()) / span,
         requests_per_s=n / span, ttft_p50_s=_pct(ttft, 0.5), ttft_p99_s=_pct(ttft, 0.99),
-        tpot_p50_s=_pct(tpot, 0.5), tpot_p99_s=_pct(tpot, 0.99),
+        tpot_p50_s=_pct(dec_tpot, 0.5), tpot_p99_s=_pct(dec_tpot, 0.99),
         kv_capacity_tokens=int(d.es.kv.max_tokens),
         max_concurrency=float(d.es.kv.max_tokens / (isl + osl)),
         memory_per_gpu_bytes=float(max(_mem(p), _mem(d))), gpus=g,

@@ -248,12 +248,17 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
     out = float(r.osl.sum()) / span * sh
     tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv
+    # TPOT over the requests that decode (output > 1 token), as benchmark_serving.py takes its
+    # mean and percentiles: a one-token answer has no time per output token (where none
+    # decodes, a prefill-only stream, its TPOT stays 0 as before)
+    dec = r.osl > 1
+    dec_tpot = r.tpot_s[dec] if bool(dec.any()) else r.tpot_s
     return ServeResult(
         layout=lay, disaggregated=False, precision=prec.name, kv_dtype=kv_dtype, engine=eng.id,
         max_batch=es.max_batch, token_budget=es.token_budget, output_tokens_per_s=out,
         total_tokens_per_s=tot, requests_per_s=r.isl.size / span * sh,
         ttft_p50_s=_pct(r.ttft_s, 0.5), ttft_p99_s=_pct(r.ttft_s, 0.99),
-        tpot_p50_s=_pct(r.tpot_s, 0.5), tpot_p99_s=_pct(r.tpot_s, 0.99),
+        tpot_p50_s=_pct(dec_tpot, 0.5), tpot_p99_s=_pct(dec_tpot, 0.99),
         kv_capacity_tokens=int(kv.max_tokens),
         max_concurrency=float(kv.max_tokens / max(isl + osl, 1)),
         memory_per_gpu_bytes=float(kv.weights_bytes + kv.profile_activation_bytes
@@ -268,7 +273,7 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
                "batch_limits": es.why_batch, "max_model_len": es.max_model_len,
                "prefill_tokens_computed": r.prefill_tokens,
                "prefix_cache": eng.prefix_cache, "prefix_hit_tokens": r.prefix_hit_tokens},
-        ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[r.osl > 1]))
+        ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[dec]))
 
 
 @dataclass(frozen=True)
