@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from scalemodel.analytic.serving.disagg import Link, simulate_pair
 from scalemodel.analytic.serving.engine import get_serving_engine
 from scalemodel.analytic.serving.iteration import ServeLayout, precision
+from scalemodel.analytic.serving.search import screen
 from scalemodel.analytic.serving.service import evaluate
 from scalemodel.analytic.serving.streams import Stream
 from scalemodel.specs import get_gpu, get_model
@@ -28,3 +30,36 @@ def test_tpot_percentiles_leave_out_one_token_answers():
     assert r.tpot_p50_s > 0.0
     assert r.tpot_p50_s <= r.tpot_p99_s
     assert r.tpot_p50_s == pytest.approx(r.tpot_mean_s, rel=0.5)
+
+
+def _pools(eng_id: str = "vllm-v1", isl: int = 256, osl: int = 2):
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    eng = get_serving_engine(eng_id)
+    lays = [ServeLayout(1)]
+    pre = screen(m, g, eng, lays, ["fp8"], [None], [64], isl, 1, None, None)
+    dec = screen(m, g, eng, lays, ["fp8"], [None], [64], isl, osl, None, None,
+                 decode_only=True)
+    return m, eng, pre[0], dec[0]
+
+
+def test_disaggregated_latency_carries_the_kv_transfer():
+    # The client's tokens come from the decode pool, which starts a request once its KV has
+    # arrived (Dynamo's SGLang disaggregation page, fern/pages/backends/sglang/
+    # sglang-disaggregation.md, read in the fork wxsms/dynamo at 7ca6a56: "KV received, start
+    # decode", then "Decode -->> Client: Stream output token"; disagg.plan screens TTFT the
+    # same way, the prefill estimate plus the transfer). By hand: a link of 5 s latency and
+    # 1 GB/s moves a 256-token prompt's KV (Llama 3 8B under vllm-v1's default KV dtype for an
+    # fp8 checkpoint, bf16: 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B/token, 33.6 MB)
+    # in 5 + 0.0336 s, so every request's first token reaches its user at least 5.0336 s
+    # after arrival (TTFT), while its second token is one decode step later (milliseconds
+    # for a batch of 64 on an H100). Before the fix the 5 s were in neither TTFT nor TPOT:
+    # TTFT stopped at the prefill pool and TPOT started at the decode pool's arrival.
+    m, eng, p, d = _pools()
+    link = Link("slow", 1e9, 5.0)
+    r = simulate_pair(p, d, m, eng, Stream("max-load", 64), 256, 2, link)
+    x = 5.0 + 256 * 131_072 / 1e9
+    assert p.kv_dtype == "bf16"
+    assert r.ttft_p50_s >= x and r.ttft_mean_s >= x
+    assert r.tpot_p99_s < 0.5
+    # the whole answer: its span covers the transfer once
+    assert r.extra["makespan_s"] >= x
