@@ -3,12 +3,13 @@ derivation or source beside it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from scalemodel.analytic.serving.disagg import Link, simulate_pair
 from scalemodel.analytic.serving.engine import get_serving_engine
 from scalemodel.analytic.serving.iteration import ServeLayout, precision
-from scalemodel.analytic.serving.search import screen
+from scalemodel.analytic.serving.search import screen, simulate_candidate
 from scalemodel.analytic.serving.service import evaluate
 from scalemodel.analytic.serving.streams import Stream
 from scalemodel.specs import get_gpu, get_model
@@ -63,3 +64,25 @@ def test_disaggregated_latency_carries_the_kv_transfer():
     assert r.tpot_p99_s < 0.5
     # the whole answer: its span covers the transfer once
     assert r.extra["makespan_s"] >= x
+
+
+def test_plan_serve_simulates_a_candidate_as_validate_does():
+    # One model per quantity: a configuration the search simulates (simulate_candidate, the
+    # figures plan serve prints) and the same configuration through service.evaluate (the one
+    # validate --serving runs) see the same stream. NVIDIA's MLPerf v4.1 harness deals a
+    # Poisson stream to the least-busy of its dp inference groups (the trtllm-mlperf-v41
+    # profile's dispatch = least_busy; sources in tests/unit/test_serving_dispatch.py), so each
+    # of dp = 2 replicas sees every second arrival (service.dispatch_every). Before the fix the
+    # search drew each replica's own Poisson stream instead.
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    eng = get_serving_engine("trtllm-mlperf-v41")
+    p = precision("fp8")
+    s = Stream("rate", 400, rate_per_s=40.0, seed=1)
+    c = screen(m, g, eng, [ServeLayout(1, dp=2)], ["fp8"], [None], [64], 256, 64, 40.0,
+               None)[0]
+    a = simulate_candidate(c, m, eng, s, 256, 64)
+    b = evaluate(m, g, ServeLayout(1, dp=2), p, c.kv_dtype, eng, s, 256, 64, max_batch=64)
+    assert a.ttft_p99_s == pytest.approx(b.ttft_p99_s, rel=1e-12)
+    assert a.tpot_p99_s == pytest.approx(b.tpot_p99_s, rel=1e-12)
+    assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s, rel=1e-12)
+    assert np.isfinite(a.ttft_p99_s)

@@ -27,8 +27,8 @@ from .iteration import (
     check_layout,
     precision,
 )
-from .service import ServeResult, _result, adp_ranks, iteration_model
-from .streams import Stream, draw
+from .service import ServeResult, iteration_model
+from .streams import Stream
 
 BATCH_OPTIONS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 SIMULATE_TOP = 4
@@ -251,22 +251,14 @@ def _dp_probe(dps: list[int], rate: float | None, ttft_s: float | None, tpot_s: 
 
 def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, isl: int,
                        osl: int) -> ServeResult:
-    from .scheduler import policy, simulate
+    """The candidate's full-stream simulation, as :func:`service.evaluate` runs it (one path:
+    the replicas' shares, the engine's dispatch of a rate stream, attention-DP ranks, the
+    prefix cache)."""
+    from .service import _evaluate_built
 
-    lay = c.layout
-    from dataclasses import replace
-
-    from .service import _shares, stream_prefix
-
-    sh = _shares(lay, eng, osl)
-    share = replace(stream, requests=max(1, -(-stream.requests // sh)),
-                    rate_per_s=stream.rate_per_s / sh,
-                    concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
-    a, i, o = draw(share, isl, osl, m.max_context)
-    pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng, osl),
-                 prefix=stream_prefix(eng, share, isl, i))
-    return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
+    r = _evaluate_built(m, c.layout, c.prec, c.kv_dtype, eng, c.es, c.it, stream, isl, osl)
+    assert r is not None  # no stop_p99: the run goes to the end
+    return r
 
 
 def _meets(r: ServeResult, ttft: float | None, tpot: float | None) -> bool:
