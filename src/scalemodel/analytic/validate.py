@@ -205,7 +205,14 @@ def row_problem(row: dict[str, str]) -> RowProblem:
 
                 fixed.update(recompute_spec(v))
             else:
-                fixed[k] = _int(row, k)
+                # the range the CLI's --layout takes (layout.KEYS), one reason naming the column
+                from .layout import KEYS
+
+                key = next(x for x in KEYS if x.name == k)
+                try:
+                    fixed[k] = key.parse(k, str(_int(row, k)))
+                except BadInput as e:
+                    raise BadInput(f"column {k!r}: {e}") from None
     return RowProblem(m, job, cl, fixed)
 
 
