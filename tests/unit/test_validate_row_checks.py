@@ -15,6 +15,8 @@ from scalemodel.analytic.validate import validate
     ("zero", "9", "zero"),  # ZeRO stages are 0..3 (plan train --layout zero=9 is refused too)
     ("micro_batch", "0", "micro_batch"),
     ("vpp", "-2", "vpp"),
+    ("hidden", "-1", "hidden"),
+    ("layers", "-3", "layers"),
 ])
 def test_bad_row_value_is_skipped_with_its_reason(column, value, needle):
     rows = validation_rows("training_runs.csv")

@@ -90,6 +90,9 @@ def row_model(row: dict[str, str]) -> ModelSpec:
     missing = [k for k, v in vals.items() if not v]
     if missing:
         raise BadInput(f"no model id and missing {', '.join(missing)}")
+    below = [k for k, v in vals.items() if v is not None and v < 1]
+    if below:
+        raise BadInput(f"column(s) {', '.join(below)} must be at least 1")
     h, a = vals["hidden"], vals["heads"]
     return ModelSpec(
         id=row["id"], family="validation", n_layers=vals["layers"], hidden=h, n_heads=a,
