@@ -86,3 +86,35 @@ def test_plan_serve_simulates_a_candidate_as_validate_does():
     assert a.tpot_p99_s == pytest.approx(b.tpot_p99_s, rel=1e-12)
     assert a.output_tokens_per_s == pytest.approx(b.output_tokens_per_s, rel=1e-12)
     assert np.isfinite(a.ttft_p99_s)
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("osl", "0"),  # trtllm_bench_limits divided by it: a ZeroDivisionError traceback
+    ("isl", "0"),  # was priced as a run of empty prompts
+    ("requests", "0"),  # was priced as one request (the share's max(1, ...))
+    ("tp", "0"),
+    ("dp", "0"),
+])
+def test_serving_row_count_below_one_is_one_line_exit_2(capsys, tmp_path, column, value):
+    # plan serve refuses --isl 0, --osl 0, --requests 0 and tp=0 at the flag (at least 1);
+    # a validation row stating them is bad input the same way: one line naming the column
+    import csv
+    import io
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    src = Path(__file__).resolve().parents[2] / "validation" / "serving_runs.csv"
+    text = "\n".join(ln for ln in src.read_text().splitlines() if not ln.startswith("#"))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    row = dict(rows[0], model="llama-3-8b", requests="40")
+    row[column] = value
+    f = tmp_path / "rows.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(row))
+        w.writeheader()
+        w.writerow(row)
+    rc, out, err = run_cli(capsys, "validate", "--serving", "--file", str(f), "--json")
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"'{column}'" in lines[0] and "at least 1" in lines[0]
