@@ -118,3 +118,23 @@ def test_serving_row_count_below_one_is_one_line_exit_2(capsys, tmp_path, column
     assert rc == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"'{column}'" in lines[0] and "at least 1" in lines[0]
+
+
+def test_zero_draft_tokens_is_no_speculation():
+    # speculative.py: a verify step emits E = sum_{i=0..k} alpha^i tokens, so k = 0 drafts give
+    # E = 1 and a step that verifies nothing: the plain decode step. --spec k=0 (accepted by
+    # speculative.check, k >= 0) must therefore price exactly what no --spec prices; before the
+    # fix it took the verify path, which skips the CUDA-graph padding of a decode step
+    from dataclasses import replace
+
+    from scalemodel.analytic.serving.speculative import Speculation
+
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    eng, p = get_serving_engine("vllm-v1"), precision("fp8")
+    k0 = replace(eng, speculation=Speculation(0, 0.5, "eagle"))
+    assert k0.speculation.tokens_per_step == 1.0
+    s = Stream("max-load", 200)
+    a = evaluate(m, g, ServeLayout(1), p, eng.default_kv_dtype(p), eng, s, 512, 128)
+    b = evaluate(m, g, ServeLayout(1), p, eng.default_kv_dtype(p), k0, s, 512, 128)
+    assert b.output_tokens_per_s == pytest.approx(a.output_tokens_per_s, rel=1e-12)
+    assert b.tpot_p50_s == pytest.approx(a.tpot_p50_s, rel=1e-12)

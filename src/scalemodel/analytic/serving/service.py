@@ -94,7 +94,9 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                                      if lay.attention_dp else False),
                  adp_idle=str(eng.attention_dp_schedule.get("idle") or "dummy_generation"),
                  tbo=eng.two_batch_overlap if lay.attention_dp else None,
-                 spec=eng.speculation, layer_kernels=eng.layer_kernels,
+                 # k = 0 drafts verify nothing (E = 1): the plain decode step
+                 spec=eng.speculation if eng.speculation is not None and eng.speculation.k > 0
+                 else None, layer_kernels=eng.layer_kernels,
                  replicated_modules=eng.replicated_modules,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
                  graph_padding=bool(g.get("cuda_graph_padding", True)),
