@@ -138,3 +138,19 @@ def test_zero_draft_tokens_is_no_speculation():
     b = evaluate(m, g, ServeLayout(1), p, eng.default_kv_dtype(p), k0, s, 512, 128)
     assert b.output_tokens_per_s == pytest.approx(a.output_tokens_per_s, rel=1e-12)
     assert b.tpot_p50_s == pytest.approx(a.tpot_p50_s, rel=1e-12)
+
+
+def test_disaggregated_with_a_closed_loop_is_refused(capsys):
+    # disagg.simulate_pair draws the stream's arrivals for the prefill pool: a concurrency
+    # stream's are all 0 (streams.draw), so the split ran as max load (200 requests queued at
+    # once) and, at 8,878 output tokens/s against 1,807 for the aggregated layout at 4 in
+    # flight (llama-3-8b, 2 x H100, before the fix), was picked as the best on a load it was
+    # never given. The closed loop across two pools is not simulated: one line, exit 2.
+    from conftest import run_cli
+
+    rc, out, err = run_cli(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpus", "2",
+                           "--requests", "50", "--concurrency", "4", "--disaggregated",
+                           "--json")
+    assert rc == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--concurrency" in lines[0] and "--disaggregated" in lines[0]

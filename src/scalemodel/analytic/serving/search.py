@@ -285,6 +285,12 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
         raise BadInput(f"--isl {isl:,} + --osl {osl:,} exceeds {m.id}'s context of "
                        f"{m.max_context:,} tokens")
     sla = ttft_s is not None or tpot_s is not None
+    if disaggregated and stream.kind == "concurrency":
+        # disagg.simulate_pair feeds the prefill pool the drawn arrivals, all at t = 0 for a
+        # concurrency stream: the closed loop (a client's next request when its answer leaves
+        # the decode pool) is not simulated across the two pools
+        raise BadInput("--disaggregated with --concurrency: a closed loop across the prefill "
+                       "and decode pools is not simulated; give --rate R or --max-load")
     if sla and stream.kind == "max-load":
         raise BadInput("--ttft-ms / --tpot-ms need a target load: give --rate R (requests/s) or "
                        "--concurrency C; under --max-load every request waits in one queue")
