@@ -154,3 +154,22 @@ def test_disaggregated_with_a_closed_loop_is_refused(capsys):
     assert rc == 2 and not out
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "--concurrency" in lines[0] and "--disaggregated" in lines[0]
+
+
+@pytest.mark.parametrize(("draft", "needle"), [
+    ("nope", "unknown model 'nope'"),
+    # Mixtral's 32,000-token vocabulary against Llama 3's 128,256 (their config.json files)
+    ("mixtral-8x7b", "vocabulary"),
+])
+def test_a_draft_model_the_target_cannot_take_is_named(capsys, draft, needle):
+    # iteration._draft_model refuses both, but inside the search's screen a candidate's
+    # BadInput only drops the candidate, so every one went and the line read "no layout of
+    # llama-3-8b ... fits in memory": the reason is now said before the search
+    from conftest import run_cli
+
+    rc, out, err = run_cli(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpus", "1",
+                           "--requests", "20", "--framework", "trtllm-1.0", "--spec",
+                           f"k=2,alpha=0.6,draft=model,model={draft}", "--json")
+    assert rc == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "fits in memory" not in lines[0]
