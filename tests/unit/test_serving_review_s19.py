@@ -173,3 +173,28 @@ def test_a_draft_model_the_target_cannot_take_is_named(capsys, draft, needle):
     assert rc == 2 and not out
     lines = err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "fits in memory" not in lines[0]
+
+
+def test_a_closed_loop_is_not_multiplied_over_idle_replicas():
+    # C clients in a closed loop have C requests in flight, wherever they run. service splits
+    # them over dp replicas as ceil(C / dp) each and multiplied one replica's figures by dp,
+    # so C = 1 on dp = 8 read as 8 requests in flight (plan serve --concurrency 1 --gpus 8
+    # picked tp=1 dp=8 at 8 x one stream's 324 output tokens/s). By hand: one client's requests
+    # run one at a time, each alone on an idle replica, so the deployment emits one stream's
+    # tokens whatever dp is: the same output tokens/s (and requests/s) as that replica with
+    # that client, and the same TPOT.
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    eng, p = get_serving_engine("vllm-v1"), precision("fp8")
+    kd = eng.default_kv_dtype(p)
+    s = Stream("concurrency", 16, concurrency=1)
+    one = evaluate(m, g, ServeLayout(1), p, kd, eng, s, 512, 128, max_batch=64)
+    eight = evaluate(m, g, ServeLayout(1, dp=8), p, kd, eng, s, 512, 128, max_batch=64)
+    assert eight.output_tokens_per_s == pytest.approx(one.output_tokens_per_s, rel=1e-9)
+    assert eight.requests_per_s == pytest.approx(one.requests_per_s, rel=1e-9)
+    assert eight.tpot_p50_s == pytest.approx(one.tpot_p50_s, rel=1e-9)
+    # and where dp divides C, each replica's share is exact: 8 clients on dp = 2 are 4 each
+    s8 = Stream("concurrency", 64, concurrency=8)
+    two = evaluate(m, g, ServeLayout(1, dp=2), p, kd, eng, s8, 512, 128, max_batch=64)
+    half = evaluate(m, g, ServeLayout(1), p, kd, eng, Stream("concurrency", 32, concurrency=4),
+                    512, 128, max_batch=64)
+    assert two.output_tokens_per_s == pytest.approx(2 * half.output_tokens_per_s, rel=1e-9)

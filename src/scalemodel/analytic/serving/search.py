@@ -218,8 +218,10 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
                         o, ttft, tpot = _steady(it, es, isl, osl, eng.reserve, rr, decode_only,
                                                 concurrency / (dp * n_r) if concurrency
                                                 else None)
+                        # C clients keep at most C of the dp x n_r batches busy
+                        busy = min(dp * n_r, concurrency) if concurrency else dp * n_r
                         out.append(Candidate(replace(rep, dp=dp), p, kd, es.max_batch,
-                                             es.token_budget, o * dp * n_r, ttft, tpot, es,
+                                             es.token_budget, o * busy, ttft, tpot, es,
                                              it))
     return out
 

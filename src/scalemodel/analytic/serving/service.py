@@ -183,7 +183,12 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
                  stop_p99=stop_p99)
     if r.stopped:
         return None
-    return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+    # a closed loop of C clients over sh shares of ceil(C / sh) each holds C requests in flight,
+    # not sh ceil(C / sh): the simulated share stands for C / ceil(C / sh) of them (sh where sh
+    # divides C; C alone where C < sh, the other replicas idle)
+    scale = (stream.concurrency / share.concurrency if stream.concurrency and share.concurrency
+             else None)
+    return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl, scale=scale)
 
 
 def dispatch_every(lay: ServeLayout, eng: Engine, stream: Stream, shares: int) -> int:
@@ -243,10 +248,12 @@ def _lay(lay: ServeLayout) -> str:
 
 
 def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng: Engine,
-            es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
-            ) -> ServeResult:
+            es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int,
+            scale: float | None = None) -> ServeResult:
+    """The deployment's figures from one simulated share; ``scale``: the shares the
+    deployment's throughput is of that one (default: the independent batches, :func:`_shares`)."""
     span = r.makespan_s
-    sh = _shares(lay, eng, osl)
+    sh = _shares(lay, eng, osl) if scale is None else scale
     out = float(r.osl.sum()) / span * sh
     tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv
