@@ -198,3 +198,18 @@ def test_a_closed_loop_is_not_multiplied_over_idle_replicas():
     half = evaluate(m, g, ServeLayout(1), p, kd, eng, Stream("concurrency", 32, concurrency=4),
                     512, 128, max_batch=64)
     assert two.output_tokens_per_s == pytest.approx(2 * half.output_tokens_per_s, rel=1e-9)
+
+
+def test_max_load_of_fewer_requests_than_replicas():
+    # the same accounting under max load: 4 requests on dp = 8 replicas run one each on 4
+    # replicas, the other 4 idle, so the deployment emits 4 times what one replica emits
+    # running one request alone (the share was multiplied by dp = 8 before)
+    m, g = get_model("llama-3-8b"), get_gpu("h100-sxm")
+    eng, p = get_serving_engine("vllm-v1"), precision("fp8")
+    kd = eng.default_kv_dtype(p)
+    eight = evaluate(m, g, ServeLayout(1, dp=8), p, kd, eng, Stream("max-load", 4), 512, 128,
+                     max_batch=64)
+    one = evaluate(m, g, ServeLayout(1), p, kd, eng, Stream("max-load", 1), 512, 128,
+                   max_batch=64)
+    assert eight.output_tokens_per_s == pytest.approx(4 * one.output_tokens_per_s, rel=1e-9)
+    assert eight.requests_per_s == pytest.approx(4 * one.requests_per_s, rel=1e-9)

@@ -183,11 +183,18 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
                  stop_p99=stop_p99)
     if r.stopped:
         return None
-    # a closed loop of C clients over sh shares of ceil(C / sh) each holds C requests in flight,
-    # not sh ceil(C / sh): the simulated share stands for C / ceil(C / sh) of them (sh where sh
-    # divides C; C alone where C < sh, the other replicas idle)
-    scale = (stream.concurrency / share.concurrency if stream.concurrency and share.concurrency
-             else None)
+    # the deployment's figures are the simulated share's times the requests the deployment
+    # holds at once over those the share holds: a closed loop of C clients over sh shares of
+    # ceil(C / sh) each holds min(C, N) in flight, not sh ceil(C / sh) (C alone where C < sh,
+    # the other replicas idle); max load, N requests over shares of ceil(N / sh) (N alone
+    # where N < sh); a rate is split exactly (sh)
+    if stream.kind == "concurrency" and share.concurrency:
+        scale = (min(stream.concurrency, stream.requests)
+                 / min(share.concurrency, share.requests))
+    elif stream.kind == "max-load":
+        scale = stream.requests / share.requests
+    else:
+        scale = None
     return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl, scale=scale)
 
 
