@@ -703,6 +703,9 @@ def plan(m: ModelSpec, gpu: GPUSpec, *, tpot_s: float, ttft_s: float, context: i
     if e.name not in gpu.flop_per_s:
         raise BadInput(f"--dtype: {gpu.id} has no {e.name} peak; it lists {', '.join(gpu.flop_per_s)}")
     ctx = int(context or constant("decode_context")[0])
+    for flag, n in (("--context", ctx), ("--prompt", int(prompt))):
+        if n > m.max_context:  # as plan serve refuses lengths beyond the model's context
+            raise BadInput(f"{flag} {n:,} exceeds {m.id}'s context of {m.max_context:,} tokens")
     s = float(skew if skew is not None else constant("default_skew")[0])
     if not s >= 0:
         raise BadInput("--skew must be 0 or more")

@@ -90,6 +90,9 @@ def row_model(row: dict[str, str]) -> ModelSpec:
     missing = [k for k, v in vals.items() if not v]
     if missing:
         raise BadInput(f"no model id and missing {', '.join(missing)}")
+    below = [k for k, v in vals.items() if v is not None and v < 1]
+    if below:
+        raise BadInput(f"column(s) {', '.join(below)} must be at least 1")
     h, a = vals["hidden"], vals["heads"]
     return ModelSpec(
         id=row["id"], family="validation", n_layers=vals["layers"], hidden=h, n_heads=a,
@@ -205,7 +208,14 @@ def row_problem(row: dict[str, str]) -> RowProblem:
 
                 fixed.update(recompute_spec(v))
             else:
-                fixed[k] = _int(row, k)
+                # the range the CLI's --layout takes (layout.KEYS), one reason naming the column
+                from .layout import KEYS
+
+                key = next(x for x in KEYS if x.name == k)
+                try:
+                    fixed[k] = key.parse(k, str(_int(row, k)))
+                except BadInput as e:
+                    raise BadInput(f"column {k!r}: {e}") from None
     return RowProblem(m, job, cl, fixed)
 
 

@@ -1,11 +1,15 @@
 """Disaggregated serving: a prefill pool that only runs prompts and a decode pool that only
 decodes, the KV cache of every prompt moved between them on the GPUs' scale-out link.
 
-A request's first token comes out of the prefill pool (its TTFT there); its KV (ISL x KV bytes
-per token, each of the prefill replica's tp GPUs sending its shard on its own NICs) then
-crosses the link in RTT + bytes / (tp n_nic B_nic); the decode pool admits it with its prompt
-already cached. Both pools are simulated by the same scheduler; the decode pool's arrivals are
-the prefill pool's first tokens plus the transfer.
+A request's first token is computed by the prefill pool; its KV (ISL x KV bytes per token, each
+of the prefill replica's tp GPUs sending its shard on its own NICs) then crosses the link in
+RTT + bytes / (tp n_nic B_nic); the decode pool admits it with its prompt already cached. Both
+pools are simulated by the same scheduler; the decode pool's arrivals are the prefill pool's
+first tokens plus the transfer. The user's tokens are streamed by the decode pool, which starts
+a request once its KV has arrived (Dynamo's SGLang disaggregation flow: "KV received, start
+decode", then the decode worker streams each token to the client), so a request's TTFT ends at
+its arrival there (the transfer included, as :func:`plan` screens it) and its TPOT runs from
+there to its last token.
 """
 
 from __future__ import annotations
@@ -128,8 +132,9 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         finish[idx] = r.finish_s
         f_dec[idx] = ready[idx]
         iters += r.iterations
-    ttft = first - a
+    ttft = ready - a  # the first token reaches the user from the decode pool
     tpot = np.where(o > 1, (finish - f_dec) / np.maximum(o - 1, 1), 0.0)
+    dec_tpot = tpot[o > 1] if bool(np.any(o > 1)) else tpot  # as service._result
     span = float(finish.max() - a.min())
     g = p.layout.gpus + d.layout.gpus
     return ServeResult(
@@ -137,7 +142,7 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
         engine=eng.id, max_batch=d.es.max_batch, token_budget=d.es.token_budget,
         output_tokens_per_s=float(o.sum()) / span, total_tokens_per_s=float((i + o).sum()) / span,
         requests_per_s=n / span, ttft_p50_s=_pct(ttft, 0.5), ttft_p99_s=_pct(ttft, 0.99),
-        tpot_p50_s=_pct(tpot, 0.5), tpot_p99_s=_pct(tpot, 0.99),
+        tpot_p50_s=_pct(dec_tpot, 0.5), tpot_p99_s=_pct(dec_tpot, 0.99),
         kv_capacity_tokens=int(d.es.kv.max_tokens),
         max_concurrency=float(d.es.kv.max_tokens / (isl + osl)),
         memory_per_gpu_bytes=float(max(_mem(p), _mem(d))), gpus=g,
@@ -148,7 +153,9 @@ def simulate_pair(p: Candidate, d: Candidate, m: ModelSpec, eng: Engine, stream:
                                "max_batch": d.es.max_batch},
                "kv_transfer_s": float(kv_transfer_s(m, p.kv_dtype, isl, p.layout.tp, link)),
                "kv_link": link.id, "kv_link_bytes_per_s_per_gpu": link.bytes_per_s,
-               "iterations": iters, "makespan_s": span, "requests_simulated": int(n)})
+               "iterations": iters, "makespan_s": span, "requests_simulated": int(n)},
+        ttft_mean_s=float(ttft.mean()), tpot_mean_s=float(tpot[o > 1].mean())
+        if bool(np.any(o > 1)) else float("nan"))
 
 
 def _mem(c: Candidate) -> float:

@@ -27,8 +27,8 @@ from .iteration import (
     check_layout,
     precision,
 )
-from .service import ServeResult, _result, adp_ranks, iteration_model
-from .streams import Stream, draw
+from .service import ServeResult, iteration_model
+from .streams import Stream
 
 BATCH_OPTIONS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 SIMULATE_TOP = 4
@@ -218,8 +218,10 @@ def screen(m: ModelSpec, gpu: GPUSpec, eng: Engine, lays: list[ServeLayout], pre
                         o, ttft, tpot = _steady(it, es, isl, osl, eng.reserve, rr, decode_only,
                                                 concurrency / (dp * n_r) if concurrency
                                                 else None)
+                        # C clients keep at most C of the dp x n_r batches busy
+                        busy = min(dp * n_r, concurrency) if concurrency else dp * n_r
                         out.append(Candidate(replace(rep, dp=dp), p, kd, es.max_batch,
-                                             es.token_budget, o * dp * n_r, ttft, tpot, es,
+                                             es.token_budget, o * busy, ttft, tpot, es,
                                              it))
     return out
 
@@ -251,22 +253,14 @@ def _dp_probe(dps: list[int], rate: float | None, ttft_s: float | None, tpot_s: 
 
 def simulate_candidate(c: Candidate, m: ModelSpec, eng: Engine, stream: Stream, isl: int,
                        osl: int) -> ServeResult:
-    from .scheduler import policy, simulate
+    """The candidate's full-stream simulation, as :func:`service.evaluate` runs it (one path:
+    the replicas' shares, the engine's dispatch of a rate stream, attention-DP ranks, the
+    prefix cache)."""
+    from .service import _evaluate_built
 
-    lay = c.layout
-    from dataclasses import replace
-
-    from .service import _shares, stream_prefix
-
-    sh = _shares(lay, eng, osl)
-    share = replace(stream, requests=max(1, -(-stream.requests // sh)),
-                    rate_per_s=stream.rate_per_s / sh,
-                    concurrency=-(-stream.concurrency // sh) if stream.concurrency else 0)
-    a, i, o = draw(share, isl, osl, m.max_context)
-    pol = policy(eng, c.es)
-    r = simulate(c.it, pol, a, i, o, concurrency=share.concurrency, ranks=adp_ranks(lay, eng, osl),
-                 prefix=stream_prefix(eng, share, isl, i))
-    return _result(m, lay, c.prec, c.kv_dtype, eng, c.es, c.it, r, isl, osl)
+    r = _evaluate_built(m, c.layout, c.prec, c.kv_dtype, eng, c.es, c.it, stream, isl, osl)
+    assert r is not None  # no stop_p99: the run goes to the end
+    return r
 
 
 def _meets(r: ServeResult, ttft: float | None, tpot: float | None) -> bool:
@@ -293,6 +287,12 @@ def search(m: ModelSpec, gpu: GPUSpec, eng: Engine, stream: Stream, isl: int, os
         raise BadInput(f"--isl {isl:,} + --osl {osl:,} exceeds {m.id}'s context of "
                        f"{m.max_context:,} tokens")
     sla = ttft_s is not None or tpot_s is not None
+    if disaggregated and stream.kind == "concurrency":
+        # disagg.simulate_pair feeds the prefill pool the drawn arrivals, all at t = 0 for a
+        # concurrency stream: the closed loop (a client's next request when its answer leaves
+        # the decode pool) is not simulated across the two pools
+        raise BadInput("--disaggregated with --concurrency: a closed loop across the prefill "
+                       "and decode pools is not simulated; give --rate R or --max-load")
     if sla and stream.kind == "max-load":
         raise BadInput("--ttft-ms / --tpot-ms need a target load: give --rate R (requests/s) or "
                        "--concurrency C; under --max-load every request waits in one queue")

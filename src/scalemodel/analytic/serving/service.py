@@ -94,7 +94,9 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                                      if lay.attention_dp else False),
                  adp_idle=str(eng.attention_dp_schedule.get("idle") or "dummy_generation"),
                  tbo=eng.two_batch_overlap if lay.attention_dp else None,
-                 spec=eng.speculation, layer_kernels=eng.layer_kernels,
+                 # k = 0 drafts verify nothing (E = 1): the plain decode step
+                 spec=eng.speculation if eng.speculation is not None and eng.speculation.k > 0
+                 else None, layer_kernels=eng.layer_kernels,
                  replicated_modules=eng.replicated_modules,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
                  graph_padding=bool(g.get("cuda_graph_padding", True)),
@@ -181,7 +183,19 @@ def _evaluate_built(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: s
                  stop_p99=stop_p99)
     if r.stopped:
         return None
-    return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl)
+    # the deployment's figures are the simulated share's times the requests the deployment
+    # holds at once over those the share holds: a closed loop of C clients over sh shares of
+    # ceil(C / sh) each holds min(C, N) in flight, not sh ceil(C / sh) (C alone where C < sh,
+    # the other replicas idle); max load, N requests over shares of ceil(N / sh) (N alone
+    # where N < sh); a rate is split exactly (sh)
+    if stream.kind == "concurrency" and share.concurrency:
+        scale = (min(stream.concurrency, stream.requests)
+                 / min(share.concurrency, share.requests))
+    elif stream.kind == "max-load":
+        scale = stream.requests / share.requests
+    else:
+        scale = None
+    return _result(m, lay, prec, kv_dtype, eng, es, it, r, isl, osl, scale=scale)
 
 
 def dispatch_every(lay: ServeLayout, eng: Engine, stream: Stream, shares: int) -> int:
@@ -241,19 +255,26 @@ def _lay(lay: ServeLayout) -> str:
 
 
 def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng: Engine,
-            es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int
-            ) -> ServeResult:
+            es: EngineSetup, it: IterationModel, r: SimResult, isl: int, osl: int,
+            scale: float | None = None) -> ServeResult:
+    """The deployment's figures from one simulated share; ``scale``: the shares the
+    deployment's throughput is of that one (default: the independent batches, :func:`_shares`)."""
     span = r.makespan_s
-    sh = _shares(lay, eng, osl)
+    sh = _shares(lay, eng, osl) if scale is None else scale
     out = float(r.osl.sum()) / span * sh
     tot = float((r.isl + r.osl).sum()) / span * sh
     kv = es.kv
+    # TPOT over the requests that decode (output > 1 token), as benchmark_serving.py takes its
+    # mean and percentiles: a one-token answer has no time per output token (where none
+    # decodes, a prefill-only stream, its TPOT stays 0 as before)
+    dec = r.osl > 1
+    dec_tpot = r.tpot_s[dec] if bool(dec.any()) else r.tpot_s
     return ServeResult(
         layout=lay, disaggregated=False, precision=prec.name, kv_dtype=kv_dtype, engine=eng.id,
         max_batch=es.max_batch, token_budget=es.token_budget, output_tokens_per_s=out,
         total_tokens_per_s=tot, requests_per_s=r.isl.size / span * sh,
         ttft_p50_s=_pct(r.ttft_s, 0.5), ttft_p99_s=_pct(r.ttft_s, 0.99),
-        tpot_p50_s=_pct(r.tpot_s, 0.5), tpot_p99_s=_pct(r.tpot_s, 0.99),
+        tpot_p50_s=_pct(dec_tpot, 0.5), tpot_p99_s=_pct(dec_tpot, 0.99),
         kv_capacity_tokens=int(kv.max_tokens),
         max_concurrency=float(kv.max_tokens / max(isl + osl, 1)),
         memory_per_gpu_bytes=float(kv.weights_bytes + kv.profile_activation_bytes
@@ -268,7 +289,7 @@ def _result(m: ModelSpec, lay: ServeLayout, prec: Precision, kv_dtype: str, eng:
                "batch_limits": es.why_batch, "max_model_len": es.max_model_len,
                "prefill_tokens_computed": r.prefill_tokens,
                "prefix_cache": eng.prefix_cache, "prefix_hit_tokens": r.prefix_hit_tokens},
-        ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[r.osl > 1]))
+        ttft_mean_s=_mean(r.ttft_s), tpot_mean_s=_mean(r.tpot_s[dec]))
 
 
 @dataclass(frozen=True)

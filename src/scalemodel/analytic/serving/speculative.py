@@ -138,10 +138,24 @@ def parse(text: str) -> Speculation:
 
 def model_check(m: Any, spec: Speculation) -> None:
     """One line where the target model cannot take this drafter: MTP needs the config's
-    multi-token-prediction modules (num_nextn_predict_layers > 0)."""
+    multi-token-prediction modules (num_nextn_predict_layers > 0); a draft model must be one
+    the specs know and share the target's vocabulary."""
     if spec.drafter == "mtp" and spec.k > 0 and not getattr(m, "mtp_layers", 0):
         raise BadInput(f"--spec draft=mtp: {m.id}'s config has no multi-token-prediction "
                        "module (num_nextn_predict_layers = 0); use draft=eagle or draft=model")
+    if spec.drafter == "model" and spec.k > 0:
+        # here, before the search: inside it a candidate's BadInput only drops that candidate,
+        # and every candidate would go the same way ("no layout fits in memory")
+        from ...specs import get_model
+
+        try:
+            d = get_model(spec.draft_model)
+        except BadInput as e:
+            raise BadInput(f"--spec model={spec.draft_model}: "
+                           f"{str(e).removeprefix('--model: ')}") from None
+        if d.vocab != m.vocab:
+            raise BadInput(f"--spec model={d.id}: its vocabulary ({d.vocab:,}) is not {m.id}'s "
+                           f"({m.vocab:,}); a draft model must share the target's tokenizer")
 
 
 def engine_check(eng: Any, spec: Speculation) -> None:

@@ -83,6 +83,15 @@ def _number(row: dict[str, str], key: str, kind: type = float, *, default: Any =
     return v
 
 
+def _at_least_one(row: dict[str, str], **values: int) -> None:
+    """Counts a run cannot have fewer than one of (GPUs of a split, tokens of a request,
+    requests of a stream), as the CLI's flags refuse them: a 0 is bad input, not a row priced."""
+    for key, v in values.items():
+        if v < 1:
+            raise BadInput(f"serving validation CSV row {row.get('id', '?')!r}: column {key!r} "
+                           f"must be at least 1, got {row.get(key)!r}")
+
+
 def length_dist(row: dict[str, str]) -> str:
     """The length distribution a row's ``length_basis`` names: ``dist:NAME`` at its start (NAME a
     bundled per-request table, e.g. ``dist:sharegpt``) draws each request's (input, output)
@@ -222,6 +231,7 @@ def _price_serving(text: str, base: Path, only: set[str] | None = None, *,
         dp = _number(row, "dp", int, default=1)
         ep = _number(row, "ep", int, default=1)
         requests = _number(row, "requests", int)
+        _at_least_one(row, tp=tp, pp=pp, dp=dp, ep=ep, requests=requests)
         max_batch = _number(row, "max_batch", int, default=0) or None
         max_tokens = _number(row, "max_num_tokens", int, default=0) or None
         kv_frac = _number(row, "kv_fraction", default=0.0) or None
@@ -237,6 +247,7 @@ def _price_serving(text: str, base: Path, only: set[str] | None = None, *,
                                  + (row.get("length_basis") or "no length_basis given")))
             continue
         isl, osl = _number(row, "isl", int), _number(row, "osl", int)
+        _at_least_one(row, isl=isl, osl=osl)
         try:
             if row["metric"] not in METRICS:
                 raise BadInput(f"metric {row['metric']!r} is not one of {', '.join(METRICS)}")
