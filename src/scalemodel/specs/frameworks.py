@@ -552,6 +552,12 @@ SERVING_FIELDS: dict[str, tuple[Any, str]] = {
     # samples from its own vocab / tp columns, or only one rank samples them) or "all_gather"
     # (the head's output is all-gathered so every TP rank holds and samples the full row)
     "logits_gather": (lambda v: v in ("none", "all_gather"), "none or all_gather"),
+    # HBM bytes per element of the engine's quantize of each FP8 GEMM's 16-bit input
+    # (analytic/serving/iteration.py _nongemm): read the input, write the fp8 copy, plus any
+    # amax pass a dynamic scale needs; absent: the step model's training-recipe cast
+    # (planner.toml [nongemm] fp8_cast_bytes_<recipe>, which counts Transformer Engine's
+    # transposed copy for the backward)
+    "fp8_input_cast_bytes": (_num(1e-9), "bytes per element > 0"),
     # kernels one decoder layer launches one after another on the critical path, outside its TP
     # all-reduces (priced by the collectives model) and kernels on side streams, as counted for
     # one modeling file of the engine (analytic/serving/iteration.py layer_launch_s): each pays

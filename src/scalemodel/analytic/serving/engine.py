@@ -81,6 +81,9 @@ class Engine:
     # replicated_modules: TensorRT-LLM's MLA fused_a); read by the iteration's GEMMs and by the
     # KV budget's weight bytes
     replicated_modules: tuple[str, ...] = ()
+    # HBM bytes per element of the quantize before each FP8 GEMM (frameworks.toml
+    # fp8_input_cast_bytes); None: the step model's training-recipe cast
+    fp8_input_cast_bytes: float | None = None
 
     def adp_exchange(self) -> dict[str, Any]:
         """The attention-DP exchange this engine runs, or one line where it has none or its
@@ -220,7 +223,7 @@ def get_serving_engine(fid: str | None) -> Engine:
             "unchunked_budget_floor", "logits_gather", "attention_dp", "attention_dp_schedule",
             "two_batch_overlap", *SERVING_HOST_FIELDS, "host_iters_per_schedule",
             "prefill_alone", "speculative", "prefix_cache", "layer_kernels", "dispatch",
-            "replicated_modules", *CUDA_GRAPH_FIELDS)
+            "replicated_modules", "fp8_input_cast_bytes", *CUDA_GRAPH_FIELDS)
     eng = Engine(
         id=fid, name=fw.name, version=fw.version, reserve=str(v["reserve"]),
         batch_rule=str(v["batch_rule"]), chunked_prefill=bool(v["chunked_prefill"]),
@@ -247,7 +250,9 @@ def get_serving_engine(fid: str | None) -> Engine:
         dispatch=str(v.get("dispatch") or "random"),
         cuda_graph={k: v[k] for k in CUDA_GRAPH_FIELDS if k in v},
         layer_kernels=dict(v.get("layer_kernels") or {}),
-        replicated_modules=tuple(v.get("replicated_modules") or ()))
+        replicated_modules=tuple(v.get("replicated_modules") or ()),
+        fp8_input_cast_bytes=(float(v["fp8_input_cast_bytes"])
+                              if "fp8_input_cast_bytes" in v else None))
     # the capture lists are checked when the profile is loaded (one line, exit 2), not only
     # where a layout prices them
     capture_sizes(eng, 1, 1, 0.0)

@@ -730,7 +730,8 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
           graph_sizes: tuple[int, ...] = (), graph_batch: str = "decode_seqs",
           graph_padding: bool = True, graph_max_ctx: int = 0,
           tbo: dict[str, Any] | None = None,
-          replicated_modules: tuple[str, ...] = ()) -> IterationModel:
+          replicated_modules: tuple[str, ...] = (),
+          fp8_input_cast_bytes: float | None = None) -> IterationModel:
     """Tabulate every per-token-count term for token counts 0..max_tokens / pp.
     ``moe_gemm_kernel`` names the engine's grouped expert-GEMM kernel (kernels.toml
     [grouped_gemm] kernels): each expert GEMM some token reached is charged that kernel's
@@ -755,7 +756,10 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
     (frameworks.toml replicated_modules), each priced at its full width on every rank. Every
     linear runs at the precision the checkpoint stores it (:func:`checkpoint_quant`): a module
     it leaves unquantized on the 16-bit path, a layer at a time (the first dense layer for the
-    dense layers, the first MoE layer for the MoE layers, layer n_layers for the MTP module)."""
+    dense layers, the first MoE layer for the MoE layers, layer n_layers for the MTP module).
+    ``fp8_input_cast_bytes``: HBM bytes per element of the engine's quantize before each FP8 GEMM
+    (frameworks.toml fp8_input_cast_bytes; :func:`_nongemm`), None for the step model's
+    training-recipe cast."""
     if graph_batch not in ("decode_seqs", "tokens"):
         raise BadInput(f"cuda_graph_batch: {graph_batch!r} is not decode_seqs or tokens")
     steps = zip(graph_sizes, graph_sizes[1:], strict=False)
@@ -907,7 +911,7 @@ def build(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, kv_dtyp
         moe_c = attn_m_c + eu_c + ed_c + rt_c + su_c + sd_c
     else:
         moe, moe_c = dense, dense_c
-    nongemm = _nongemm(m, gpu, lay, prec, cluster, M, ms)
+    nongemm = _nongemm(m, gpu, lay, prec, cluster, M, ms, fp8_input_cast_bytes)
     dom = cluster.nvlink_domain
     # collectives priced on a geometric grid of token counts and read in between
     grid = np.unique(np.round(np.geomspace(1, max(n_tok - 1, 2), 48)))
@@ -1243,14 +1247,18 @@ def deepep_exchange_time(m: ModelSpec, lay: ServeLayout, T: Any, exchange: dict[
 
 
 def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, cluster: Any,
-             M: np.ndarray, ms: Any) -> np.ndarray:
+             M: np.ndarray, ms: Any, fp8_input_cast_bytes: float | None = None) -> np.ndarray:
     """Forward memory-bound kernels of a layer at M tokens (step/elementwise.py), the layer's
-    MLP width that of a dense layer or of the experts a token visits."""
+    MLP width that of a dense layer or of the experts a token visits. The FP8 GEMM inputs'
+    quantize is the step model's forward cast (its elements at the training recipe's bytes,
+    which count a transposed copy kept for the backward) unless the engine's profile gives its
+    own bytes per element (``fp8_input_cast_bytes``): the same elements at that width."""
     import dataclasses
 
     from ..planner import make_job
     from ..step.candidates import candidates
-    from ..step.elementwise import nongemm_time
+    from ..step.config import cast_bytes
+    from ..step.elementwise import elementwise_bytes, nongemm_time
 
     job = make_job(m, seq_len=1, global_batch_seqs=1,
                    precision="fp8" if prec.gemm_dtype == "fp8" else "bf16")
@@ -1260,4 +1268,10 @@ def _nongemm(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precision, clus
     c = dataclasses.replace(candidates(job, cluster, cols), T=M, sp_div=one)
     width = float(m.top_k * ms.moe_ffn + ms.shared_ffn) if m.is_moe else float(ms.ffn)
     f, _ = nongemm_time(c, width)
+    if fp8_input_cast_bytes is not None and c.fp8:
+        # the forward casts' elements (their bytes over the recipe's width) at the engine's own
+        # bytes per element
+        cast_f = elementwise_bytes(c, width).cast_f
+        recipe = cast_bytes(c.fp8_scaling[0])[0]
+        f = f + cast_f * (float(fp8_input_cast_bytes) / recipe - 1.0) / c.hbm
     return np.asarray(f) * one

@@ -98,6 +98,7 @@ def iteration_model(m: ModelSpec, gpu: GPUSpec, lay: ServeLayout, prec: Precisio
                  spec=eng.speculation if eng.speculation is not None and eng.speculation.k > 0
                  else None, layer_kernels=eng.layer_kernels,
                  replicated_modules=eng.replicated_modules,
+                 fp8_input_cast_bytes=eng.fp8_input_cast_bytes,
                  graph_sizes=sizes, graph_batch=str(g.get("cuda_graph_batch", "decode_seqs")),
                  graph_padding=bool(g.get("cuda_graph_padding", True)),
                  graph_max_ctx=int(g.get("cuda_graph_max_seq_len") or 0))
