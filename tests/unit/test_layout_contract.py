@@ -266,3 +266,21 @@ def test_blast_radius_honours_or_refuses_every_key(capsys, key):
     # (with ep > 1 one expert group's ep replicas stop together)
     assert ([(f["scope"], f["replicas_hit"]) for f in d1["faults"]]
             != [(f["scope"], f["replicas_hit"]) for f in d0["faults"]])
+
+
+def test_memory_reads_the_models_recipe_as_plan_train_does(capsys):
+    """s19-review2: ``memory`` and ``plan train --layout`` price one layout with the same job.
+    frameworks.toml [profiles."nemo-25.11"] inherits nemo-25.09's moe_recipes, whose entry for
+    qwen3-30b-a3b on h100-sxm sets a2a_overlap = true (Megatron-Bridge's performance recipe for
+    that model and GPU); specs/frameworks.job_settings applies it only when told the model id.
+    plan train passes it, so its EP A2A overlap adds a warmup chunk of activations on the
+    pipeline (analytic/memory.py pp_extra_warmup); ``memory`` must hold the same bytes, not the
+    profile-wide a2a_overlap = false."""
+    common = ("--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--seq-len", "4096",
+              "--global-batch", "512", "--framework", "nemo-25.11", "--layout",
+              "tp=1,pp=2,dp=8,cp=1,ep=8,etp=1,zero=2,vpp=8,micro_batch=2,"
+              "recompute=selective:moe_act+layernorm")
+    plan = cli_json(capsys, "plan", "train", "--gpus", "16", *common)
+    mem = cli_json(capsys, "memory", *common)
+    assert mem["priced_by"].startswith("the step model plan train uses")
+    assert mem["per_gpu_bytes"] == plan["memory_per_gpu_bytes"]

@@ -191,8 +191,9 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     from ..specs.frameworks import edge_chunk_split, job_settings
 
     gpu_id = gpu.id if gpu is not None else "h100-sxm"
+    # model: the profile's recipe for this model on this GPU (its EP overlap), as plan train
     fw, kern = job_settings(args.framework, gpu or gpu_id, attention=args.attention,
-                            kernels=args.kernels, schedule=args.schedule)
+                            kernels=args.kernels, schedule=args.schedule, model=m.id)
     B = global_batch(args, lay)
     ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"],
                   edge_slots=2 if edge_chunk_split(fw.id, m.id) else 0, framework_id=fw.id)
