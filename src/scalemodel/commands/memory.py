@@ -155,6 +155,9 @@ def run(args: argparse.Namespace) -> Any:
         if keys.get("recompute_modules") or keys.get("recompute_layers"):
             raise BadInput("--fit searches recompute none, selective and full; give "
                            "recompute_modules / recompute_layers without --fit")
+        if keys.get("recompute") == "op":
+            raise BadInput("--fit searches recompute none, selective and full; give "
+                           "recompute=op (torchtitan's op-level policy) without --fit")
         from ..specs.frameworks import job_kernels
 
         fixed = {k: keys[k] for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")

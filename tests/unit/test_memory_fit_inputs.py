@@ -1,0 +1,22 @@
+"""``scalemodel memory --fit``: what the search keeps fixed and what it refuses (s19-review2).
+
+find_min_gpus (analytic/memory.py) searches tp, pp, dp, zero and recompute none / selective /
+full, holding cp, ep and the micro-batch where given. A key it cannot hold is refused in one
+line (DESIGN.md rule 6: nothing silently dropped), never priced as a layout the user did not
+ask for, and never a traceback."""
+
+import pytest
+
+from conftest import one_line_refusal
+from conftest import run_cli as run
+
+
+@pytest.mark.parametrize("argv", [
+    ("--recompute", "op"),
+    ("--layout", "recompute=op"),
+])
+def test_fit_refuses_op_recompute_in_one_line(capsys, argv):
+    # before: ValueError from RECOMPUTE.index("op") (exit 1, a traceback)
+    rc, out, err = run(capsys, "memory", "--model", "llama-3-8b", "--fit", *argv)
+    assert one_line_refusal(rc, out, err), err
+    assert "recompute" in err and "op" in err
