@@ -20,3 +20,25 @@ def test_fit_refuses_op_recompute_in_one_line(capsys, argv):
     rc, out, err = run(capsys, "memory", "--model", "llama-3-8b", "--fit", *argv)
     assert one_line_refusal(rc, out, err), err
     assert "recompute" in err and "op" in err
+
+
+@pytest.mark.parametrize("argv, key", [
+    (("--layout", "vpp=2"), "vpp"),
+    (("--vpp", "2"), "vpp"),
+    (("--layout", "stages=20/12"), "stages"),
+    (("--no-sp", "--layout", "tp=2"), "sp"),
+])
+def test_fit_refuses_keys_it_cannot_hold(capsys, argv, key):
+    # before: find_min_gpus was handed tp, pp, dp, cp, zero, recompute and ep only, so these
+    # keys were dropped and the report showed a layout with vpp 1, the balanced split or SP on
+    rc, out, err = run(capsys, "memory", "--model", "llama-3-8b", "--fit", *argv)
+    assert one_line_refusal(rc, out, err), err
+    assert key in err
+
+
+def test_fit_holds_the_micro_batch(capsys):
+    from conftest import cli_json
+
+    d = cli_json(capsys, "memory", "--model", "llama-3-8b", "--fit", "--layout",
+                 "micro_batch=2,tp=2")
+    assert d["min_layout"]["micro_batch"] == 2 and d["min_layout"]["tp"] == 2

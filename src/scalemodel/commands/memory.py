@@ -158,6 +158,15 @@ def run(args: argparse.Namespace) -> Any:
         if keys.get("recompute") == "op":
             raise BadInput("--fit searches recompute none, selective and full; give "
                            "recompute=op (torchtitan's op-level policy) without --fit")
+        # find_min_gpus holds tp, pp, dp, cp, zero, recompute, ep and the micro-batch: any other
+        # key given would be dropped from the layout it reports
+        held = [k for k in ("vpp", "stages", "etp") if keys.get(k) not in (None, 1)]
+        if keys.get("sp") is False:
+            held.append("sp (--no-sp)")
+        if held:
+            raise BadInput(f"--fit searches tp, pp, dp, zero and recompute and holds cp, ep and "
+                           f"micro_batch; it cannot hold {', '.join(held)}: give "
+                           "them without --fit")
         from ..specs.frameworks import job_kernels
 
         fixed = {k: keys[k] for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")
