@@ -284,3 +284,28 @@ def test_memory_reads_the_models_recipe_as_plan_train_does(capsys):
     mem = cli_json(capsys, "memory", *common)
     assert mem["priced_by"].startswith("the step model plan train uses")
     assert mem["per_gpu_bytes"] == plan["memory_per_gpu_bytes"]
+
+
+@pytest.mark.parametrize("cmd", [("plan", "train", "--gpus", "8"), ("memory",)])
+def test_cp_needs_two_cp_equal_chunks_of_the_sequence(capsys, cmd):
+    """s19-review2: the head-tail causal split that the step model prices by default
+    (frameworks.toml cp_load_balance = true; step/attention.py: rank r holds chunks r and
+    2cp-1-r) cuts the sequence into 2 x cp equal chunks. Megatron-Core core_v0.16.1
+    (55ac7082) megatron/core/utils.py get_batch_on_this_cp_rank views the sequence dimension as
+    (2 * cp_size, S // (2 * cp_size)), which fails unless 2 cp divides S. S = 4098 with cp = 2:
+    4098 % 2 == 0 but 4098 % 4 == 2, so that layout cannot run and is refused in one line."""
+    common = ("--model", "llama-3-8b", "--seq-len", "4098", "--global-batch", "64")
+    rc, out, err = run(capsys, *cmd, *common, "--layout", "cp=2")
+    assert one_line_refusal(rc, out, err), err
+    assert "sequence: cp must divide" in err and "2 x cp" in err
+    # S = 4096: 4096 % 4 == 0, the same layout runs
+    ok = cli_json(capsys, *cmd, "--model", "llama-3-8b", "--seq-len", "4096",
+                  "--global-batch", "64", "--layout", "cp=2")
+    assert ok
+
+
+def test_the_search_never_picks_a_cp_the_sequence_cannot_split_in_two_cp(capsys):
+    # S = 4098 = 2 x 2049: no cp > 1 splits it into 2 cp equal chunks
+    d = cli_json(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8", "--seq-len",
+                 "4098", "--global-batch", "64", "--top", "10")
+    assert d["best"]["cp"] == 1 and all(r["cp"] == 1 for r in d["top"])
