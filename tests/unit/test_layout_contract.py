@@ -99,6 +99,12 @@ def test_layouts_file_rows_equal_single_plans(capsys, tmp_path):
     ("tp\nx\n", "whole number"),
     ("{\"tp\": 8}\n{oops\n", "line 2 is not JSON"),
     ("", "no rows"),
+    # s19-review2: a 0 in a row's gpus or seq_len was read as absent ("0 or the command
+    # line's"), so the row was priced on --gpus 64 / --seq-len 8192 without a word
+    ("tp,pp,gpus\n8,1,0\n", "gpus"),
+    ("tp,pp,seq_len\n8,1,0\n", "seq_len"),
+    ("tp,pp,gpus\n8,1,-8\n", "gpus"),
+    ("tp,pp,global_batch\n8,1,0\n", "global_batch"),
 ])
 def test_layouts_file_bad_input_is_one_line(capsys, tmp_path, body, needle):
     f = tmp_path / ("l.jsonl" if body.startswith("{") else "l.csv")
