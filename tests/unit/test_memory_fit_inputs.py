@@ -42,3 +42,16 @@ def test_fit_holds_the_micro_batch(capsys):
     d = cli_json(capsys, "memory", "--model", "llama-3-8b", "--fit", "--layout",
                  "micro_batch=2,tp=2")
     assert d["min_layout"]["micro_batch"] == 2 and d["min_layout"]["tp"] == 2
+
+
+@pytest.mark.parametrize("argv", [("--global-batch", "2"), ()])
+def test_fit_reports_a_layout_that_holds_the_batch(capsys, argv):
+    """The fitted layout is one plan train can run for the same batch: the layout rule "batch"
+    (analytic/layout.py) needs dp x micro-batch to divide the global batch. llama-3-70b on
+    h100-sxm fitted TP8 DP3 (24 GPUs) whatever the batch, and 3 divides neither 2 sequences
+    nor the default 4M tokens / 8192 = 512."""
+    from conftest import cli_json
+
+    d = cli_json(capsys, "memory", "--model", "llama-3-70b", "--fit", *argv)
+    lay = d["min_layout"]
+    assert d["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, lay

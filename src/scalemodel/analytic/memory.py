@@ -1612,9 +1612,11 @@ def find_min_gpus(
     attention: str = "unfused",
     kernels: str = "fused",
     precision: str = "bf16",
+    global_batch: int | None = None,
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
-    stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
+    stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs; with
+    ``global_batch`` (sequences) only layouts whose dp x micro-batch divides it. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
     that dimension. Among layouts of equal size the cheapest to run wins: less recompute, then a
     lower ZeRO stage, then fewer pipeline stages, then less TP. With ``whole_nodes`` the GPU
     counts tried are powers of two up to one node and whole nodes beyond it.
@@ -1663,6 +1665,8 @@ def find_min_gpus(
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
     ok = ((n == max_gpus) if exact else (n <= max_gpus)) & ((D * C) % ep == 0)
+    if global_batch is not None:  # the layout rule "batch": dp x micro-batch divides the batch
+        ok &= global_batch % (D * micro_batch) == 0
     zmax = pipeline_zero_max(framework)
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
         ok &= ~((P > 1) & np.greater(Z, zmax))

@@ -177,7 +177,10 @@ def run(args: argparse.Namespace) -> Any:
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
                             memory_fraction=args.mem_fraction, whole_nodes=not args.any_count,
-                            framework=args.framework, precision=args.precision, **kern)
+                            framework=args.framework, precision=args.precision,
+                            # the batch the report states (--microbatches: any dp holds it)
+                            global_batch=(None if args.microbatches is not None
+                                          else global_batch(args, lay)), **kern)
         if fit.layout is not None:
             lay = fit.layout
     from ..views.memory import report
