@@ -190,3 +190,14 @@ def test_fp8_on_a_gpu_without_fp8_names_the_precision_flag(capsys, cmd):
                        "--global-batch", "64", "--seq-len", "4096", "--precision", "fp8")
     assert one_line_refusal(rc, out, err), err
     assert "--precision fp8" in err and "--dtype" not in err
+
+
+def test_plan_train_warns_past_the_models_context_as_memory_does(capsys):
+    """s19-review2: meta-llama/Meta-Llama-3-8B config.json max_position_embeddings = 8192.
+    memory warns when --seq-len exceeds it and computes anyway (analytic/memory.py
+    memory_report); plan train priced 131072 tokens without a word."""
+    common = ("--model", "llama-3-8b", "--global-batch", "64", "--seq-len", "131072")
+    plan = cli_json(capsys, "plan", "train", "--gpus", "8", *common)
+    mem = cli_json(capsys, "memory", *common, "--layout", "cp=8")
+    assert any("max_position_embeddings" in w for w in mem["warnings"])
+    assert any("max_position_embeddings" in w for w in plan.get("warnings", []))

@@ -265,7 +265,11 @@ def train_report(res: PlanResult, fw: Any, traffic: Any, export: str | None = No
                          f"{'on' if job.ep_overlap else 'off'}{fp8} (flags override the profile; "
                          "scalemodel specs frameworks lists them)."))
     tail = Section("Traffic of the best layout", tables=(step_traffic_table(traffic),))
-    return replace(rep, sections=(head, *rep.sections, tail))
+    warnings = tuple(rep.warnings)
+    if job.seq_len > job.model.max_context:  # as memory warns (memory.memory_report)
+        warnings += (f"--seq-len {job.seq_len:,} exceeds {job.model.id}'s "
+                     f"max_position_embeddings {job.model.max_context:,}; computed anyway",)
+    return replace(rep, sections=(head, *rep.sections, tail), warnings=warnings)
 
 
 def batch_report(out: list[dict[str, Any]], path: str) -> Report:
