@@ -99,6 +99,12 @@ def test_layouts_file_rows_equal_single_plans(capsys, tmp_path):
     ("tp\nx\n", "whole number"),
     ("{\"tp\": 8}\n{oops\n", "line 2 is not JSON"),
     ("", "no rows"),
+    # s19-review2: a 0 in a row's gpus or seq_len was read as absent ("0 or the command
+    # line's"), so the row was priced on --gpus 64 / --seq-len 8192 without a word
+    ("tp,pp,gpus\n8,1,0\n", "gpus"),
+    ("tp,pp,seq_len\n8,1,0\n", "seq_len"),
+    ("tp,pp,gpus\n8,1,-8\n", "gpus"),
+    ("tp,pp,global_batch\n8,1,0\n", "global_batch"),
 ])
 def test_layouts_file_bad_input_is_one_line(capsys, tmp_path, body, needle):
     f = tmp_path / ("l.jsonl" if body.startswith("{") else "l.csv")
@@ -266,3 +272,47 @@ def test_blast_radius_honours_or_refuses_every_key(capsys, key):
     # (with ep > 1 one expert group's ep replicas stop together)
     assert ([(f["scope"], f["replicas_hit"]) for f in d1["faults"]]
             != [(f["scope"], f["replicas_hit"]) for f in d0["faults"]])
+
+
+def test_memory_reads_the_models_recipe_as_plan_train_does(capsys):
+    """s19-review2: ``memory`` and ``plan train --layout`` price one layout with the same job.
+    frameworks.toml [profiles."nemo-25.11"] inherits nemo-25.09's moe_recipes, whose entry for
+    qwen3-30b-a3b on h100-sxm sets a2a_overlap = true (Megatron-Bridge's performance recipe for
+    that model and GPU); specs/frameworks.job_settings applies it only when told the model id.
+    plan train passes it, so its EP A2A overlap adds a warmup chunk of activations on the
+    pipeline (analytic/memory.py pp_extra_warmup); ``memory`` must hold the same bytes, not the
+    profile-wide a2a_overlap = false."""
+    common = ("--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--seq-len", "4096",
+              "--global-batch", "512", "--framework", "nemo-25.11", "--layout",
+              "tp=1,pp=2,dp=8,cp=1,ep=8,etp=1,zero=2,vpp=8,micro_batch=2,"
+              "recompute=selective:moe_act+layernorm")
+    plan = cli_json(capsys, "plan", "train", "--gpus", "16", *common)
+    mem = cli_json(capsys, "memory", *common)
+    assert mem["priced_by"].startswith("the step model plan train uses")
+    assert mem["per_gpu_bytes"] == plan["memory_per_gpu_bytes"]
+
+
+@pytest.mark.parametrize("cmd", [("plan", "train", "--gpus", "8"), ("memory",),
+                                 ("memory", "--fit")])
+def test_cp_needs_two_cp_equal_chunks_of_the_sequence(capsys, cmd):
+    """s19-review2: the head-tail causal split that the step model prices by default
+    (frameworks.toml cp_load_balance = true; step/attention.py: rank r holds chunks r and
+    2cp-1-r) cuts the sequence into 2 x cp equal chunks. Megatron-Core core_v0.16.1
+    (55ac7082) megatron/core/utils.py get_batch_on_this_cp_rank views the sequence dimension as
+    (2 * cp_size, S // (2 * cp_size)), which fails unless 2 cp divides S. S = 4098 with cp = 2:
+    4098 % 2 == 0 but 4098 % 4 == 2, so that layout cannot run and is refused in one line."""
+    common = ("--model", "llama-3-8b", "--seq-len", "4098", "--global-batch", "64")
+    rc, out, err = run(capsys, *cmd, *common, "--layout", "cp=2")
+    assert one_line_refusal(rc, out, err), err
+    assert "2 x cp" in err  # memory.validate_layout (--fit) words it as the rule does
+    # S = 4096: 4096 % 4 == 0, the same layout runs
+    ok = cli_json(capsys, *cmd, "--model", "llama-3-8b", "--seq-len", "4096",
+                  "--global-batch", "64", "--layout", "cp=2")
+    assert ok
+
+
+def test_the_search_never_picks_a_cp_the_sequence_cannot_split_in_two_cp(capsys):
+    # S = 4098 = 2 x 2049: no cp > 1 splits it into 2 cp equal chunks
+    d = cli_json(capsys, "plan", "train", "--model", "llama-3-8b", "--gpus", "8", "--seq-len",
+                 "4098", "--global-batch", "64", "--top", "10")
+    assert d["best"]["cp"] == 1 and all(r["cp"] == 1 for r in d["top"])

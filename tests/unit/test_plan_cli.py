@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import cli_json, csv_text, validation_rows
+from conftest import cli_json, csv_text, one_line_refusal, validation_rows
 from conftest import run_cli as run
 
 BEST_KEYS = {"tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch", "recompute"}
@@ -179,3 +179,25 @@ def test_validate_plot(capsys, tmp_path):
     assert f.stat().st_size > 10_000
     rc, _, err = run(capsys, "validate", "--plot", str(tmp_path / "x.txt"))
     assert rc == 2 and ".png" in err
+
+
+@pytest.mark.parametrize("cmd", [("plan", "train", "--gpus", "8"), ("memory",)])
+def test_fp8_on_a_gpu_without_fp8_names_the_precision_flag(capsys, cmd):
+    """gpus.toml a100-sxm-40gb lists no fp8 peak (the A100 has no FP8 tensor cores: NVIDIA
+    A100 datasheet). The refusal names --precision, the flag that asked for fp8; it named
+    --dtype, which memory also takes (the weights' dtype) and which was bf16 here."""
+    rc, out, err = run(capsys, *cmd, "--model", "llama-3-8b", "--gpu", "a100-sxm-40gb",
+                       "--global-batch", "64", "--seq-len", "4096", "--precision", "fp8")
+    assert one_line_refusal(rc, out, err), err
+    assert "--precision fp8" in err and "--dtype" not in err
+
+
+def test_plan_train_warns_past_the_models_context_as_memory_does(capsys):
+    """s19-review2: meta-llama/Meta-Llama-3-8B config.json max_position_embeddings = 8192.
+    memory warns when --seq-len exceeds it and computes anyway (analytic/memory.py
+    memory_report); plan train priced 131072 tokens without a word."""
+    common = ("--model", "llama-3-8b", "--global-batch", "64", "--seq-len", "131072")
+    plan = cli_json(capsys, "plan", "train", "--gpus", "8", *common)
+    mem = cli_json(capsys, "memory", *common, "--layout", "cp=8")
+    assert any("max_position_embeddings" in w for w in mem["warnings"])
+    assert any("max_position_embeddings" in w for w in plan.get("warnings", []))

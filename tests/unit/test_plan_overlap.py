@@ -72,3 +72,22 @@ def test_fabric_map_ends_with_a_planned_layout():
     assert rep.sections[-1].heading.startswith("3. The planner's layout")
     best = rep.data["planned_layout"]["best"]
     assert best["tp"] * best["pp"] * best["dp"] * best["cp"] == 8 * 4 * 16
+
+
+def test_the_answers_planned_layout_is_plan_trains(capsys):
+    """s19-review2: the answers' section headed '(scalemodel plan train)' (training-memory,
+    fabric-map: views/plan.planned_layout_section) prices the job plan train prices for the
+    same model, GPUs, sequence and batch: the default framework profile's kernels
+    (frameworks.toml megatron-core: flash3 attention on Hopper). It built its Job with
+    make_job's bare defaults (attention flash), so llama-3-70b on 64 H100 read 64.42 s per
+    step where plan train reads 59.52 s for the same layout."""
+    from conftest import cli_json
+    from scalemodel.views.plan import planned_layout_section
+
+    _, d = planned_layout_section("llama-3-70b", "h100-sxm", 64, seq_len=8192,
+                                  global_batch_tokens=4 * 1024 * 1024)
+    plan = cli_json(capsys, "plan", "train", "--model", "llama-3-70b", "--gpu", "h100-sxm",
+                    "--gpus", "64", "--seq-len", "8192", "--global-batch-tokens", "4194304")
+    assert d["best"] == plan["best"]
+    assert d["step_time_s"] == plan["step_time_s"]
+    assert d["memory_per_gpu_bytes"] == plan["memory_per_gpu_bytes"]

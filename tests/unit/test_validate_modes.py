@@ -117,6 +117,10 @@ def test_agreement_keeps_to_what_the_framework_offered(capsys, tmp_path):
     (("--agreement", "--rows", "no-such-row"), "no row with id"),
     (("--agreement", "--cv"), "not allowed with"),
     (("--cv", "--plot", "x.png"), "not with --cv"),
+    # s19-review2: a --rows that names no id ran the free search on every row (16 s) as if
+    # --rows were not given
+    (("--agreement", "--rows", ","), "--rows: no row id"),
+    (("--agreement", "--rows", " "), "--rows: no row id"),
 ])
 def test_modes_bad_input(capsys, argv, needle):
     rc, _, err = run(capsys, "validate", *argv)

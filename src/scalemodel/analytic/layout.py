@@ -399,6 +399,16 @@ def _ep_group(c: dict[str, Any], ctx: Context) -> Any:
     return np.where(c["etp"] == c["tp"], dense, c["tp"] * c["dp"] * c["cp"])
 
 
+def _cp_balanced(ctx: Context) -> bool:
+    """Whether the job's framework splits the sequence head-tail for causal load balance
+    (frameworks.toml cp_load_balance, default true, as step/attention.py prices it): the
+    sequence is cut into 2 x cp equal chunks (Megatron-Core get_batch_on_this_cp_rank views it
+    as (2 cp, S / (2 cp)))."""
+    from .step.config import profile_value
+
+    return bool(profile_value(ctx, "cp_load_balance", True))
+
+
 def _is_moe(ctx: Context) -> bool:
     return bool(ctx.model.is_moe)
 
@@ -427,8 +437,11 @@ RULES: tuple[Rule, ...] = (
          lambda c, ctx: c["ep"] == 1, lambda ctx: not ctx.model.is_moe),
     Rule("divisibility", lambda ctx: f"{ctx.model.id} has no experts, etp must be its tp",
          lambda c, ctx: c["etp"] == c["tp"], lambda ctx: not ctx.model.is_moe),
-    Rule("sequence", lambda ctx: f"cp must divide the sequence length {ctx.seq_len}",
-         lambda c, ctx: ctx.seq_len % c["cp"] == 0),
+    Rule("sequence", lambda ctx: f"cp must divide the sequence length {ctx.seq_len}"
+         + (" into 2 x cp equal chunks (the head-tail causal split: chunks r and 2cp-1-r on "
+            "rank r)" if _cp_balanced(ctx) else ""),
+         lambda c, ctx: ctx.seq_len % np.where((c["cp"] > 1) & _cp_balanced(ctx), 2 * c["cp"],
+                                               c["cp"]) == 0),
     Rule("batch", lambda ctx: "dp x micro-batch must divide the global batch (--global-batch) "
          f"of {ctx.global_batch} sequences",
          lambda c, ctx: ctx.global_batch % (c["dp"] * c["micro_batch"]) == 0),

@@ -53,7 +53,8 @@ PLAN_RECOMPUTE = RECOMPUTE + ("op",)
 
 
 def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
-                    microbatches: int | None = None, edge_slots: int = 0) -> None:
+                    microbatches: int | None = None, edge_slots: int = 0,
+                    framework: str | None = None) -> None:
     """The rules a layout must meet on its own (no GPU count or batch: analytic/layout.py RULES
     check those where the command has them)."""
     check_tp(m, lay.tp, lay.pp)
@@ -73,8 +74,13 @@ def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
         if lay.expert_tp not in (1, lay.tp) or pool % lay.ep or (lay.folded and lay.ep == 1):
             raise BadInput(f"--layout ep={lay.ep},etp={lay.expert_tp}: etp must be 1 or the tp, "
                            f"and ep must divide dp x cp (tp x dp x cp when etp = 1) = {pool}")
-    if seq_len < 1 or seq_len % lay.cp:
-        raise BadInput(f"--layout cp={lay.cp} does not divide --seq-len {seq_len}")
+    # the head-tail causal split (the profile's cp_load_balance, default on) cuts the sequence
+    # into 2 x cp equal chunks, as layout.py's "sequence" rule asks
+    halves = lay.cp > 1 and get_framework(framework).get("cp_load_balance") is not False
+    if seq_len < 1 or seq_len % (2 * lay.cp if halves else lay.cp):
+        raise BadInput(f"--layout cp={lay.cp} does not divide --seq-len {seq_len}"
+                       + (" into 2 x cp equal chunks (the head-tail causal split)"
+                          if halves else ""))
     if lay.pp * lay.vpp > m.n_layers + edge_slots:
         edge = f" (+ {edge_slots} layer-free edge chunks)" if edge_slots else ""
         raise BadInput(f"--layout pp x vpp = {lay.pp * lay.vpp} exceeds the {m.n_layers} layers"
@@ -1176,7 +1182,7 @@ def memory_report(
     (:func:`linear_input_bytes`); ``ep_overlap`` whether the job overlaps the EP all-to-all (the
     warmup a framework adds for it, :func:`pp_extra_warmup`)."""
     validate_layout(m, lay, seq_len, microbatches,
-                    2 if edge_chunk_split(framework, m.id) else 0)
+                    2 if edge_chunk_split(framework, m.id) else 0, framework)
     ks = kernel_saves(kernels, attention, *linear_input_bytes(framework, _fp8(precision)),
                       **moe_saves(framework, _fp8(precision)))
     warnings: list[str] = []
@@ -1607,9 +1613,11 @@ def find_min_gpus(
     attention: str = "unfused",
     kernels: str = "fused",
     precision: str = "bf16",
+    global_batch: int | None = None,
 ) -> FitResult:
     """Smallest GPU count whose best layout fits, searching TP (within a node), PP, DP, ZeRO
-    stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
+    stage and recompute mode; with ``exact`` only layouts of exactly ``max_gpus`` GPUs; with
+    ``global_batch`` (sequences) only layouts whose dp x micro-batch divides it. Entries of ``fixed`` (tp, pp, dp, cp, zero, recompute, ep) pin
     that dimension. Among layouts of equal size the cheapest to run wins: less recompute, then a
     lower ZeRO stage, then fewer pipeline stages, then less TP. With ``whole_nodes`` the GPU
     counts tried are powers of two up to one node and whole nodes beyond it.
@@ -1658,6 +1666,8 @@ def find_min_gpus(
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
     ok = ((n == max_gpus) if exact else (n <= max_gpus)) & ((D * C) % ep == 0)
+    if global_batch is not None:  # the layout rule "batch": dp x micro-batch divides the batch
+        ok &= global_batch % (D * micro_batch) == 0
     zmax = pipeline_zero_max(framework)
     if zmax is not None:  # pipeline stages only beside the ZeRO stages the framework pairs them with
         ok &= ~((P > 1) & np.greater(Z, zmax))

@@ -384,6 +384,15 @@ def _offered_values(job: Job, key: str, values: list[int]) -> list[int]:
     return offered_values(job.framework_id, key, values)
 
 
+def check_precision(job: Job, cl: Cluster) -> None:
+    """BadInput (one line, naming --precision) where the GPU's spec has no peak for the job's
+    training precision (fp8 on an A100): the step model's GEMM ceilings start from it."""
+    rates = cl.gpu.flop_per_s
+    if job.precision not in rates:
+        raise BadInput(f"--precision {job.precision}: {cl.gpu.id} has no {job.precision} peak "
+                       f"in its spec; it lists {', '.join(rates)}")
+
+
 def _check_fixed(job: Job, fixed: dict[str, Any]) -> None:
     """BadInput (one line) for a pinned key plan train cannot use or the framework does not
     offer, before any grid is built."""
@@ -416,6 +425,7 @@ def layout_grid(job: Job, cl: Cluster, fixed: dict[str, Any] | None = None) -> G
 
     fixed = dict(fixed or {})
     m, N = job.model, cl.n_gpus
+    check_precision(job, cl)
     if "stages" in fixed:
         from .layout import check_stages
 
@@ -940,6 +950,7 @@ def layout_columns(job: Job, cl: Cluster, lays: Any) -> dict[str, np.ndarray]:
     lays = list(lays)
     if not lays:
         raise BadInput("no layouts to evaluate")
+    check_precision(job, cl)
     ctx = Context(job.model, cl.n_gpus, job.global_batch_seqs, job.seq_len, job.schedule,
                   edge_slots=_edge_slots(job), framework_id=job.framework_id)
     keys = ("tp", "pp", "dp", "cp", "ep", "zero", "vpp", "micro_batch")

@@ -219,12 +219,29 @@ def row_problem(row: dict[str, str]) -> RowProblem:
     return RowProblem(m, job, cl, fixed)
 
 
+def row_metric(row: dict[str, str]) -> tuple[str, str]:
+    """(convention, metric) of a row, the metric one its convention gives: ``tokens`` gives
+    tokens/s per GPU (metric tokens_per_s_per_gpu or blank), a FLOP convention TFLOP/s per GPU
+    or MFU (tflops_per_gpu, mfu); anything else is one line of bad input."""
+    conv = row["convention"].strip()
+    metric = (row.get("metric") or "").strip()
+    if conv not in CONVENTIONS:
+        raise BadInput(f"convention must be one of {', '.join(CONVENTIONS)}, got {conv!r}")
+    if conv == "tokens":
+        if metric not in ("", "tokens_per_s_per_gpu"):
+            raise BadInput(f"metric {metric!r} with convention tokens: that convention gives "
+                           "tokens_per_s_per_gpu (or a blank metric)")
+    elif metric not in ("tflops_per_gpu", "mfu"):
+        raise BadInput(f"metric must be tflops_per_gpu or mfu with convention {conv}, got "
+                       f"{metric!r} (tokens_per_s_per_gpu goes with convention tokens)")
+    return conv, metric
+
+
 def predicted_metric(row: dict[str, str], p: RowProblem, step_time_s: float) -> float:
     """The row's published figure as the planner predicts it from a step time."""
     m, job, cl = p.model, p.job, p.cluster
     gpus, seq = cl.n_gpus, job.seq_len
-    conv = row["convention"].strip()
-    metric = row["metric"].strip()
+    conv, metric = row_metric(row)
     tokens = job.tokens_per_step
     if conv == "tokens":
         return tokens / step_time_s / gpus
@@ -238,6 +255,7 @@ def predicted_metric(row: dict[str, str], p: RowProblem, step_time_s: float) -> 
 
 
 def predict_row(row: dict[str, str]) -> RowResult:
+    row_metric(row)  # a metric its convention cannot give: refused before the search
     p = row_problem(row)
     best = search(p.job, p.cluster, p.stated, top=0).best
     step = best.values.step_time_s

@@ -155,6 +155,18 @@ def run(args: argparse.Namespace) -> Any:
         if keys.get("recompute_modules") or keys.get("recompute_layers"):
             raise BadInput("--fit searches recompute none, selective and full; give "
                            "recompute_modules / recompute_layers without --fit")
+        if keys.get("recompute") == "op":
+            raise BadInput("--fit searches recompute none, selective and full; give "
+                           "recompute=op (torchtitan's op-level policy) without --fit")
+        # find_min_gpus holds tp, pp, dp, cp, zero, recompute, ep and the micro-batch: any other
+        # key given would be dropped from the layout it reports
+        held = [k for k in ("vpp", "stages", "etp") if keys.get(k) not in (None, 1)]
+        if keys.get("sp") is False:
+            held.append("sp (--no-sp)")
+        if held:
+            raise BadInput(f"--fit searches tp, pp, dp, zero and recompute and holds cp, ep and "
+                           f"micro_batch; it cannot hold {', '.join(held)}: give "
+                           "them without --fit")
         from ..specs.frameworks import job_kernels
 
         fixed = {k: keys[k] for k in ("tp", "pp", "dp", "cp", "zero", "recompute", "ep")
@@ -165,7 +177,10 @@ def run(args: argparse.Namespace) -> Any:
                             optimizer_id=args.optimizer, weight_dtype=args.dtype,
                             grad_dtype=args.grad_dtype, fixed=fixed,
                             memory_fraction=args.mem_fraction, whole_nodes=not args.any_count,
-                            framework=args.framework, precision=args.precision, **kern)
+                            framework=args.framework, precision=args.precision,
+                            # the batch the report states (--microbatches: any dp holds it)
+                            global_batch=(None if args.microbatches is not None
+                                          else global_batch(args, lay)), **kern)
         if fit.layout is not None:
             lay = fit.layout
     from ..views.memory import report
@@ -191,8 +206,9 @@ def step_memory(args: argparse.Namespace, m: Any, gpu: Any, lay: Any, fit: bool)
     from ..specs.frameworks import edge_chunk_split, job_settings
 
     gpu_id = gpu.id if gpu is not None else "h100-sxm"
+    # model: the profile's recipe for this model on this GPU (its EP overlap), as plan train
     fw, kern = job_settings(args.framework, gpu or gpu_id, attention=args.attention,
-                            kernels=args.kernels, schedule=args.schedule)
+                            kernels=args.kernels, schedule=args.schedule, model=m.id)
     B = global_batch(args, lay)
     ctx = Context(m, lay.gpus, B, args.seq_len, kern["schedule"],
                   edge_slots=2 if edge_chunk_split(fw.id, m.id) else 0, framework_id=fw.id)

@@ -99,7 +99,8 @@ def register(sub: Any) -> None:
                         "process: one result per row (--json: one JSON object per line)")
     add_framework(t)
     t.add_argument("--mem-fraction", type=fraction, default=None,
-                   help="fraction of HBM a step may fill (default 0.9)")
+                   help="fraction of HBM a step may fill (default: the HBM less the "
+                        "framework's reserve: CUDA context, NCCL buffers, allocator slack)")
     t.add_argument("--top", type=positive_int, default=5, help="layouts listed after the best")
     t.add_argument("--export", choices=["megatron", "torchtitan", "deepspeed", "slurm"],
                    default=None, help="also write the best layout for this framework: "

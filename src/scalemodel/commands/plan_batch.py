@@ -73,9 +73,8 @@ def run_batch(args: argparse.Namespace) -> Any:
         try:
             keys = parse_layout(text, PLAN_KEYS, "plan train")
             model = r.get("model") or args.model
-            gpus = int(r["gpus"]) if r.get("gpus") else None
-            batch = int(r["global_batch"]) if r.get("global_batch") else None
-            seq = int(r["seq_len"]) if r.get("seq_len") else args.seq_len
+            gpus, batch, seq = (_count(r, k) for k in ("gpus", "global_batch", "seq_len"))
+            seq = seq or args.seq_len
         except (BadInput, ValueError) as e:
             raise BadInput(f"--layouts row {i}: {e}") from None
         tp, pp, cp = keys.get("tp", 1), keys.get("pp", 1), keys.get("cp", 1)
@@ -107,6 +106,20 @@ def run_batch(args: argparse.Namespace) -> Any:
     if getattr(args, "json", False):
         return _JsonLines(rep)
     return rep
+
+
+def _count(r: dict[str, Any], key: str) -> int | None:
+    """A row's ``key`` column as a count of at least 1; None where the row leaves it blank
+    (the command line's value then holds). A 0 is refused, never read as blank."""
+    from ..errors import BadInput
+
+    v = r.get(key)
+    if v is None or str(v).strip() == "":
+        return None
+    n = int(v)
+    if n < 1:
+        raise BadInput(f"column {key} must be at least 1, got {v}")
+    return n
 
 
 # the step model's terms a row of the output shows (PlanRow.to_dict reads these)

@@ -91,5 +91,11 @@ def _run_agreement(args: argparse.Namespace) -> Any:
     from ..views.validate import agreement_report
 
     path, text = _read(args)
-    ids = [x.strip() for x in args.rows.split(",") if x.strip()] if args.rows else None
+    ids = None
+    if args.rows is not None:
+        ids = [x.strip() for x in args.rows.split(",") if x.strip()]
+        if not ids:
+            from ..errors import BadInput
+
+            raise BadInput(f"--rows: no row id in {args.rows!r}; give ids joined by ','")
     return agreement_report(_csv_guard(path, agreement, text, ids))

@@ -217,11 +217,17 @@ def planned_layout_section(model: str, gpu: str, gpus: int, *, seq_len: int = 81
                            global_batch_tokens: int = 4 * 1024 * 1024,
                            heading: str = "A planned layout", **kw: Any
                            ) -> tuple[Section, dict[str, Any]]:
-    """Run the planner for an answer and return (Section, data) explaining the winner."""
+    """Run the planner for an answer and return (Section, data) explaining the winner: the job
+    plan train prices for these inputs, with the default framework profile's settings
+    (specs/frameworks.job_settings, as commands/plan.plan_job fills them)."""
+    from ..specs.frameworks import job_settings
+
     m = get_model(model)
-    job = make_job(m, seq_len=seq_len, global_batch_tokens=global_batch_tokens,
-                   precision=kw.pop("precision", "bf16"), optimizer_id=kw.pop("optimizer", None))
+    precision, optimizer_id = kw.pop("precision", "bf16"), kw.pop("optimizer", None)
     cl = make_cluster(gpu, gpus, **kw)
+    _, settings = job_settings(None, cl.gpu, model=m.id)
+    job = make_job(m, seq_len=seq_len, global_batch_tokens=global_batch_tokens,
+                   precision=precision, optimizer_id=optimizer_id, **settings)
     res = search(job, cl, {}, top=3)
     b = res.best
     sec = Section(heading, text=why_text(res),
@@ -259,7 +265,11 @@ def train_report(res: PlanResult, fw: Any, traffic: Any, export: str | None = No
                          f"{'on' if job.ep_overlap else 'off'}{fp8} (flags override the profile; "
                          "scalemodel specs frameworks lists them)."))
     tail = Section("Traffic of the best layout", tables=(step_traffic_table(traffic),))
-    return replace(rep, sections=(head, *rep.sections, tail))
+    warnings = tuple(rep.warnings)
+    if job.seq_len > job.model.max_context:  # as memory warns (memory.memory_report)
+        warnings += (f"--seq-len {job.seq_len:,} exceeds {job.model.id}'s "
+                     f"max_position_embeddings {job.model.max_context:,}; computed anyway",)
+    return replace(rep, sections=(head, *rep.sections, tail), warnings=warnings)
 
 
 def batch_report(out: list[dict[str, Any]], path: str) -> Report:

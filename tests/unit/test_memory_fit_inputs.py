@@ -1,0 +1,57 @@
+"""``scalemodel memory --fit``: what the search keeps fixed and what it refuses (s19-review2).
+
+find_min_gpus (analytic/memory.py) searches tp, pp, dp, zero and recompute none / selective /
+full, holding cp, ep and the micro-batch where given. A key it cannot hold is refused in one
+line (DESIGN.md rule 6: nothing silently dropped), never priced as a layout the user did not
+ask for, and never a traceback."""
+
+import pytest
+
+from conftest import one_line_refusal
+from conftest import run_cli as run
+
+
+@pytest.mark.parametrize("argv", [
+    ("--recompute", "op"),
+    ("--layout", "recompute=op"),
+])
+def test_fit_refuses_op_recompute_in_one_line(capsys, argv):
+    # before: ValueError from RECOMPUTE.index("op") (exit 1, a traceback)
+    rc, out, err = run(capsys, "memory", "--model", "llama-3-8b", "--fit", *argv)
+    assert one_line_refusal(rc, out, err), err
+    assert "recompute" in err and "op" in err
+
+
+@pytest.mark.parametrize("argv, key", [
+    (("--layout", "vpp=2"), "vpp"),
+    (("--vpp", "2"), "vpp"),
+    (("--layout", "stages=20/12"), "stages"),
+    (("--no-sp", "--layout", "tp=2"), "sp"),
+])
+def test_fit_refuses_keys_it_cannot_hold(capsys, argv, key):
+    # before: find_min_gpus was handed tp, pp, dp, cp, zero, recompute and ep only, so these
+    # keys were dropped and the report showed a layout with vpp 1, the balanced split or SP on
+    rc, out, err = run(capsys, "memory", "--model", "llama-3-8b", "--fit", *argv)
+    assert one_line_refusal(rc, out, err), err
+    assert key in err
+
+
+def test_fit_holds_the_micro_batch(capsys):
+    from conftest import cli_json
+
+    d = cli_json(capsys, "memory", "--model", "llama-3-8b", "--fit", "--layout",
+                 "micro_batch=2,tp=2")
+    assert d["min_layout"]["micro_batch"] == 2 and d["min_layout"]["tp"] == 2
+
+
+@pytest.mark.parametrize("argv", [("--global-batch", "2"), ()])
+def test_fit_reports_a_layout_that_holds_the_batch(capsys, argv):
+    """The fitted layout is one plan train can run for the same batch: the layout rule "batch"
+    (analytic/layout.py) needs dp x micro-batch to divide the global batch. llama-3-70b on
+    h100-sxm fitted TP8 DP3 (24 GPUs) whatever the batch, and 3 divides neither 2 sequences
+    nor the default 4M tokens / 8192 = 512."""
+    from conftest import cli_json
+
+    d = cli_json(capsys, "memory", "--model", "llama-3-70b", "--fit", *argv)
+    lay = d["min_layout"]
+    assert d["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, lay
