@@ -129,11 +129,14 @@ def test_h100_fp8_cs_keeps_two_bytes_but_gathers_one():
     assert float(v.dp_bytes) == pytest.approx(7 / 8 * (2 * P_ALL + w), rel=1e-9)
 
 
-def test_zero3_is_not_read_and_keeps_bf16():
-    # Megatron-FSDP's fp8 buffers were not read: its layouts keep 2 B weights, the shard over
-    # 8 ranks plus two gathered layers (the one computing and the one prefetched)
+def test_megatron_fsdp_is_not_read_and_keeps_bf16():
+    # ZeRO 2 and 3 are Megatron-FSDP (optim_grads, optim_grads_params), whose fp8 buffers were
+    # not read: their layouts keep 2 B weights. ZeRO 3: the shard over 8 ranks plus two
+    # gathered layers (the one computing and the one prefetched); ZeRO 2: every weight
     v = _values("nemo-llama3-8b-b200-2509-cs", zero=3)
     assert float(v.mem_params) == pytest.approx((P_ALL / 8 + 2 * P_LIN / L) * 2, rel=1e-9)
+    v = _values("nemo-llama3-8b-b200-2509-cs", zero=2)
+    assert float(v.mem_params) == pytest.approx(2 * P_ALL, rel=1e-9)
 
 
 def test_memory_command_prices_the_same_weights(capsys):

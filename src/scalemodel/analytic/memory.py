@@ -1174,8 +1174,9 @@ def _fp8_primary_weights(framework: str | None, model_id: str, gpu: GPUSpec | No
     """(bytes per layer-matmul weight, fp8 scaling, profile source key, storage citation) where
     the profile's recipe keeps fp8 primary weights for an fp8 run of the model on the GPU
     (frameworks.fp8_param_bytes; as step/config.py fp8_weight_bytes prices them for
-    ``plan train``): 16-bit working weights, a GPU, and ZeRO < 3 only; else None."""
-    if precision != "fp8" or gpu is None or zero >= 3 or e_w != 2.0:
+    ``plan train``): 16-bit working weights, a GPU, and ZeRO 0 / 1 only (ZeRO 2 / 3 are
+    Megatron-FSDP, whose fp8 buffers were not read); else None."""
+    if precision != "fp8" or gpu is None or zero >= 2 or e_w != 2.0:
         return None
     from ..specs.frameworks import fp8_param_bytes
 
@@ -1327,7 +1328,7 @@ def memory_report(
         return f"({dense} + {'P_e / G_e' if sharded else 'P_e'})"
 
     p_formula = f"{held(lay.zero >= 3)} * e_w"
-    if f8w is not None:  # fp8 primary weights (ZeRO < 3 only: f8w is None at 3)
+    if f8w is not None:  # fp8 primary weights (ZeRO 0 / 1 only: f8w is None from 2)
         mtp_n = float(_mtp_terms(m, framework).get("mtp_layers", 0))
         lin_gpu = ((sm.sum_split + mtp_n * sm.big_split) / lay.tp if lay.pp == 1
                    else (per_stage * sm.big_split / lay.tp))
@@ -1721,9 +1722,9 @@ def find_min_gpus(
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
     sp = bool(get_framework(framework).values.get("sequence_parallel", True))
     gathered, accum, _, _ = pp_fsdp_terms(framework)
-    # fp8 primary weights where the recipe keeps them, at ZeRO < 3 (_fp8_primary_weights)
+    # fp8 primary weights where the recipe keeps them, at ZeRO 0 / 1 (_fp8_primary_weights)
     f8w = _fp8_primary_weights(framework, m.id, gpu, precision, 0, ew.bytes)
-    e_lin = None if f8w is None else np.where(Z >= 3, ew.bytes, f8w[0])
+    e_lin = None if f8w is None else np.where(Z >= 2, ew.bytes, f8w[0])
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=state_zero(framework, Z),
                          rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=e_g,

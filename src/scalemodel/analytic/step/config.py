@@ -88,8 +88,9 @@ def fp8_weight_bytes(job: Any, gpu: Any, zero: Any, e_w: float) -> tuple[Any, An
     moves) of the job on ``gpu`` at ZeRO stage ``zero`` (arrays broadcast): where the profile's
     recipe at the job's fp8 scaling keeps fp8 primary weights (frameworks.fp8_param_bytes:
     Megatron-Core --fp8-param-gather), Transformer Engine's fp8 weight and the gather's bytes
-    from its buffers; ``e_w`` (the 16-bit working weight) elsewhere, and at ZeRO 3, whose
-    Megatron-FSDP buffers were not read."""
+    from its buffers; ``e_w`` (the 16-bit working weight) elsewhere, and at ZeRO 2 and 3, which
+    Megatron-Core runs through Megatron-FSDP (optim_grads, optim_grads_params), whose fp8
+    buffers were not read."""
     from ...specs.frameworks import fp8_param_bytes
 
     if getattr(job, "precision", "bf16") != "fp8":
@@ -99,8 +100,8 @@ def fp8_weight_bytes(job: Any, gpu: Any, zero: Any, e_w: float) -> tuple[Any, An
                           str(getattr(gpu, "compute_capability", "")))
     if hit is None:
         return e_w, e_w
-    z3 = np.asarray(zero) >= 3
-    return np.where(z3, e_w, hit[0]), np.where(z3, e_w, hit[1])
+    fsdp = np.asarray(zero) >= 2
+    return np.where(fsdp, e_w, hit[0]), np.where(fsdp, e_w, hit[1])
 
 
 def offload_layers(job: Any, gpu_id: str | None) -> int:
