@@ -726,6 +726,7 @@ def training_bytes(
     e_w: float = 2.0,
     e_g: float = 2.0,
     k_opt: float = 12.0,
+    e_w_linear: Any = None,
     n_first: Any = None,
     n_mid: Any = None,
     mid_index: Any = 1,
@@ -790,6 +791,11 @@ def training_bytes(
     accumulators plus activations peak (the gradients then include it).
     ``ddp_bucket`` bytes per local parameter are the reducer's bucket copy of the gradients
     under ZeRO-0 (:func:`ddp_bucket_bytes`), counted with the gradients.
+
+    ``e_w_linear`` (per layout; None: ``e_w``) is what one weight of the transformer layers'
+    matmuls holds (attention projections, dense MLP, shared and routed experts) where the
+    framework keeps them as fp8 primary weights (step/config.py fp8_weight_bytes); the
+    embedding, the output head, the norms and the MTP projection stay at ``e_w``.
     """
     tp, pp, dp, cp, ep = (np.asarray(x, dtype=np.float64) for x in (tp, pp, dp, cp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=np.float64)
@@ -828,12 +834,18 @@ def training_bytes(
 
     group = dp * cp  # ranks holding the same dense shard
     egroup = tp * group / (etp * ep)  # ranks holding the same expert shard
+    # the layers' matmul weights on one GPU of each stage (the dense part of body(n))
+    lin_one = (sm.sum_split + mtp * sm.big_split) / tp
+    first_lin = np.where(one, lin_one, nf * sm.big_split / tp)
+    last_lin = np.where(one, lin_one, nl * sm.big_split / tp)
+    mid_lin = nm * sm.big_split / tp
+    d_lin = 0.0 if e_w_linear is None else np.asarray(e_w_linear, dtype=np.float64) - e_w
 
     gathered = (pp > 1) & (zero >= 3) & np.asarray(pp_gathered, dtype=bool)
     accum = np.where((pp > 1) & (zero >= 2), np.asarray(pp_grad_accum_bytes, dtype=np.float64),
                      0.0)
 
-    def states(p_dense: Any, p_exp: Any = None) -> tuple[Any, Any, Any]:
+    def states(p_dense: Any, p_exp: Any = None, p_lin: Any = 0.0) -> tuple[Any, Any, Any]:
         p_exp = exp_p if p_exp is None else p_exp
         par, gr, op = zero_state_bytes(p_dense, p_exp, group, egroup, zero, e_w, e_g, k_opt)
         gr = gr + np.where(zero == 0, (p_dense + p_exp) * ddp_bucket, 0.0)
@@ -841,7 +853,13 @@ def training_bytes(
         # gathered pipeline stage (reshard_after_forward off) keeps all of its layers gathered
         par = par + np.where(gathered, (p_dense + p_exp) * e_w, np.where(
             zero >= 3, 2 * (sm.big_split / tp + sm.big_exp / (etp * ep)) * e_w, 0.0))
-        return par, gr, op
+        # fp8 primary weights: the layers' matmul weights at e_w_linear instead of e_w (their
+        # shards, and under ZeRO-3 the gathered copies too)
+        z3 = zero >= 3
+        lin_held = (p_lin / np.where(z3, group, 1.0) + p_exp / np.where(z3, egroup, 1.0)
+                    + np.where(gathered, p_lin + p_exp, np.where(
+                        z3, 2 * (sm.big_split / tp + sm.big_exp / (etp * ep)), 0.0)))
+        return par + lin_held * d_lin, gr, op
 
     # activations of one micro-batch through one layer (dense / MoE)
     rc_mods = np.asarray(rc_mods)
@@ -912,9 +930,9 @@ def training_bytes(
             best_n = np.where(take, n_c, best_n)
         return best_a + extra + ws, best_g, best_n
 
-    fp, fg, fo = states(first_p)
-    lp_, lg, lo = states(last_p, experts(nl))
-    mp, mg, mo = states(mid_p, nm * sm.big_exp / (etp * ep))
+    fp, fg, fo = states(first_p, p_lin=first_lin)
+    lp_, lg, lo = states(last_p, experts(nl), last_lin)
+    mp, mg, mo = states(mid_p, nm * sm.big_exp / (etp * ep), mid_lin)
     first_a, fa, fn = stage_peak(0.0, stage_layers_act, np.where(one, out_act, 0.0),
                                  accum * (first_p + exp_p), nf)
     last_a, la, ln = stage_peak(pp - 1, last_layers_act, out_act,
@@ -1157,6 +1175,29 @@ def _mtp_terms(m: ModelSpec, framework: str | None) -> dict[str, Any]:
             "mtp_embedding": bool(get_framework(framework).get("mtp_embedding_copy") or False)}
 
 
+def _fp8_primary_weights(framework: str | None, model_id: str, gpu: GPUSpec | None,
+                         precision: str, zero: int, e_w: float
+                         ) -> tuple[float, str, str, str] | None:
+    """(bytes per layer-matmul weight, fp8 scaling, profile source key, storage citation) where
+    the profile's recipe keeps fp8 primary weights for an fp8 run of the model on the GPU
+    (frameworks.fp8_param_bytes; as step/config.py fp8_weight_bytes prices them for
+    ``plan train``): 16-bit working weights, a GPU, and ZeRO 0 / 1 only (ZeRO 2 / 3 are
+    Megatron-FSDP, whose fp8 buffers were not read); else None."""
+    if precision != "fp8" or gpu is None or zero >= 2 or e_w != 2.0:
+        return None
+    from ..specs.frameworks import fp8_param_bytes
+
+    try:
+        fw = get_framework(framework)
+    except BadInput:  # a profile from a user file: the default's fields
+        fw = get_framework(None)
+    scaling = recipe_precision(framework, model_id, gpu.id, precision)
+    hit = fp8_param_bytes(fw.values, scaling, gpu.compute_capability)
+    if hit is None:
+        return None
+    return hit[0], scaling, str(fw.sources.get("fp8_param_gather", "")), hit[2]
+
+
 def memory_report(
     m: ModelSpec,
     lay: TrainLayout,
@@ -1219,12 +1260,14 @@ def memory_report(
         and get_framework(framework).get("ep_overlap_full_recompute") is False)
     extra_w, extra_src = pp_extra_warmup(framework, ep_on)
     bucket, bucket_src = ddp_bucket_bytes(framework)
+    f8w = _fp8_primary_weights(framework, m.id, gpu, precision, lay.zero, ew.bytes)
     vec = training_bytes(
         sm, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=etp,
         zero=state_zero(framework, lay.zero),
         rc=rc_code, rc_mods=rc_mods, rc_layers=lay.recompute_layers, sp=sp,
         micro_batch=lay.micro_batch, seq_len=seq_len, vpp=lay.vpp,
         microbatches=microbatches, e_w=ew.bytes, e_g=e_g, k_opt=opt.bytes_per_param,
+        e_w_linear=None if f8w is None else f8w[0],
         loss_bytes=loss_logit_bytes(framework, lay.tp)[0], pp_gathered=gathered,
         pp_grad_accum_bytes=accum, pp_extra_warmup=extra_w, ddp_bucket=bucket,
         edge_chunks=edge, **shape,
@@ -1292,6 +1335,18 @@ def memory_report(
         return f"({dense} + {'P_e / G_e' if sharded else 'P_e'})"
 
     p_formula = f"{held(lay.zero >= 3)} * e_w"
+    if f8w is not None:  # fp8 primary weights (ZeRO 0 / 1 only: f8w is None from 2)
+        mtp_n = float(_mtp_terms(m, framework).get("mtp_layers", 0))
+        lin_gpu = ((sm.sum_split + mtp_n * sm.big_split) / lay.tp if lay.pp == 1
+                   else (per_stage * sm.big_split / lay.tp))
+        d.given("transformer-layer matmul weights on one GPU (Transformer Engine Linear)",
+                "P_l", lin_gpu, "1", note="attention and MLP projections of P_d, split by t")
+        d.given(f"bytes per fp8 primary weight ({f8w[1]}, {gpu.name if gpu else ''})", "e_l",
+                f8w[0], "B", f8w[3],
+                note=f"the framework keeps the layers' weights in fp8 ({cite(f8w[2])}); "
+                     "embedding, head and norms stay at e_w")
+        p_formula = ("(P_d - P_l) * e_w + (P_l + P_e) * e_l" if moe
+                     else "(P_d - P_l) * e_w + P_l * e_l")
     if gathered and lay.pp > 1 and lay.zero >= 3:
         p_formula += f" + {held(False)} * e_w"
         d.note("FSDP under pipeline parallelism keeps the stage's parameters gathered from its "
@@ -1678,10 +1733,13 @@ def find_min_gpus(
     T, P, D, C, Z, R, n = (a[ok] for a in (T, P, D, C, Z, R, n))
     sp = bool(get_framework(framework).values.get("sequence_parallel", True))
     gathered, accum, _, _ = pp_fsdp_terms(framework)
+    # fp8 primary weights where the recipe keeps them, at ZeRO 0 / 1 (_fp8_primary_weights)
+    f8w = _fp8_primary_weights(framework, m.id, gpu, precision, 0, ew.bytes)
+    e_lin = None if f8w is None else np.where(Z >= 2, ew.bytes, f8w[0])
     res = training_bytes(sm, tp=T, pp=P, dp=D, cp=C, ep=ep, zero=state_zero(framework, Z),
                          rc=R, sp=sp,
                          micro_batch=micro_batch, seq_len=seq_len, e_w=ew.bytes, e_g=e_g,
-                         k_opt=opt.bytes_per_param, pp_gathered=gathered,
+                         k_opt=opt.bytes_per_param, e_w_linear=e_lin, pp_gathered=gathered,
                          pp_grad_accum_bytes=accum,
                          ddp_bucket=ddp_bucket_bytes(framework)[0])
     cap = usable_memory(gpu.hbm_bytes, communicators(T, P, D, C, ep), framework, memory_fraction,

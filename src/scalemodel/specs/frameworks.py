@@ -134,6 +134,13 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "fp8_scaling_recipes": (lambda v: _fp8_recipes_ok(v),
                             "a list of tables {model, gpu, scaling = "
                             + " | ".join(FP8_SCALINGS) + ", source = a source key}"),
+    # bytes per layer-matmul weight the DP parameter all-gather moves, per fp8 scaling whose
+    # recipe keeps the weights as fp8 primary weights (Megatron-Core --fp8-param-gather); what
+    # those weights hold in memory is Transformer Engine's (numerics.toml [fp8_params])
+    "fp8_param_gather": (lambda v: isinstance(v, dict) and all(
+        k in FP8_SCALINGS and v[k] in (1, 2) and not isinstance(v[k], bool) for k in v),
+        "a table of fp8 scaling (" + " | ".join(FP8_SCALINGS) + ") = 1 or 2 (bytes per "
+        "weight the DP all-gather moves)"),
     "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
@@ -312,6 +319,25 @@ def allocator_slack_of(values: dict[str, Any], model_id: str | None, gpu_id: str
     if hit is not None:
         return float(hit[0]), hit[1]
     return float(values.get("allocator_slack") or 0.0), None
+
+
+def fp8_param_bytes(values: dict[str, Any], scaling: str | None,
+                    compute_capability: str) -> tuple[float, float, str] | None:
+    """(HBM bytes per layer-matmul weight, bytes per such weight the DP all-gather moves, the
+    storage's citation) where the profile's recipes at this fp8
+    ``scaling`` keep the transformer layers' Linear weights as fp8 primary weights
+    (frameworks.toml fp8_param_gather; Megatron-Core --fp8-param-gather), on a GPU of
+    ``compute_capability`` (numerics.toml [fp8_params]); None where they do not (the weights
+    are the 16-bit working weights)."""
+    from .numerics import fp8_param_storage
+
+    gathers = values.get("fp8_param_gather") or {}
+    if scaling not in gathers:
+        return None
+    held = fp8_param_storage(str(scaling), compute_capability)
+    if held is None:
+        return None
+    return held[0], float(gathers[scaling]), held[1]
 
 
 def _fp8_recipes_ok(v: Any) -> bool:

@@ -83,3 +83,26 @@ def optimizer(name: str) -> Optimizer:
 def assumption(name: str) -> Assumption:
     t = _data()["assumptions"][name]
     return Assumption(name, float(t["value"]), t["unit"], cite(t["source"]), t.get("note", ""))
+
+
+def _cc_number(compute_capability: str) -> float | None:
+    """A CUDA compute capability ("9.0", "10.3") as a number; None for another kind ("gfx942")."""
+    try:
+        return float(compute_capability)
+    except (TypeError, ValueError):
+        return None
+
+
+def fp8_param_storage(scaling: str, compute_capability: str) -> tuple[float, str, str] | None:
+    """(HBM bytes per parameter, citation, note) of a Transformer Engine weight built as an fp8
+    primary weight (fp8_model_init) under an fp8 ``scaling`` on a GPU of ``compute_capability``
+    (numerics.toml [fp8_params]: the fp8 data, plus its transpose where the GPU's cuBLASLt has no
+    non-TN fp8 GEMM); None where the scaling is not recorded or the GPU is not a CUDA one."""
+    t = _data().get("fp8_params") or {}
+    row = t.get(scaling)
+    cc = _cc_number(compute_capability)
+    if not isinstance(row, dict) or cc is None:
+        return None
+    non_tn = any(lo <= cc < hi for lo, hi in t.get("non_tn_fp8_gemm_cc") or ())
+    total = float(row["bytes"]) + (0.0 if non_tn else float(row.get("transpose_bytes", 0.0)))
+    return total, cite(row["source"]), str(row.get("note", ""))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from ...specs.sources import load_toml
 
 ATTENTION_KINDS = ("flash", "flash3", "triton", "unfused")
@@ -79,6 +81,27 @@ def fp8_scaling(job: Any, gpu_id: str | None) -> tuple[str, str]:
     except BadInput:  # a profile from a user file: the default's fields, as _profile_values
         fw = get_framework(None)
     return fp8_scaling_of(fw, getattr(getattr(job, "model", None), "id", None), gpu_id)
+
+
+def fp8_weight_bytes(job: Any, gpu: Any, zero: Any, e_w: float) -> tuple[Any, Any]:
+    """(HBM bytes per layer-matmul weight, bytes per such weight the DP parameter all-gather
+    moves) of the job on ``gpu`` at ZeRO stage ``zero`` (arrays broadcast): where the profile's
+    recipe at the job's fp8 scaling keeps fp8 primary weights (frameworks.fp8_param_bytes:
+    Megatron-Core --fp8-param-gather), Transformer Engine's fp8 weight and the gather's bytes
+    from its buffers; ``e_w`` (the 16-bit working weight) elsewhere, and at ZeRO 2 and 3, which
+    Megatron-Core runs through Megatron-FSDP (optim_grads, optim_grads_params), whose fp8
+    buffers were not read."""
+    from ...specs.frameworks import fp8_param_bytes
+
+    if getattr(job, "precision", "bf16") != "fp8":
+        return e_w, e_w
+    hit = fp8_param_bytes(_profile_values(getattr(job, "framework_id", None)),
+                          fp8_scaling(job, getattr(gpu, "id", None))[0],
+                          str(getattr(gpu, "compute_capability", "")))
+    if hit is None:
+        return e_w, e_w
+    fsdp = np.asarray(zero) >= 2
+    return np.where(fsdp, e_w, hit[0]), np.where(fsdp, e_w, hit[1])
 
 
 def offload_layers(job: Any, gpu_id: str | None) -> int:

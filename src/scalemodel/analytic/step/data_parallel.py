@@ -11,7 +11,7 @@ import numpy as np
 
 from .candidates import Candidates
 from .comm import collective_time, expert_ranks, ranks_per_node
-from .config import constants, profile_value, recipe_overlap
+from .config import constants, fp8_weight_bytes, profile_value, recipe_overlap
 from .memory_terms import E_W
 from .pipeline import StageTerms
 
@@ -22,6 +22,7 @@ class LocalParams:
 
     dense: Any  # replicated over the dp x cp group (the final norm sits with the output head)
     expert: Any  # replicated over the expert group (tp x dp x cp / etp ep ranks)
+    dense_linear: Any = 0.0  # of dense: the transformer layers' matmul weights
 
     @property
     def total(self) -> Any:
@@ -40,7 +41,8 @@ def local_params(c: Candidates, st: StageTerms) -> LocalParams:
                                                   np.where(st.which == 2,
                                                            head_p + pc.final_norm, 0.0)))
     expert = np.where(c.one, sm.sum_exp / (etp * ep), st.n_slow * lay_e)
-    return LocalParams(dense, expert)
+    linear = np.where(c.one, sm.sum_split / tp, st.n_slow * sm.big_split / tp)
+    return LocalParams(dense, expert, linear)
 
 
 @dataclass(frozen=True)
@@ -112,16 +114,16 @@ def _sync_plan(c: Candidates, rs: Any, ag: Any, last_bucket: Any,
     return np.where(zero >= 3, z3_raw, raw01), np.where(zero >= 3, z3_exp, exp01)
 
 
-def _bytes_sent(c: Candidates, group: Any, p_loc: Any, gb: Any, root: Any = None) -> Any:
-    """Bytes one GPU sends per step; ``root`` as in _sync_plan (the kept root group is gathered
-    once per ZeRO-3 micro-batch)."""
+def _bytes_sent(c: Candidates, group: Any, w_loc: Any, gb: Any, root: Any = None) -> Any:
+    """Bytes one GPU sends per step; ``w_loc`` the bytes of its gathered weights (one gather),
+    ``root`` as in _sync_plan (the kept root group is gathered once per ZeRO-3 micro-batch)."""
     zero, mb = c.zero, c.mb
     gathers = 2.0 if root is None else 2.0 - root
     return np.where(group > 1, (group - 1) / group * np.where(
-        zero >= 3, mb * (gathers * p_loc * E_W + gb),
+        zero >= 3, mb * (gathers * w_loc + gb),
         np.where(zero == 0, 2, np.where(zero == 2, mb, 1)) * gb
         + np.where(((zero >= 1) & (zero < 3)) | ((zero == 0) & bool(profile_value(
-            c.job, "optimizer_shards_states", False))), p_loc * E_W, 0.0)), 0.0)
+            c.job, "optimizer_shards_states", False))), w_loc, 0.0)), 0.0)
 
 
 def expert_dp_ranks_per_node(c: Any, egroup: Any, dom: int) -> Any:
@@ -163,8 +165,14 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     g_bytes, ge_bytes = loc.dense * e_red, loc.expert * e_red
     rs = (collective_time("reduce_scatter", g_bytes, group, r_dp, cl)
           + collective_time("reduce_scatter", ge_bytes, egroup, r_edp, cl))
-    ag = (collective_time("all_gather", loc.dense * E_W, group, r_dp, cl)
-          + collective_time("all_gather", loc.expert * E_W, egroup, r_edp, cl))
+    # the gathered weights: 16-bit, except the layers' matmul weights where the framework keeps
+    # fp8 primary weights (Megatron-Core --fp8-param-gather: their uint8 buffer, 1 B; MXFP8's
+    # bf16 gather into the gradient buffer, 2 B; config.fp8_weight_bytes)
+    e_ag = fp8_weight_bytes(c.job, getattr(c, "gpu", None), c.zero, E_W)[1]
+    w_dense = (loc.dense - loc.dense_linear) * E_W + loc.dense_linear * e_ag
+    w_exp = loc.expert * e_ag
+    ag = (collective_time("all_gather", w_dense, group, r_dp, cl)
+          + collective_time("all_gather", w_exp, egroup, r_edp, cl))
     # the last bucket: the bucket a DDP / ZeRO reducer fills last holds the word embedding, whose
     # gradient the backward produces last, and a bucket never splits a parameter (Megatron-Core
     # param_and_grad_buffer.py at core_r0.8.0 closes a bucket once it reaches bucket_size, going
@@ -186,8 +194,8 @@ def dp_terms(c: Candidates, st: StageTerms, loc: LocalParams) -> DPTerms:
     raw, exposed = _sync_plan(c, rs, ag, last_bucket, st, root, ends)
     # (folded experts can be replicated over TP ranks even where dp x cp = 1)
     synced = (group > 1) | (egroup > 1)
-    sent = (_bytes_sent(c, group, loc.dense, g_bytes, root)
-            + _bytes_sent(c, egroup, loc.expert, ge_bytes))
+    sent = (_bytes_sent(c, group, w_dense, g_bytes, root)
+            + _bytes_sent(c, egroup, w_exp, ge_bytes))
     raw, exposed = np.where(synced, raw, 0.0), np.where(synced, exposed, 0.0)
     t_emb, b_emb = tied_embedding_sync(c, e_red)
     raw, exposed, sent = raw + t_emb, exposed + t_emb, sent + b_emb

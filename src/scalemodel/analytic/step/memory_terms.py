@@ -28,10 +28,11 @@ from ..memory import (
     with_kernels,
 )
 from .candidates import Candidates
-from .config import profile_value
+from .config import fp8_weight_bytes, profile_value
 from .pipeline import StageTerms, dualpipe
 
-E_W = 2.0  # bf16 working weights and gradients (fp8 GEMMs cast on the fly)
+E_W = 2.0  # bf16 working weights and gradients (fp8 GEMMs cast on the fly, unless the
+# framework keeps fp8 primary weights: config.fp8_weight_bytes)
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,14 @@ def memory_terms(c: Candidates, st: StageTerms) -> MemoryTerms:
     e_g = grad_buffer_bytes(job.framework_id)[0] or E_W
     off_b = np.where(c.offload > 0, offload_layer_bytes(sm, c.S / c.cp, c.b, c.tp, sp),
                      0.0)
+    # fp8 primary weights where the profile's recipe keeps them (Megatron-Core
+    # --fp8-param-gather): Transformer Engine's bytes per layer-matmul weight (config.py)
+    e_lin = fp8_weight_bytes(job, c.gpu, c.zero, E_W)[0]
     mem = training_bytes(sm, tp=c.tp, pp=c.pp, dp=c.dp, cp=c.cp, ep=c.ep, etp=c.etp,
                          zero=state_zero(job.framework_id, c.zero), rc=c.rc, rc_mods=c.rc_mods,
                          rc_layers=c.rc_layers, sp=sp, micro_batch=c.b, seq_len=c.S, vpp=c.vpp,
                          microbatches=c.mb, e_w=E_W, e_g=e_g, k_opt=opt.bytes_per_param,
+                         e_w_linear=e_lin,
                          n_first=st.n_first, n_mid=st.n_mid, mid_index=st.mid_index,
                          n_last=st.n_last, loss_bytes=loss_logit_bytes(job.framework_id, c.tp)[0],
                          pp_gathered=gathered, pp_grad_accum_bytes=accum,
