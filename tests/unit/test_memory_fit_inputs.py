@@ -55,3 +55,24 @@ def test_fit_reports_a_layout_that_holds_the_batch(capsys, argv):
     d = cli_json(capsys, "memory", "--model", "llama-3-70b", "--fit", *argv)
     lay = d["min_layout"]
     assert d["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, lay
+
+
+def test_fit_under_the_core_r080_grid_keeps_ep_within_dp(capsys):
+    """Under megatron-core-0.8 (frameworks.toml expert_ranks = "dp_split") EP is cut out of the
+    DP digit alone: initialize_model_parallel at core_r0.8.0 (baf94af3, parallel_state.py line
+    442) raises unless data_parallel_size % expert_model_parallel_size == 0, and the layout rule
+    "divisibility" (analytic/layout.py _ep_group) refuses such layouts in memory and plan train.
+    The fit counted dp x cp instead: mixtral-8x7b with cp=2, ep=8 fitted TP2 DP4 CP2 (dp x cp =
+    8, but 4 % 8 != 0), a layout the same command refuses without --fit."""
+    from conftest import cli_json
+
+    d = cli_json(capsys, "memory", "--model", "mixtral-8x7b", "--fit", "--framework",
+                 "megatron-core-0.8", "--layout", "cp=2,ep=8", "--seq-len", "8192")
+    lay = d["min_layout"]
+    assert lay["dp"] % lay["ep"] == 0, lay
+    # the fitted layout is one the command prices without --fit
+    text = ",".join(f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "zero",
+                                               "micro_batch", "recompute"))
+    rc, _, err = run(capsys, "memory", "--model", "mixtral-8x7b", "--framework",
+                     "megatron-core-0.8", "--layout", text, "--seq-len", "8192")
+    assert rc == 0, err

@@ -379,17 +379,23 @@ def _heads_ok(c: dict[str, Any], ctx: Context) -> Any:
                                    | (m.attention == "mla"))
 
 
-def _ep_from_dp_only(ctx: Context) -> bool:
+def ep_from_dp_only(framework_id: str | None) -> bool:
     """The profile states the core_r0.8.0 rank grid (frameworks.toml expert_ranks =
     "dp_split": megatron-core-0.8), where EP is cut out of the DP digit alone:
     initialize_model_parallel raises unless data_parallel_size % expert_model_parallel_size ==
-    0 (parallel_state.py line 442 at core_r0.8.0). Profiles that state no grid keep the rule."""
+    0 (parallel_state.py line 442 at core_r0.8.0). Profiles that state no grid keep the rule.
+    Read by the layout rule and by memory.find_min_gpus."""
     from ..specs.frameworks import get_framework
 
     try:
-        return get_framework(ctx.framework_id).values.get("expert_ranks") == "dp_split"
+        return get_framework(framework_id).values.get("expert_ranks") == "dp_split"
     except BadInput:  # a profile from a user file: the default's rule
         return False
+
+
+def _ep_from_dp_only(ctx: Context) -> bool:
+    """:func:`ep_from_dp_only` of the context's framework."""
+    return ep_from_dp_only(ctx.framework_id)
 
 
 def _ep_group(c: dict[str, Any], ctx: Context) -> Any:

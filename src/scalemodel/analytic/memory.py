@@ -43,7 +43,7 @@ from ..specs.frameworks import allocator_slack_of, edge_chunk_split, get_framewo
 from ..specs.saved_tensors import KernelSaves, kernel_saves
 from ..specs.sources import cite
 from .kv import check_tp
-from .layout import RECOMPUTE_MODULES, TrainLayout
+from .layout import RECOMPUTE_MODULES, TrainLayout, ep_from_dp_only
 from .params import ParamCount, count_params
 
 RECOMPUTE = ("none", "selective", "full")
@@ -1720,7 +1720,10 @@ def find_min_gpus(
     T, P, D, C, Z, R = np.meshgrid(tps, pps, dps, cps, zeros, rcs, indexing="ij")
     T, P, D, C, Z, R = (a.ravel() for a in (T, P, D, C, Z, R))
     n = T * P * D * C
-    ok = ((n == max_gpus) if exact else (n <= max_gpus)) & ((D * C) % ep == 0)
+    # the layout rule "divisibility": ep divides dp x cp, or dp alone under the core_r0.8.0
+    # rank grid (layout.ep_from_dp_only)
+    pool = D if ep_from_dp_only(framework) else D * C
+    ok = ((n == max_gpus) if exact else (n <= max_gpus)) & (pool % ep == 0)
     if global_batch is not None:  # the layout rule "batch": dp x micro-batch divides the batch
         ok &= global_batch % (D * micro_batch) == 0
     zmax = pipeline_zero_max(framework)

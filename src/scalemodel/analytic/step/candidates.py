@@ -100,8 +100,10 @@ class Candidates:
         ``rc_share`` where given, else :meth:`full_share_of` the split's largest stage (the
         split with a decoder layer in the last chunk where MTP gives two; the whole model at
         pp 1). The step model prices each stage of a block-recompute layout from its own
-        count (pipeline.stage_layers); this value is the one the traffic and FLOP counts and
-        the EP-overlap refusal read."""
+        count (pipeline.stage_layers; the traffic counts read that stage's share,
+        StageTerms.rc_share); this value is the one the layer terms (through ``rc_share``)
+        and the recomputed FLOP count read. The EP-overlap refusal reads the granularity
+        (rc = 2), not this share."""
         if self.rc_share is not None:
             return self.rc_share
         if not np.any(self.block_rows):
