@@ -129,14 +129,41 @@ def test_h100_fp8_cs_keeps_two_bytes_but_gathers_one():
     assert float(v.dp_bytes) == pytest.approx(7 / 8 * (2 * P_ALL + w), rel=1e-9)
 
 
-def test_megatron_fsdp_is_not_read_and_keeps_bf16():
-    # ZeRO 2 and 3 are Megatron-FSDP (optim_grads, optim_grads_params), whose fp8 buffers were
-    # not read: their layouts keep 2 B weights. ZeRO 3: the shard over 8 ranks plus two
-    # gathered layers (the one computing and the one prefetched); ZeRO 2: every weight
+def test_megatron_fsdp_holds_and_gathers_the_uint8_buffer():
+    # ZeRO 2 and 3 are Megatron-FSDP (optim_grads, optim_grads_params; source
+    # megatron-fsdp-fp8-param-buffer): at 0d8e0714 param_and_grad_buffer.py lines 1812-1818 give a
+    # group of Transformer Engine fp8 weights a torch.uint8 model-weight buffer and a bf16
+    # gradient buffer; lines 1736-1753 shard that buffer only at optim_grads_params, and
+    # async_bucket_gather (3355-3365) all-gathers it: 1 B a layer-matmul weight on B200 (no
+    # transpose, cc 10.0), 2 B for the embedding, head and norms (bf16 parameters).
+    w = (P_ALL - P_LIN) * 2 + P_LIN * 1
+    # ZeRO 3: the shard over 8 ranks plus two gathered layers (the one computing and the one
+    # prefetched), both at the fp8 weights' 1 B
     v = _values("nemo-llama3-8b-b200-2509-cs", zero=3)
-    assert float(v.mem_params) == pytest.approx((P_ALL / 8 + 2 * P_LIN / L) * 2, rel=1e-9)
+    assert float(v.mem_params) == pytest.approx(w / 8 + 2 * P_LIN / L * 1, rel=1e-9)
+    # ZeRO 2: every weight whole
     v = _values("nemo-llama3-8b-b200-2509-cs", zero=2)
+    assert float(v.mem_params) == pytest.approx(w, rel=1e-9)
+    # the bytes sent at ZeRO 2: the bf16 gradient reduce-scatter after each of the 8
+    # micro-batches (global batch 128 / (dp 8 x micro-batch 2)) and one gather of w
+    assert float(v.dp_bytes) == pytest.approx(7 / 8 * (8 * 2 * P_ALL + w), rel=1e-9)
+    # MXFP8 under Megatron-FSDP was not read: 2 B a weight held and gathered at ZeRO 2 / 3
+    v = _values("nemo-llama3-8b-b200-2509-mx", zero=2)
     assert float(v.mem_params) == pytest.approx(2 * P_ALL, rel=1e-9)
+
+
+def test_the_fsdp_source_names_the_lines():
+    t = all_sources()["megatron-fsdp-fp8-param-buffer"].title
+    for s in ("0d8e0714", "lines 1812-1818", "lines 3355-3365", "d0b3b775 (2222)"):
+        assert s in t
+    assert get_framework("nemo-26.04").sources["fp8_param_gather_fsdp"] == (
+        "megatron-fsdp-fp8-param-buffer")
+    assert fp8_param_bytes(get_framework("nemo-26.04").values, "current", "10.0",
+                           fsdp=True)[:2] == (1.0, 1.0)
+    assert fp8_param_bytes(get_framework("nemo-26.04").values, "mxfp8", "10.0",
+                           fsdp=True) is None
+    assert fp8_param_bytes(get_framework("nemo-24.03").values, "current", "10.0",
+                           fsdp=True) is None
 
 
 def test_memory_command_prices_the_same_weights(capsys):
@@ -156,3 +183,13 @@ def test_bad_fp8_param_gather_is_one_line(tmp_path):
         'source = "deepspeed-config"\nfp8_param_gather = { current = 3 }\n'
         'fp8_param_gather_source = "megatron-bridge-fp8-param-gather"\n')
     assert "fp8_param_gather" in msg and "1 or 2" in msg
+
+
+def test_bad_fp8_param_gather_fsdp_is_one_line(tmp_path):
+    from conftest import frameworks_file_refusal
+
+    msg = frameworks_file_refusal(
+        tmp_path, '[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
+        'source = "deepspeed-config"\nfp8_param_gather_fsdp = { tensorwise = 1 }\n'
+        'fp8_param_gather_fsdp_source = "megatron-fsdp-fp8-param-buffer"\n')
+    assert "fp8_param_gather_fsdp" in msg and "Megatron-FSDP" in msg

@@ -1181,9 +1181,9 @@ def _fp8_primary_weights(framework: str | None, model_id: str, gpu: GPUSpec | No
     """(bytes per layer-matmul weight, fp8 scaling, profile source key, storage citation) where
     the profile's recipe keeps fp8 primary weights for an fp8 run of the model on the GPU
     (frameworks.fp8_param_bytes; as step/config.py fp8_weight_bytes prices them for
-    ``plan train``): 16-bit working weights, a GPU, and ZeRO 0 / 1 only (ZeRO 2 / 3 are
-    Megatron-FSDP, whose fp8 buffers were not read); else None."""
-    if precision != "fp8" or gpu is None or zero >= 2 or e_w != 2.0:
+    ``plan train``): 16-bit working weights and a GPU; at ZeRO 2 / 3 Megatron-FSDP's buffers
+    (fp8_param_gather_fsdp); else None."""
+    if precision != "fp8" or gpu is None or e_w != 2.0:
         return None
     from ..specs.frameworks import fp8_param_bytes
 
@@ -1192,10 +1192,12 @@ def _fp8_primary_weights(framework: str | None, model_id: str, gpu: GPUSpec | No
     except BadInput:  # a profile from a user file: the default's fields
         fw = get_framework(None)
     scaling = recipe_precision(framework, model_id, gpu.id, precision)
-    hit = fp8_param_bytes(fw.values, scaling, gpu.compute_capability)
+    fsdp = zero >= 2
+    hit = fp8_param_bytes(fw.values, scaling, gpu.compute_capability, fsdp=fsdp)
     if hit is None:
         return None
-    return hit[0], scaling, str(fw.sources.get("fp8_param_gather", "")), hit[2]
+    key = "fp8_param_gather_fsdp" if fsdp else "fp8_param_gather"
+    return hit[0], scaling, str(fw.sources.get(key, "")), hit[2]
 
 
 def memory_report(

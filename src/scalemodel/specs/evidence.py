@@ -62,7 +62,8 @@ FRAMEWORK_FIELDS = ("attention", "kernels", "grad_accum_fusion", "schedule", "ep
                     "moe_probs_in_expert_act", "fsdp_copy_bytes", "fsdp_root_group",
                     "fsdp_root_exposed_blocks",
                     "mtp_embedding_copy", "fp8_block_gemm", "pp_recv_gather", "pp_p2p_calls",
-                    "moe_layer_host", "activation_offload_recipes", "fp8_param_gather")
+                    "moe_layer_host", "activation_offload_recipes", "fp8_param_gather",
+                    "fp8_param_gather_fsdp")
 PLANNER_ASSUMPTIONS = ("gpus_per_node",)
 
 

@@ -141,6 +141,11 @@ FIELDS: dict[str, tuple[Any, str]] = {
         k in FP8_SCALINGS and v[k] in (1, 2) and not isinstance(v[k], bool) for k in v),
         "a table of fp8 scaling (" + " | ".join(FP8_SCALINGS) + ") = 1 or 2 (bytes per "
         "weight the DP all-gather moves)"),
+    # the same at ZeRO 2 / 3, which Megatron-Core runs through Megatron-FSDP (its own buffers)
+    "fp8_param_gather_fsdp": (lambda v: isinstance(v, dict) and all(
+        k in FP8_SCALINGS and v[k] in (1, 2) and not isinstance(v[k], bool) for k in v),
+        "a table of fp8 scaling (" + " | ".join(FP8_SCALINGS) + ") = 1 or 2 (bytes per "
+        "weight the Megatron-FSDP all-gather moves)"),
     "fp8_bf16_modules": (lambda v: isinstance(v, list) and all(
         x in ("output_head", "router", "attention_matmuls") for x in v),
         "a list of output_head, router, attention_matmuls"),
@@ -322,16 +327,18 @@ def allocator_slack_of(values: dict[str, Any], model_id: str | None, gpu_id: str
 
 
 def fp8_param_bytes(values: dict[str, Any], scaling: str | None,
-                    compute_capability: str) -> tuple[float, float, str] | None:
+                    compute_capability: str, fsdp: bool = False
+                    ) -> tuple[float, float, str] | None:
     """(HBM bytes per layer-matmul weight, bytes per such weight the DP all-gather moves, the
     storage's citation) where the profile's recipes at this fp8
     ``scaling`` keep the transformer layers' Linear weights as fp8 primary weights
     (frameworks.toml fp8_param_gather; Megatron-Core --fp8-param-gather), on a GPU of
     ``compute_capability`` (numerics.toml [fp8_params]); None where they do not (the weights
-    are the 16-bit working weights)."""
+    are the 16-bit working weights). ``fsdp``: ZeRO 2 / 3, Megatron-FSDP's buffers
+    (fp8_param_gather_fsdp), which hold and gather a scaling only where read."""
     from .numerics import fp8_param_storage
 
-    gathers = values.get("fp8_param_gather") or {}
+    gathers = values.get("fp8_param_gather_fsdp" if fsdp else "fp8_param_gather") or {}
     if scaling not in gathers:
         return None
     held = fp8_param_storage(str(scaling), compute_capability)

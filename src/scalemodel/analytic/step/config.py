@@ -88,20 +88,21 @@ def fp8_weight_bytes(job: Any, gpu: Any, zero: Any, e_w: float) -> tuple[Any, An
     moves) of the job on ``gpu`` at ZeRO stage ``zero`` (arrays broadcast): where the profile's
     recipe at the job's fp8 scaling keeps fp8 primary weights (frameworks.fp8_param_bytes:
     Megatron-Core --fp8-param-gather), Transformer Engine's fp8 weight and the gather's bytes
-    from its buffers; ``e_w`` (the 16-bit working weight) elsewhere, and at ZeRO 2 and 3, which
-    Megatron-Core runs through Megatron-FSDP (optim_grads, optim_grads_params), whose fp8
-    buffers were not read."""
+    from its buffers: the DDP / distributed-optimizer buffers at ZeRO 0 and 1, Megatron-FSDP's
+    (optim_grads, optim_grads_params) at ZeRO 2 and 3 (fp8_param_gather_fsdp); ``e_w`` (the
+    16-bit working weight) where the profile records no fp8 buffer for the scaling."""
     from ...specs.frameworks import fp8_param_bytes
 
     if getattr(job, "precision", "bf16") != "fp8":
         return e_w, e_w
-    hit = fp8_param_bytes(_profile_values(getattr(job, "framework_id", None)),
-                          fp8_scaling(job, getattr(gpu, "id", None))[0],
-                          str(getattr(gpu, "compute_capability", "")))
-    if hit is None:
-        return e_w, e_w
-    fsdp = np.asarray(zero) >= 2
-    return np.where(fsdp, e_w, hit[0]), np.where(fsdp, e_w, hit[1])
+    args = (_profile_values(getattr(job, "framework_id", None)),
+            fp8_scaling(job, getattr(gpu, "id", None))[0],
+            str(getattr(gpu, "compute_capability", "")))
+    ddp, fsdp = fp8_param_bytes(*args), fp8_param_bytes(*args, fsdp=True)
+    held_d, ag_d = (e_w, e_w) if ddp is None else ddp[:2]
+    held_f, ag_f = (e_w, e_w) if fsdp is None else fsdp[:2]
+    z = np.asarray(zero) >= 2
+    return np.where(z, held_f, held_d), np.where(z, ag_f, ag_d)
 
 
 def offload_layers(job: Any, gpu_id: str | None) -> int:
