@@ -175,21 +175,15 @@ def test_memory_command_prices_the_same_weights(capsys):
     assert out["breakdown"]["params"] == pytest.approx((P_ALL - P_LIN) * 2 + P_LIN, rel=1e-9)
 
 
-def test_bad_fp8_param_gather_is_one_line(tmp_path):
+@pytest.mark.parametrize("field, value, source, says", [
+    ("fp8_param_gather", "{ current = 3 }", "megatron-bridge-fp8-param-gather", "1 or 2"),
+    ("fp8_param_gather_fsdp", "{ tensorwise = 1 }", "megatron-fsdp-fp8-param-buffer",
+     "Megatron-FSDP"),
+])
+def test_bad_fp8_param_gather_is_one_line(tmp_path, field, value, source, says):
     from conftest import frameworks_file_refusal
 
     msg = frameworks_file_refusal(
         tmp_path, '[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
-        'source = "deepspeed-config"\nfp8_param_gather = { current = 3 }\n'
-        'fp8_param_gather_source = "megatron-bridge-fp8-param-gather"\n')
-    assert "fp8_param_gather" in msg and "1 or 2" in msg
-
-
-def test_bad_fp8_param_gather_fsdp_is_one_line(tmp_path):
-    from conftest import frameworks_file_refusal
-
-    msg = frameworks_file_refusal(
-        tmp_path, '[profiles.x]\nkind = "training"\nname = "x"\nversion = "1"\n'
-        'source = "deepspeed-config"\nfp8_param_gather_fsdp = { tensorwise = 1 }\n'
-        'fp8_param_gather_fsdp_source = "megatron-fsdp-fp8-param-buffer"\n')
-    assert "fp8_param_gather_fsdp" in msg and "Megatron-FSDP" in msg
+        f'source = "deepspeed-config"\n{field} = {value}\n{field}_source = "{source}"\n')
+    assert field in msg and says in msg
