@@ -76,3 +76,21 @@ def test_fit_under_the_core_r080_grid_keeps_ep_within_dp(capsys):
     rc, _, err = run(capsys, "memory", "--model", "mixtral-8x7b", "--framework",
                      "megatron-core-0.8", "--layout", text, "--seq-len", "8192")
     assert rc == 0, err
+
+
+def test_validate_layout_counts_the_expert_group_as_the_layout_rule_does():
+    """memory.validate_layout draws the expert group from the ranks layout._ep_group counts:
+    dp alone under megatron-core-0.8 (core_r0.8.0 parallel_state.py line 442 raises unless
+    data_parallel_size % expert_model_parallel_size == 0), dp x cp on the newer grid. Derivation:
+    mixtral-8x7b (8 experts) at tp=2 dp=4 cp=2 ep=8, etp = tp: dp = 4 is not a multiple of 8,
+    dp x cp = 8 is."""
+    from scalemodel.analytic.layout import TrainLayout
+    from scalemodel.analytic.memory import validate_layout
+    from scalemodel.errors import BadInput
+    from scalemodel.specs import get_model
+
+    m = get_model("mixtral-8x7b")
+    lay = TrainLayout(tp=2, pp=1, dp=4, cp=2, ep=8, zero=1, micro_batch=1)
+    validate_layout(m, lay, 8192, framework="megatron-core")
+    with pytest.raises(BadInput, match="ep must divide dp = 4"):
+        validate_layout(m, lay, 8192, framework="megatron-core-0.8")

@@ -70,10 +70,14 @@ def validate_layout(m: ModelSpec, lay: TrainLayout, seq_len: int,
         if m.n_experts % lay.ep:
             raise BadInput(f"--layout ep={lay.ep} does not divide the {m.n_experts} experts of "
                            f"{m.id}")
-        pool = lay.dp * lay.cp * (lay.tp if lay.folded else 1)
+        # the ranks an expert group is drawn from, as layout._ep_group counts them: dp alone
+        # under the core_r0.8.0 rank grid (layout.ep_from_dp_only), else dp x cp
+        dp_only = ep_from_dp_only(framework) and not lay.folded
+        pool = lay.dp * (1 if dp_only else lay.cp) * (lay.tp if lay.folded else 1)
+        group = "dp" if dp_only else "dp x cp (tp x dp x cp when etp = 1)"
         if lay.expert_tp not in (1, lay.tp) or pool % lay.ep or (lay.folded and lay.ep == 1):
             raise BadInput(f"--layout ep={lay.ep},etp={lay.expert_tp}: etp must be 1 or the tp, "
-                           f"and ep must divide dp x cp (tp x dp x cp when etp = 1) = {pool}")
+                           f"and ep must divide {group} = {pool}")
     # the head-tail causal split (the profile's cp_load_balance, default on) cuts the sequence
     # into 2 x cp equal chunks, as layout.py's "sequence" rule asks
     halves = lay.cp > 1 and get_framework(framework).get("cp_load_balance") is not False
